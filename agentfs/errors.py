@@ -1,0 +1,38 @@
+"""One hierarchy: every error is an AgentFSError and also the builtin a caller would expect."""
+
+from __future__ import annotations
+
+
+class AgentFSError(Exception):
+    """Base of every error agentfs raises on purpose."""
+
+
+class NotFound(AgentFSError, KeyError):
+    """A run, checkpoint, artifact or object that does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message as a repr
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidName(AgentFSError, ValueError):
+    """A run or artifact name that could escape the store or is not portable."""
+
+
+class SerializationError(AgentFSError, TypeError):
+    """A value that cannot be stored; the message names its path inside the state."""
+
+
+class IntegrityError(AgentFSError, ValueError):
+    """Stored bytes whose hash does not match their name: never returned to the caller."""
+
+
+class FormatError(AgentFSError, ValueError):
+    """A malformed record: a config, log entry, manifest or object header."""
+
+
+class Conflict(AgentFSError, RuntimeError):
+    """`commit(parent=...)` found that the head of the run had moved."""
+
+
+class RemoteError(AgentFSError, OSError):
+    """A remote operation that failed after its retries."""

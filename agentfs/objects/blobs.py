@@ -1,0 +1,213 @@
+"""Blob references: how a manifest points at bytes.
+
+A ref is a msgpack array whose first item is its kind:
+  [INLINE, data]                      the bytes themselves (tiny values)
+  [PACKED, oid, size]                 an object packed inside the same log entry
+  [PACKED, oid, size, run, id]        an object packed inside another log entry
+  [LOOSE, oid, size]                  objects/<oid>
+  [TREE, oid, size, depth]            objects/<oid> is a tree node: [[oid, size], ...] of chunks
+                                      (depth 1) or of nodes one level down
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import msgpack
+
+from ..errors import FormatError
+from ..names import check_id, check_name
+from . import chunking, codec
+from .db import ObjectDB, ObjectWriter
+
+INLINE, PACKED, LOOSE, TREE = 0, 1, 2, 3
+INLINE_MAX = 64
+PACK_MAX = 16 << 10
+NODE_MIN, NODE_MAX = 4, 512
+MAX_DEPTH = 8
+
+Ref = list[Any]
+Location = tuple[str, str]  # (run, checkpoint id) of a log entry
+ReadPacked = Callable[[bytes, Location], bytes]
+
+
+def check_ref(ref: Any, where: str) -> Ref:
+    """`ref` if well formed; refs come from files that may have been tampered with."""
+    ok = isinstance(ref, list) and ref and isinstance(ref[0], int)
+    if ok and ref[0] == INLINE:
+        ok = len(ref) == 2 and isinstance(ref[1], bytes) and len(ref[1]) <= INLINE_MAX
+    elif ok and ref[0] in (PACKED, LOOSE, TREE):
+        ok = len(ref) >= 3 and isinstance(ref[1], bytes) and len(ref[1]) == 32
+        ok = ok and isinstance(ref[2], int) and ref[2] >= 0
+        if ok and ref[0] == PACKED and len(ref) == 5:
+            ok = isinstance(ref[3], str) and isinstance(ref[4], str)
+            if ok:
+                check_name(ref[3], "run")
+                check_id(ref[4])
+        elif ok and ref[0] == TREE:
+            ok = len(ref) == 4 and isinstance(ref[3], int) and 1 <= ref[3] <= MAX_DEPTH
+        elif ok:
+            ok = len(ref) == 3
+    else:
+        ok = False
+    if not ok:
+        raise FormatError(f"{where}: malformed blob reference {str(ref)[:120]}")
+    return ref
+
+
+def ref_oid(ref: Ref) -> bytes | None:
+    return None if ref[0] == INLINE else ref[1]
+
+
+def ref_size(ref: Ref) -> int:
+    return len(ref[1]) if ref[0] == INLINE else ref[2]
+
+
+def located(ref: Ref, home: Location) -> Ref:
+    """The same ref, valid from any entry: a packed object keeps the address of its entry."""
+    if ref[0] == PACKED and len(ref) == 3:
+        return [PACKED, ref[1], ref[2], home[0], home[1]]
+    return ref
+
+
+class BlobWriter:
+    """Stores the blobs of one commit: tiny inline, small packed into the entry, the rest chunked."""
+
+    def __init__(self, writer: ObjectWriter, reuse: dict[bytes, Ref]) -> None:
+        self.writer = writer
+        self.reuse = reuse  # oid -> located ref already in the store (the parent's values)
+        self.pack: dict[bytes, bytes] = {}
+
+    def put(self, data: bytes, params: chunking.ChunkParams | None = None) -> Ref:
+        if len(data) <= INLINE_MAX:
+            return [INLINE, bytes(data)]
+        if params is None:
+            params = chunking.LARGE if len(data) > chunking.LARGE_VALUE else chunking.SMALL
+        if len(data) <= PACK_MAX:
+            oid = codec.hash_bytes(data)
+            if oid in self.reuse:
+                return self.reuse[oid]
+            self.pack.setdefault(oid, codec.encode(data))
+            return [PACKED, oid, len(data)]
+        return self._tree(chunking.cut_bytes(params, data))
+
+    def put_stream(self, stream: IO[Any]) -> Ref:
+        head = stream.read(PACK_MAX + 1)
+        if len(head) <= PACK_MAX:
+            return self.put(head, chunking.LARGE)
+        return self._tree(chunking.cut_stream(chunking.LARGE, _Prepended(head, stream)))
+
+    def _tree(self, chunks: Iterator[memoryview]) -> Ref:
+        level = [[self.writer.add(chunk), len(chunk)] for chunk in chunks]
+        size = sum(child[1] for child in level)
+        if len(level) == 1:
+            return [LOOSE, level[0][0], size]
+        depth = 0
+        while len(level) > 1:
+            depth += 1
+            level = self._group(level)
+        return [TREE, level[0][0], size, depth]
+
+    def _group(self, children: list[list[Any]]) -> list[list[Any]]:
+        nodes: list[list[Any]] = []
+        current: list[list[Any]] = []
+        for child in children:
+            current.append(child)
+            # a boundary decided by the child's hash: an append only rewrites the last node of each level
+            if (len(current) >= NODE_MIN and child[0][0] & 31 == 0) or len(current) >= NODE_MAX:
+                nodes.append(self._node(current))
+                current = []
+        if current:
+            nodes.append(self._node(current))
+        return nodes
+
+    def _node(self, children: list[list[Any]]) -> list[Any]:
+        body = msgpack.packb(children, use_bin_type=True)
+        return [self.writer.add(body), sum(child[1] for child in children)]
+
+
+class _Prepended:
+    """A stream that first replays bytes already read from it."""
+
+    def __init__(self, head: bytes, stream: IO[Any]) -> None:
+        self.head = memoryview(head)
+        self.stream = stream
+
+    def readinto(self, buffer: memoryview) -> int:
+        if self.head:
+            count = min(len(buffer), len(self.head))
+            buffer[:count] = self.head[:count]
+            self.head = self.head[count:]
+            return count
+        if hasattr(self.stream, "readinto"):
+            return self.stream.readinto(buffer) or 0
+        data = self.stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def read_node(db: ObjectDB, oid: bytes, where: str) -> list[list[Any]]:
+    try:
+        children = msgpack.unpackb(db.read(oid), raw=False, use_list=True)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise FormatError(f"{where}: tree node {oid.hex()} is malformed: {exc}") from None
+    valid = isinstance(children, list) and all(
+        isinstance(c, list) and len(c) == 2 and isinstance(c[0], bytes) and len(c[0]) == 32 and isinstance(c[1], int) and c[1] >= 0
+        for c in children
+    )
+    if not valid or not children:
+        raise FormatError(f"{where}: tree node {oid.hex()} is malformed")
+    return children
+
+
+class BlobReader:
+    def __init__(self, db: ObjectDB, read_packed: ReadPacked) -> None:
+        self.db = db
+        self.read_packed = read_packed
+
+    def chunks(self, ref: Ref, home: Location, where: str) -> Iterator[bytes]:
+        kind = ref[0]
+        if kind == INLINE:
+            yield ref[1]
+        elif kind == PACKED:
+            location = (ref[3], ref[4]) if len(ref) == 5 else home
+            yield self.read_packed(ref[1], location)
+        elif kind == LOOSE:
+            yield self.db.read(ref[1])
+        else:
+            yield from self._walk(ref[1], ref[3], where)
+
+    def _walk(self, oid: bytes, depth: int, where: str) -> Iterator[bytes]:
+        for child_oid, _size in read_node(self.db, oid, where):
+            if depth == 1:
+                yield self.db.read(child_oid)
+            else:
+                yield from self._walk(child_oid, depth - 1, where)
+
+    def read(self, ref: Ref, home: Location, where: str) -> bytes:
+        data = b"".join(self.chunks(ref, home, where))
+        if len(data) != ref_size(ref):
+            raise FormatError(f"{where}: blob holds {len(data)} bytes, its reference says {ref_size(ref)}")
+        return data
+
+    def loose_oids(self, ref: Ref, where: str, seen: set[bytes]) -> Iterator[bytes]:
+        """Every object file `ref` needs (tree nodes and chunks), each once per `seen`."""
+        if ref[0] == LOOSE and ref[1] not in seen:
+            seen.add(ref[1])
+            yield ref[1]
+        elif ref[0] == TREE:
+            yield from self._closure(ref[1], ref[3], where, seen)
+
+    def _closure(self, oid: bytes, depth: int, where: str, seen: set[bytes]) -> Iterator[bytes]:
+        if oid in seen:
+            return
+        seen.add(oid)
+        yield oid
+        for child_oid, _size in read_node(self.db, oid, where):
+            if depth == 1:
+                if child_oid not in seen:
+                    seen.add(child_oid)
+                    yield child_oid
+            else:
+                yield from self._closure(child_oid, depth - 1, where, seen)

@@ -1,0 +1,168 @@
+"""The local object database: objects/ab/cdef..., written once, read verified."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from ..errors import NotFound
+from ..fsutil import fsync_dir, make_dirs, temp_path
+from . import codec
+
+Fetch = Callable[[bytes], bytes | None]
+REFERENCED_MAX = 1 << 20
+
+
+class ObjectMissing(NotFound):
+    """An object that neither the store nor its remote holds."""
+
+
+class ObjectDB:
+    def __init__(self, root: Path, tmp: Path, *, sync: bool) -> None:
+        self.root = root
+        self.tmp = tmp
+        self.sync = sync
+        self.fetch: Fetch | None = None  # set by a store with a remote: returns verified object-file bytes
+        # objects a committed entry references: gc never deletes them, so reusing one needs no touch
+        self.referenced: set[bytes] = set()
+        self._prefix = str(root) + os.sep
+
+    def path(self, oid: bytes) -> Path:
+        return Path(self._path(oid))
+
+    def _path(self, oid: bytes) -> str:
+        name = oid.hex()
+        return f"{self._prefix}{name[:2]}{os.sep}{name[2:]}"
+
+    def touch(self, oid: bytes) -> bool:
+        """True if the object exists; refreshes its mtime so that gc's grace period protects it again."""
+        if oid in self.referenced:
+            return True
+        try:
+            os.utime(self._path(oid))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def mark_referenced(self, oids: set[bytes]) -> None:
+        if len(self.referenced) > REFERENCED_MAX:
+            self.referenced.clear()
+        self.referenced.update(oids)
+
+    def exists(self, oid: bytes) -> bool:
+        return self.path(oid).is_file()
+
+    def read(self, oid: bytes) -> bytes:
+        path = self.path(oid)
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            blob = self._fetched(oid)
+        return codec.decode(blob, oid, str(path))
+
+    def _fetched(self, oid: bytes) -> bytes:
+        blob = self.fetch(oid) if self.fetch is not None else None
+        if blob is None:
+            raise ObjectMissing(f"object {oid.hex()} is missing from {self.root}")
+        codec.decode(blob, oid, f"remote object {oid.hex()}")
+        self.install(oid, blob)
+        return blob
+
+    def install(self, oid: bytes, blob: bytes) -> None:
+        """Store an already-verified object file (pulled from a remote)."""
+        final = self.path(oid)
+        make_dirs(final.parent, sync=self.sync)
+        temp = temp_path(self.tmp)
+        with open(temp, "wb") as handle:
+            handle.write(blob)
+            if self.sync:
+                os.fsync(handle.fileno())
+        os.replace(temp, final)
+
+    def read_raw(self, oid: bytes) -> bytes:
+        """The object file's bytes as stored (compressed), for pushing to a remote."""
+        try:
+            return self.path(oid).read_bytes()
+        except FileNotFoundError:
+            raise ObjectMissing(f"object {oid.hex()} is missing from {self.root}") from None
+
+    def oids(self) -> Iterator[bytes]:
+        if not self.root.is_dir():
+            return
+        for fan in sorted(os.scandir(self.root), key=lambda e: e.name):
+            if not fan.is_dir() or len(fan.name) != 2:
+                continue
+            for entry in os.scandir(fan.path):
+                try:
+                    yield bytes.fromhex(fan.name + entry.name)
+                except ValueError:
+                    continue
+
+
+class ObjectWriter:
+    """Writes the new objects of one commit concurrently; `finish()` makes them all durable together.
+
+    Each object is fsynced before its rename, so a name in objects/ always holds complete bytes;
+    the fan-out directories are fsynced once each at the end, before the log entry is written.
+    """
+
+    MAX_IN_FLIGHT = 8
+
+    def __init__(self, db: ObjectDB, pool: ThreadPoolExecutor) -> None:
+        self.db = db
+        self.pool = pool
+        self.seen: set[bytes] = set()
+        self.dirs: set[Path] = set()
+        self.futures: list[Future[None]] = []
+        self.slots = threading.BoundedSemaphore(self.MAX_IN_FLIGHT)
+        self.written = 0
+        self.bytes_written = 0
+
+    def add(self, data: bytes | memoryview) -> bytes:
+        """Store `data` unless the store already holds it; returns its id."""
+        oid = codec.hash_bytes(data)
+        if oid in self.seen or self.db.touch(oid):
+            self.seen.add(oid)
+            return oid
+        self.seen.add(oid)
+        self.slots.acquire()
+        try:
+            self.futures.append(self.pool.submit(self._write, oid, bytes(data)))
+        except BaseException:
+            self.slots.release()
+            raise
+        return oid
+
+    def _write(self, oid: bytes, data: bytes) -> None:
+        try:
+            blob = codec.encode(data)
+            final = self.db.path(oid)
+            if not final.parent.is_dir():
+                make_dirs(final.parent, sync=self.db.sync)
+            temp = temp_path(self.db.tmp)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if self.db.sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, final)  # replacing an object only ever puts the same bytes back
+            self.dirs.add(final.parent)
+            self.written += 1
+            self.bytes_written += len(blob)
+        finally:
+            self.slots.release()
+
+    def finish(self) -> None:
+        for future in self.futures:
+            future.result()
+        self.futures.clear()
+        if self.db.sync and self.dirs:
+            list(self.pool.map(fsync_dir, sorted(self.dirs)))
+        self.dirs.clear()

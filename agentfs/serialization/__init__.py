@@ -1,0 +1,6 @@
+"""State encoding: msgpack plus explicit, registered converters. Loading never imports or unpickles."""
+
+from .converters import register
+from .values import decode_body, decode_value, encode_body, encode_value
+
+__all__ = ["decode_body", "decode_value", "encode_body", "encode_value", "register"]

@@ -1,0 +1,152 @@
+"""Packing a value to msgpack bytes and back, naming the path of any value that cannot be stored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+
+from ..errors import FormatError, SerializationError
+from . import converters
+
+LIST_BODY = 1  # a list stored as its items' bytes, without the array header
+MAP_BODY = 2  # a dict stored as its keys' and values' bytes, without the map header
+PLAIN = 0
+MAX_DEPTH = 512
+
+
+class _Unsupported(Exception):
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+
+def _default(obj: Any) -> msgpack.ExtType:
+    ext = converters.to_ext(obj, _pack)
+    if ext is None:
+        raise _Unsupported(obj)
+    return msgpack.ExtType(*ext)
+
+
+def _pack(value: Any) -> bytes:
+    return msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True, datetime=False)
+
+
+def _ext_hook(code: int, payload: bytes) -> Any:
+    return converters.from_ext(code, payload, _unpack, _iter_unpack)
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
+
+
+def _iter_unpack(data: bytes) -> list[Any]:
+    unpacker = msgpack.Unpacker(ext_hook=_ext_hook, raw=False, strict_map_key=False, max_buffer_size=0)
+    unpacker.feed(data)
+    return list(unpacker)
+
+
+def _index(key: Any) -> str:
+    return f"[{json.dumps(key)}]" if isinstance(key, str) else f"[{key!r}]"
+
+
+def _children(value: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield _index(key), key
+            yield _index(key), item
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield f"[{index}]", item
+    elif isinstance(value, (set, frozenset)):
+        for item in value:
+            yield f" item {item!r}", item
+    else:
+        registered = converters._by_class.get(type(value))
+        if registered is not None:
+            fields = registered.to_fields(value)
+            if isinstance(fields, dict):
+                for name, item in fields.items():
+                    yield f".{name}", item
+
+
+def _path_of(root: Any, target: Any, path: str, depth: int = 0) -> str | None:
+    if root is target:
+        return path
+    if depth > MAX_DEPTH:
+        return None
+    for step, child in _children(root):
+        found = _path_of(child, target, path + step, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(value: Any, path: str, exc: Exception) -> SerializationError:
+    if isinstance(exc, _Unsupported):
+        where = _path_of(value, exc.obj, path) or path
+        kind = type(exc.obj)
+        hint = "register it with agentfs.register()" if hasattr(kind, "__dataclass_fields__") or hasattr(kind, "model_fields") else "convert it to a supported type"
+        return SerializationError(f"{where} is a {kind.__module__}.{kind.__qualname__}, which agentfs cannot store; {hint}")
+    return SerializationError(f"{path} cannot be stored: {exc}")
+
+
+def encode_value(value: Any, path: str = "state") -> bytes:
+    """msgpack bytes for `value`; SerializationError names the path of the first unsupported value."""
+    try:
+        return _pack(value)
+    except (_Unsupported, TypeError, ValueError, OverflowError) as exc:
+        raise _describe(value, path, exc) from None
+
+
+def decode_value(data: bytes, where: str) -> Any:
+    try:
+        return _unpack(data)
+    except FormatError as exc:
+        raise FormatError(f"{where}: {exc}") from None
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise FormatError(f"{where} is not a valid value record: {exc}") from None
+
+
+def _header_size(first: int) -> int:
+    if 0x80 <= first <= 0x9F:  # fixmap, fixarray
+        return 1
+    if first in (0xDC, 0xDE):  # array16, map16
+        return 3
+    if first in (0xDD, 0xDF):  # array32, map32
+        return 5
+    raise ValueError(f"not a container header: {first:#x}")
+
+
+def encode_body(value: Any, path: str = "state") -> tuple[int, int, bytes]:
+    """(format, item count, bytes) for `value`.
+
+    Lists and dicts drop their header, so appending an item changes only the tail of the bytes
+    and content-defined chunking keeps every earlier chunk.
+    """
+    data = encode_value(value, path)
+    if type(value) is list:
+        return LIST_BODY, len(value), data[_header_size(data[0]) :]
+    if type(value) is dict:
+        return MAP_BODY, len(value), data[_header_size(data[0]) :]
+    return PLAIN, 1, data
+
+
+def decode_body(fmt: int, count: int, data: bytes, where: str) -> Any:
+    if fmt == PLAIN:
+        return decode_value(data, where)
+    if fmt not in (LIST_BODY, MAP_BODY) or not isinstance(count, int) or count < 0:
+        raise FormatError(f"{where}: unknown value format {fmt!r} with count {count!r}")
+    try:
+        items = _iter_unpack(data)
+    except FormatError as exc:
+        raise FormatError(f"{where}: {exc}") from None
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise FormatError(f"{where} is not a valid value record: {exc}") from None
+    expected = count if fmt == LIST_BODY else 2 * count
+    if len(items) != expected:
+        raise FormatError(f"{where} declares {count} items but holds {len(items)} records")
+    if fmt == LIST_BODY:
+        return items
+    return dict(zip(items[::2], items[1::2], strict=True))

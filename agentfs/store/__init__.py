@@ -1,0 +1,1 @@
+"""The local store: config, run logs, manifests, checkpoints and maintenance."""

@@ -1,0 +1,159 @@
+"""Checkpoints as users see them: lazy, verified state and streamable artifacts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+from collections.abc import Iterator, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFound
+from ..fsutil import fsync_dir, temp_path
+from ..objects.blobs import Ref, ref_size
+from ..serialization import decode_body, decode_value
+from .manifest import VALUE_STATE, Manifest
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+class Checkpoint:
+    """One committed checkpoint of a run. `state` is decoded on first access, every byte verified."""
+
+    def __init__(self, store: Store, manifest: Manifest) -> None:
+        self._store = store
+        self.manifest = manifest
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    @property
+    def run(self) -> str:
+        return self.manifest.run
+
+    @property
+    def parent(self) -> str | None:
+        return self.manifest.parent
+
+    @property
+    def created(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.manifest.created / 1e9, tz=dt.timezone.utc)
+
+    @property
+    def writer(self) -> dict[str, Any]:
+        return dict(self.manifest.writer)
+
+    @property
+    def forked_from(self) -> tuple[str, str] | None:
+        source = self.manifest.forked_from
+        return (source[0], source[1]) if source else None
+
+    @cached_property
+    def metadata(self) -> dict[str, Any]:
+        return decode_value(self.manifest.metadata, f"metadata of {self}")  # type: ignore[no-any-return]
+
+    @cached_property
+    def state(self) -> Any:
+        if self.manifest.state_kind == VALUE_STATE:
+            return self._value("")
+        return {key: self._value(key) for key in self.manifest.state}
+
+    def _value(self, key: str) -> Any:
+        fmt, count, ref = self.manifest.state[key]
+        where = f"{self} state[{key!r}]"
+        data = self._store.blobs.read(ref, (self.run, self.id), where)
+        return decode_body(fmt, count, data, where)
+
+    @cached_property
+    def artifacts(self) -> Artifacts:
+        return Artifacts(self)
+
+    def __repr__(self) -> str:
+        return f"<Checkpoint {self.run}@{self.id}>"
+
+    def __str__(self) -> str:
+        return f"{self.run}@{self.id}"
+
+
+class Artifacts(Mapping[str, "Artifact"]):
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self._checkpoint = checkpoint
+        self._refs = checkpoint.manifest.artifacts
+
+    def __getitem__(self, name: str) -> Artifact:
+        ref = self._refs.get(name)
+        if ref is None:
+            raise NotFound(f"artifact {name!r} not found in checkpoint {self._checkpoint}")
+        return Artifact(self._checkpoint, name, ref)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._refs)
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+class Artifact:
+    def __init__(self, checkpoint: Checkpoint, name: str, ref: Ref) -> None:
+        self.checkpoint = checkpoint
+        self.name = name
+        self.ref = ref
+
+    @property
+    def size(self) -> int:
+        return ref_size(self.ref)
+
+    def _chunks(self) -> Iterator[bytes]:
+        where = f"artifact {self.name!r} of {self.checkpoint}"
+        store = self.checkpoint._store
+        return store.blobs.chunks(self.ref, (self.checkpoint.run, self.checkpoint.id), where)
+
+    def read_bytes(self) -> bytes:
+        return b"".join(self._chunks())
+
+    def open(self) -> io.BufferedReader:
+        """A binary stream over the artifact; memory stays bounded by one chunk."""
+        return io.BufferedReader(_ChunkStream(self._chunks()), buffer_size=1 << 16)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the artifact to `path` atomically (a temp file beside it, then rename)."""
+        target = Path(path)
+        temp = temp_path(target.parent, ".agentfs-partial")
+        try:
+            with open(temp, "wb") as handle:
+                for chunk in self._chunks():
+                    handle.write(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, target)
+        finally:
+            temp.unlink(missing_ok=True)
+        fsync_dir(target.parent)
+        return target
+
+    def __repr__(self) -> str:
+        return f"<Artifact {self.name!r} of {self.checkpoint} ({self.size} bytes)>"
+
+
+class _ChunkStream(io.RawIOBase):
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._current = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._current:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._current = memoryview(chunk)
+        count = min(len(buffer), len(self._current))
+        buffer[:count] = self._current[:count]
+        self._current = self._current[count:]
+        return count

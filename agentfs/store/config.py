@@ -1,0 +1,53 @@
+"""The store's config file: format version, store id, hash, codec and chunking parameters (JSON)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from ..errors import FormatError
+from ..objects import blobs, chunking
+
+FORMAT = 1
+
+
+def new_config() -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "store_id": str(ULID()),
+        "hash": "sha256",
+        "codec": "zstd-3",
+        "chunking": {
+            "algorithm": "fastcdc-2020",
+            "small": chunking.SMALL.to_json(),
+            "large": chunking.LARGE.to_json(),
+            "large_value_over": chunking.LARGE_VALUE,
+        },
+        "inline_max": blobs.INLINE_MAX,
+        "pack_max": blobs.PACK_MAX,
+    }
+
+
+def encode_config(config: dict[str, Any]) -> bytes:
+    return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+
+
+def check_config(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        config = json.loads(data)
+    except ValueError as exc:
+        raise FormatError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("store_id"), str):
+        raise FormatError(f"{where} is not an agentfs config")
+    if config.get("format") != FORMAT:
+        raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads format {FORMAT}")
+    if config.get("hash") != "sha256":
+        raise FormatError(f"{where} uses hash {config.get('hash')!r}; this agentfs knows sha256")
+    return config
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    return check_config(path.read_bytes(), str(path))

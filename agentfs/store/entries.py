@@ -1,0 +1,57 @@
+"""Log entry files: runs/<run>/log/<id> holds the manifest and the small objects of its commit.
+
+  "AFL" | version (1 byte) | sha256(body) (32 bytes) | body
+  body = msgpack [manifest bytes, [[oid, object file bytes], ...]]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import msgpack
+
+from ..errors import FormatError, IntegrityError
+from ..objects import codec
+from .manifest import Manifest
+
+MAGIC = b"AFL"
+VERSION = 1
+HEADER = 4 + 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    manifest: Manifest
+    manifest_bytes: bytes
+    pack: dict[bytes, bytes]  # oid -> object file bytes (verified on read)
+
+    def packed(self, oid: bytes, where: str) -> bytes:
+        blob = self.pack.get(oid)
+        if blob is None:
+            raise FormatError(f"{where} does not pack object {oid.hex()}")
+        return codec.decode(blob, oid, f"{where} (packed)")
+
+
+def encode_entry(manifest: Manifest, pack: dict[bytes, bytes]) -> bytes:
+    body = msgpack.packb([manifest.to_bytes(), [[oid, pack[oid]] for oid in sorted(pack)]], use_bin_type=True)
+    return MAGIC + bytes((VERSION,)) + hashlib.sha256(body).digest() + body
+
+
+def decode_entry(data: bytes, where: str) -> Entry:
+    if len(data) < HEADER or data[:3] != MAGIC:
+        raise IntegrityError(f"log entry {where} is truncated or not a log entry ({len(data)} bytes)")
+    if data[3] != VERSION:
+        raise FormatError(f"log entry {where} has format version {data[3]}, this agentfs reads {VERSION}")
+    body = data[HEADER:]
+    if hashlib.sha256(body).digest() != data[4:HEADER]:
+        raise IntegrityError(f"log entry {where} does not match its checksum (corrupt)")
+    try:
+        manifest_bytes, pack_list = msgpack.unpackb(body, raw=False, use_list=True)
+        pack = {oid: blob for oid, blob in pack_list}
+        valid = isinstance(manifest_bytes, bytes) and all(isinstance(o, bytes) and len(o) == 32 and isinstance(b, bytes) for o, b in pack.items())
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise FormatError(f"log entry {where} is malformed: {exc}") from None
+    if not valid:
+        raise FormatError(f"log entry {where} is malformed")
+    return Entry(Manifest.from_bytes(manifest_bytes, f"log entry {where}"), manifest_bytes, pack)

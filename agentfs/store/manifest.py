@@ -1,0 +1,116 @@
+"""The manifest: an immutable, deterministic msgpack record of everything a checkpoint needs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import msgpack
+
+from ..errors import FormatError
+from ..names import check_id, check_name
+from ..objects.blobs import Ref, check_ref
+
+FORMAT = 1
+MAP_STATE = "map"  # a mapping stored key by key
+VALUE_STATE = "value"  # any other value, stored whole
+
+ValueRef = list[Any]  # [format, count, blob ref]: see serialization.values
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    run: str
+    id: str
+    parent: str | None
+    created: int
+    writer: dict[str, Any]
+    metadata: bytes
+    state_kind: str
+    state: dict[str, ValueRef]  # for VALUE_STATE the single key "" holds the value
+    artifacts: dict[str, Ref]
+    forked_from: list[str] | None = None
+
+    def to_bytes(self) -> bytes:
+        record = {
+            "format": FORMAT,
+            "run": self.run,
+            "id": self.id,
+            "parent": self.parent,
+            "created": self.created,
+            "writer": self.writer,
+            "metadata": self.metadata,
+            "state": [self.state_kind, self.state],
+            "artifacts": self.artifacts,
+        }
+        if self.forked_from is not None:
+            record["forked_from"] = self.forked_from
+        return msgpack.packb(record, use_bin_type=True)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: str) -> Manifest:
+        try:
+            record = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise FormatError(f"{where}: manifest is not valid msgpack: {exc}") from None
+        return _validate(record, where)
+
+
+def _field(record: dict[str, Any], name: str, kinds: type | tuple[type, ...], where: str) -> Any:
+    value = record.get(name)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and kinds is int):
+        raise FormatError(f"{where}: manifest field {name!r} is malformed: {str(value)[:80]!r}")
+    return value
+
+
+def check_value_ref(ref: Any, where: str) -> ValueRef:
+    if not (isinstance(ref, list) and len(ref) == 3 and isinstance(ref[0], int) and isinstance(ref[1], int)):
+        raise FormatError(f"{where}: malformed value reference {str(ref)[:120]}")
+    check_ref(ref[2], where)
+    return ref
+
+
+def _validate(record: Any, where: str) -> Manifest:
+    if not isinstance(record, dict):
+        raise FormatError(f"{where}: manifest is not a map")
+    if record.get("format") != FORMAT:
+        raise FormatError(f"{where}: manifest format {record.get('format')!r}, this agentfs reads {FORMAT}")
+    try:
+        run = check_name(_field(record, "run", str, where), "run")
+        checkpoint_id = check_id(_field(record, "id", str, where))
+        parent = record.get("parent")
+        if parent is not None:
+            check_id(parent)
+        forked_from = record.get("forked_from")
+        if forked_from is not None:
+            if not (isinstance(forked_from, list) and len(forked_from) == 2):
+                raise FormatError(f"{where}: manifest field 'forked_from' is malformed")
+            check_name(forked_from[0], "run")
+            check_id(forked_from[1])
+        state = _field(record, "state", list, where)
+        if len(state) != 2 or state[0] not in (MAP_STATE, VALUE_STATE) or not isinstance(state[1], dict):
+            raise FormatError(f"{where}: manifest field 'state' is malformed")
+        for key, ref in state[1].items():
+            if not isinstance(key, str):
+                raise FormatError(f"{where}: state key {key!r} is not a string")
+            check_value_ref(ref, f"{where} state[{key!r}]")
+        artifacts = _field(record, "artifacts", dict, where)
+        for name, ref in artifacts.items():
+            check_name(name, "artifact")
+            check_ref(ref, f"{where} artifact {name!r}")
+    except FormatError:
+        raise
+    except ValueError as exc:  # InvalidName from a tampered record
+        raise FormatError(f"{where}: {exc}") from None
+    return Manifest(
+        run=run,
+        id=checkpoint_id,
+        parent=parent,
+        created=_field(record, "created", int, where),
+        writer=_field(record, "writer", dict, where),
+        metadata=_field(record, "metadata", bytes, where),
+        state_kind=state[0],
+        state=state[1],
+        artifacts=artifacts,
+        forked_from=forked_from,
+    )

@@ -1,0 +1,190 @@
+"""A run: a named chain of checkpoints, appended under a per-run file lock."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Union
+
+from filelock import FileLock
+
+from ..errors import Conflict, NotFound, SerializationError
+from ..fsutil import make_dirs, write_atomic
+from ..ids import new_id
+from ..names import check_id, check_name
+from ..objects import chunking
+from ..objects.blobs import PACKED, BlobWriter, Ref, located
+from ..objects.db import ObjectWriter
+from ..serialization import encode_body, encode_value
+from .checkpoint import Checkpoint
+from .entries import encode_entry
+from .manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
+
+if TYPE_CHECKING:
+    from .store import Store
+
+ArtifactSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
+
+
+class _Head:
+    def __repr__(self) -> str:
+        return "HEAD"
+
+
+HEAD: Any = _Head()  # commit's default parent: whatever the head is when the entry is appended
+
+
+class Run:
+    def __init__(self, store: Store, name: str) -> None:
+        self.store = store
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<agentfs.Run {self.name!r}>"
+
+    def ids(self) -> list[str]:
+        """Every checkpoint id of the run, oldest first."""
+        return self.store.ids(self.name)
+
+    def head_id(self) -> str | None:
+        ids = self.ids()
+        return ids[-1] if ids else None
+
+    def get(self, checkpoint_id: str) -> Checkpoint:
+        check_id(checkpoint_id)
+        return Checkpoint(self.store, self.store.read_entry(self.name, checkpoint_id).manifest)
+
+    def latest(self) -> Checkpoint | None:
+        head = self.head_id()
+        return None if head is None else self.get(head)
+
+    def history(self, limit: int | None = None) -> list[Checkpoint]:
+        """Checkpoints newest first (all of them, or the newest `limit`)."""
+        ids = self.ids()[::-1]
+        return [self.get(i) for i in ids[:limit]]
+
+    def commit(
+        self,
+        state: Any,
+        *,
+        artifacts: Mapping[str, ArtifactSource] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        parent: str | None = HEAD,
+    ) -> Checkpoint:
+        """Durably append a checkpoint. With `parent=`, raise Conflict unless that is still the head."""
+        if parent is not HEAD and parent is not None:
+            check_id(parent)
+        kind, values = _encode_state(state)
+        encoded_metadata = encode_value(dict(metadata or {}), "metadata")
+        sources = _check_artifacts(artifacts or {})
+        with self.store.writing():
+            head = self.head_id()
+            if parent is not HEAD and parent != head:
+                raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
+            writer = ObjectWriter(self.store.db, self.store.pool)
+            blobs = BlobWriter(writer, self._reusable(head))
+            state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
+            artifact_refs = {name: _put_artifact(blobs, source) for name, source in sources.items()}
+            writer.finish()
+            checkpoint = self._append(parent, kind, state_refs, artifact_refs, encoded_metadata, blobs.pack)
+        self.store.db.mark_referenced(writer.seen)
+        return checkpoint
+
+    def fork(self, checkpoint_id: str, name: str) -> Run:
+        """A new run whose first checkpoint is `checkpoint_id` of this run (no data is copied)."""
+        source = self.get(checkpoint_id).manifest
+        target = self.store.run(check_name(name, "run"))
+        home = (self.name, checkpoint_id)
+        with self.store.writing():
+            target._append(
+                None,
+                source.state_kind,
+                {key: [fmt, count, located(ref, home)] for key, (fmt, count, ref) in source.state.items()},
+                {art: located(ref, home) for art, ref in source.artifacts.items()},
+                source.metadata,
+                {},
+                forked_from=[self.name, checkpoint_id],
+            )
+        return target
+
+    def _reusable(self, head: str | None) -> dict[bytes, Ref]:
+        """Small objects the head already packed: an unchanged key costs nothing in the next entry."""
+        if head is None:
+            return {}
+        manifest = self.store.read_entry(self.name, head).manifest
+        home = (self.name, head)
+        refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())
+        return {ref[1]: located(ref, home) for ref in refs if ref[0] == PACKED}
+
+    def _append(
+        self,
+        parent: str | None,
+        kind: str,
+        state: dict[str, ValueRef],
+        artifacts: dict[str, Ref],
+        metadata: bytes,
+        pack: dict[bytes, bytes],
+        forked_from: list[str] | None = None,
+    ) -> Checkpoint:
+        lock_path = self.store.lock_path(self.name)
+        if not lock_path.parent.is_dir():
+            make_dirs(lock_path.parent, sync=False)
+        with FileLock(str(lock_path)):
+            head = self.head_id()
+            if parent is not HEAD and parent != head:
+                raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
+            manifest = Manifest(
+                run=self.name,
+                id=new_id(after=head),
+                parent=head,
+                created=time.time_ns(),
+                writer={"store": self.store.id, "host": socket.gethostname(), "pid": os.getpid()},
+                metadata=metadata,
+                state_kind=kind,
+                state=state,
+                artifacts=artifacts,
+                forked_from=forked_from,
+            )
+            path = self.store.entry_path(self.name, manifest.id)
+            write_atomic(self.store.tmp_dir, path, encode_entry(manifest, pack), sync=self.store.sync_writes)
+        return Checkpoint(self.store, manifest)
+
+
+def _encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:
+    """A dict with str keys is stored key by key, so an unchanged key costs nothing next time."""
+    if type(state) is dict and all(type(key) is str for key in state):
+        return MAP_STATE, {key: encode_body(value, f"state[{_quoted(key)}]") for key, value in state.items()}
+    return VALUE_STATE, {"": encode_body(state, "state")}
+
+
+def _quoted(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, ArtifactSource]:
+    """Every artifact's name and source, checked before a single byte is written."""
+    if not isinstance(artifacts, Mapping):
+        raise SerializationError(f"artifacts must be a mapping of name -> bytes, path or file, got {type(artifacts).__name__}")
+    checked: dict[str, ArtifactSource] = {}
+    for name, source in artifacts.items():
+        check_name(name, "artifact")
+        if isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            if not path.is_file():
+                raise NotFound(f"artifact {name!r}: {path} is not a readable file")
+        elif not isinstance(source, (bytes, bytearray, memoryview)) and not hasattr(source, "read"):
+            raise SerializationError(f"artifact {name!r} is a {type(source).__name__}; give bytes, a path or a binary file")
+        checked[name] = source
+    return checked
+
+
+def _put_artifact(blobs: BlobWriter, source: ArtifactSource) -> Ref:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return blobs.put(bytes(source), chunking.LARGE)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            return blobs.put_stream(handle)
+    return blobs.put_stream(source)

@@ -1,0 +1,242 @@
+"""The Store: one local directory of objects, run logs, locks and remote state."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..errors import FormatError, NotFound
+from ..fsutil import make_dirs, write_atomic
+from ..names import ID, check_id, check_name
+from ..objects.blobs import BlobReader, Location
+from ..objects.db import ObjectDB
+from .config import encode_config, new_config, read_config
+from .entries import Entry, decode_entry
+
+if TYPE_CHECKING:
+    from ..sync.daemon import SyncDaemon
+    from .maintenance import GcReport, VerifyReport
+    from .run import Run
+
+Durability = Literal["power", "process"]
+DURABILITY: tuple[str, ...] = ("power", "process")
+ENTRY_CACHE = 256
+ID_LENGTH = 26
+
+
+class Source(Protocol):
+    """Where a store fetches what it lacks: a remote, read as untrusted."""
+
+    def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None: ...
+    def fetch_object(self, oid: bytes) -> bytes | None: ...
+    def list_ids(self, run: str) -> list[str]: ...
+    def list_runs(self) -> list[str]: ...
+
+
+class Store:
+    """A local agentfs store. Safe to share between threads and between processes."""
+
+    def __init__(self, root: Path, *, durability: Durability = "power", source: Source | None = None) -> None:
+        if durability not in DURABILITY:
+            raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
+        self.root = root
+        self.durability = durability
+        self.sync_writes = durability == "power"
+        self.objects_dir = root / "objects"
+        self.runs_dir = root / "runs"
+        self.locks_dir = root / "locks"
+        self.tmp_dir = root / "tmp"
+        self.remotes_dir = root / "remotes"
+        self.config = self._open_config()
+        self.source = source
+        self.db = ObjectDB(self.objects_dir, self.tmp_dir, sync=self.sync_writes)
+        if source is not None:
+            self.db.fetch = source.fetch_object
+        self.blobs = BlobReader(self.db, self.read_packed)
+        self._entries: OrderedDict[Location, Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _open_config(self) -> dict[str, Any]:
+        config_path = self.root / "config"
+        if config_path.is_file():
+            return read_config(config_path)
+        if self.root.exists() and any(p.name != "tmp" for p in self.root.iterdir()):
+            raise FormatError(f"{self.root} exists, is not empty and has no agentfs config: not an agentfs store")
+        for path in (self.objects_dir, self.runs_dir, self.locks_dir, self.tmp_dir, self.remotes_dir):
+            make_dirs(path, sync=self.sync_writes)
+        config = new_config()
+        if not write_atomic(self.tmp_dir, config_path, encode_config(config), sync=self.sync_writes):
+            return read_config(config_path)  # another process created the store at the same moment
+        return config
+
+    @property
+    def id(self) -> str:
+        return str(self.config["store_id"])
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentfs-io")
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<agentfs.Store {str(self.root)!r}>"
+
+    # runs and their logs
+
+    def run(self, name: str) -> Run:
+        from .run import Run
+
+        return Run(self, check_name(name, "run"))
+
+    def runs(self) -> list[str]:
+        """Names of every run with at least one checkpoint (here or on the remote)."""
+        names = set(self._local_runs())
+        if self.source is not None:
+            names.update(self.source.list_runs())
+        return sorted(names)
+
+    def _local_runs(self) -> Iterator[str]:
+        for log_dir in self.runs_dir.glob("**/log"):
+            if log_dir.is_dir() and any(ID.fullmatch(e.name) for e in os.scandir(log_dir)):
+                yield log_dir.parent.relative_to(self.runs_dir).as_posix()
+
+    def log_dir(self, run: str) -> Path:
+        return self.runs_dir.joinpath(*run.split("/"), "log")
+
+    def entry_path(self, run: str, checkpoint_id: str) -> Path:
+        return self.log_dir(run) / checkpoint_id
+
+    def local_ids(self, run: str) -> list[str]:
+        try:
+            # only entries are ever linked into a log dir; names are validated when read
+            return sorted(name for name in os.listdir(self.log_dir(run)) if len(name) == ID_LENGTH)
+        except FileNotFoundError:
+            return []
+
+    def ids(self, run: str) -> list[str]:
+        ids = set(self.local_ids(run))
+        if self.source is not None:
+            ids.update(check_id(i) for i in self.source.list_ids(run))
+        return sorted(ids)
+
+    def read_entry(self, run: str, checkpoint_id: str) -> Entry:
+        key = (run, checkpoint_id)
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is not None:
+                self._entries.move_to_end(key)
+                return cached
+        path = self.entry_path(run, checkpoint_id)
+        where = f"{run}@{checkpoint_id}"
+        try:
+            data = path.read_bytes()
+            entry = decode_entry(data, f"{where} ({path})")
+        except FileNotFoundError:
+            entry = self._fetch_entry(run, checkpoint_id)
+        if entry.manifest.run != run or entry.manifest.id != checkpoint_id:
+            raise FormatError(f"log entry {where} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
+        with self._lock:
+            self._entries[key] = entry
+            if len(self._entries) > ENTRY_CACHE:
+                self._entries.popitem(last=False)
+        return entry
+
+    def _fetch_entry(self, run: str, checkpoint_id: str) -> Entry:
+        data = self.source.fetch_entry(run, checkpoint_id) if self.source is not None else None
+        if data is None:
+            raise NotFound(f"checkpoint {checkpoint_id} not found in run {run!r}")
+        entry = decode_entry(data, f"remote {run}@{checkpoint_id}")
+        if entry.manifest.run != run or entry.manifest.id != checkpoint_id:
+            raise FormatError(f"remote log entry {run}@{checkpoint_id} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
+        self.install_entry(run, checkpoint_id, data)
+        return entry
+
+    def install_entry(self, run: str, checkpoint_id: str, data: bytes) -> bool:
+        """Add an already-verified entry (from a remote); entries are never replaced."""
+        return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes)
+
+    def read_packed(self, oid: bytes, location: Location) -> bytes:
+        return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
+
+    # locks
+
+    def lock_path(self, run: str) -> Path:
+        return self.locks_dir.joinpath("runs", *run.split("/")).with_suffix(".lock")
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Held (shared) by every commit while it writes, and (exclusive) by gc while it deletes.
+
+        The lock file stays after release: unlinking a held lock splits waiters across inodes.
+        """
+        with self._flock(fcntl.LOCK_SH):
+            yield
+
+    @contextmanager
+    def _flock(self, mode: int) -> Iterator[None]:
+        # one open file description per holder: flock on a shared fd would let one thread unlock another's
+        fd = os.open(self.locks_dir / "gc.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            os.close(fd)
+
+    # maintenance and sync
+
+    def verify(self) -> VerifyReport:
+        from .maintenance import verify
+
+        return verify(self)
+
+    def gc(self, grace: float = 3600.0) -> GcReport:
+        from .maintenance import gc
+
+        return gc(self, grace)
+
+    def sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
+        """Start a background thread that pushes every commit to `url`; use it as a context manager."""
+        from ..sync.daemon import SyncDaemon
+
+        daemon = SyncDaemon(self, url, storage_options or {}, **options)
+        daemon.start()
+        return daemon
+
+
+def open_store(
+    path: str | os.PathLike[str] = ".agentfs",
+    *,
+    remote: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    durability: Durability = "power",
+) -> Store:
+    """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there."""
+    root = Path(path).absolute()
+    source = None
+    if remote is not None:
+        from ..sync.remote import Remote
+
+        source = Remote(remote, storage_options or {})
+    return Store(root, durability=durability, source=source)

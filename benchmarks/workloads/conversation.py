@@ -1,0 +1,77 @@
+"""Workload 2: the growing conversation (issue 2, acceptance 5).
+
+N steps of ``{"step", "messages", "scratch"}``, one ~500-byte message more
+each step. Storage divided by the msgpack size of the final state; total time
+of the N commits; time of one ``latest()`` at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgpack
+
+from .. import data
+from ..context import Context
+from ..peers import tree_size
+from .common import agentfs_part, fig, with_peers
+
+W = "2 growing conversation"
+THREAD = "bench-conv"
+
+
+def agentfs_side(ctx: Context, states: list[dict[str, Any]]) -> tuple[float, int, float]:
+    """(seconds for all commits, store bytes, latest() ms)."""
+    af = ctx.agentfs
+    assert af is not None
+    path = ctx.new_dir("w2-agentfs")
+    run = af.open(path).run("bench/conversation")
+    t = time.perf_counter()
+    for s in states:
+        run.commit(s)
+    total = time.perf_counter() - t
+    store = af.open(path)
+    t = time.perf_counter()
+    latest = store.run("bench/conversation").latest()
+    assert latest is not None
+    state = latest.state
+    read_ms = (time.perf_counter() - t) * 1000
+    assert state == states[-1], "latest() is not the last state"
+    return total, tree_size(path), read_ms
+
+
+def peer_side(peer: Any, states: list[dict[str, Any]]) -> tuple[float, int, float]:
+    t = time.perf_counter()
+    for s in states:
+        peer.put(THREAD, s["step"], s)
+    total = time.perf_counter() - t
+    t = time.perf_counter()
+    got = peer.get_latest(THREAD)
+    read_ms = (time.perf_counter() - t) * 1000
+    assert got is not None and len(got["messages"]) == len(states), f"{peer.name}: bad latest"
+    return total, peer.size_on_disk(), read_ms
+
+
+def run(ctx: Context) -> None:
+    n = ctx.sizes.conv_steps
+    states = list(data.conversation(n))
+    final = len(msgpack.packb(states[-1]))
+    ours = agentfs_part(ctx, W, "conversation", lambda: agentfs_side(ctx, states))
+    x = ours[1] / final if ours else None
+    t_ours = ours[0] if ours else None
+    r_ours = ours[2] if ours else None
+    ctx.report.note(f"{W}: final state is {final:,} bytes of msgpack after {n} steps; "
+                    "sizes are the apparent size of every file the tool keeps "
+                    "(InMemorySaver: serialized bytes it holds in memory)")
+    fig(ctx, W, f"store size / final state (x), {n} steps", x, "goal", 10.0,
+        "agentfs <= 10x", lambda v: v <= 10)
+    for peer in with_peers(ctx, "w2"):
+        try:
+            total, size, read_ms = peer_side(peer, states)
+        finally:
+            peer.close()
+        fig(ctx, W, f"store size / final state (x), {n} steps", x, peer.label, size / final,
+            "agentfs <= 10x", lambda v: v <= 10)
+        fig(ctx, W, f"time for {n} commits (s)", t_ours, peer.label, total)
+        fig(ctx, W, "latest() at the end (ms)", r_ours, peer.label, read_ms)

@@ -1,0 +1,87 @@
+"""Workload 3: commit and read back one large artifact of mixed data.
+
+Runs in a child process (``python -m benchmarks.workloads.large_artifact
+STORE FILE``) so that its peak RSS is its own: baseline is the peak after
+importing agentfs and opening the store; the figure is the peak over it.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..context import Context
+from ..peers import tree_size
+from .common import agentfs_part, fig, mb
+
+W = "3 large artifact"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def child(store_dir: str, file: str) -> dict[str, Any]:
+    import agentfs
+
+    size = Path(file).stat().st_size
+    store = agentfs.open(store_dir)
+    run = store.run("bench/large")
+    base = _maxrss_mb()
+    t = time.perf_counter()
+    run.commit({"step": 0}, artifacts={"big.bin": Path(file)})
+    commit_s = time.perf_counter() - t
+    cp = run.latest()
+    assert cp is not None
+    t = time.perf_counter()
+    got = 0
+    with cp.artifacts["big.bin"].open() as f:
+        while chunk := f.read(1 << 20):
+            got += len(chunk)
+    read_s = time.perf_counter() - t
+    assert got == size, f"read back {got} bytes of {size}"
+    return {"size": size, "commit_s": commit_s, "read_s": read_s,
+            "base_rss_mb": base, "peak_rss_mb": _maxrss_mb()}
+
+
+def agentfs_side(ctx: Context) -> dict[str, Any]:
+    store = ctx.new_dir("w3-agentfs")
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.workloads.large_artifact", str(store),
+         str(ctx.big_file())],
+        cwd=REPO, capture_output=True, text=True, timeout=1200,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"child exited {out.returncode}: {out.stderr.strip()[-2000:]}")
+    res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    res["store_bytes"] = tree_size(store)
+    return res
+
+
+def run(ctx: Context) -> None:
+    big = ctx.big_file()
+    size = big.stat().st_size
+    z = ctx.limits.zstd()
+    res = agentfs_part(ctx, W, "large artifact", lambda: agentfs_side(ctx))
+    label = f"{ctx.sizes.big_mb} MiB"
+    commit = mb(size) / res["commit_s"] if res else None
+    read = mb(size) / res["read_s"] if res else None
+    fig(ctx, W, f"commit throughput, {label} (MB/s)", commit, "zstd -3 compress alone",
+        z["compress_mbps"], ">= 0.7x", lambda v: v >= 0.7 * z["compress_mbps"])
+    fig(ctx, W, f"read throughput, {label}, open() stream (MB/s)", read,
+        "zstd decompress alone", z["decompress_mbps"])
+    rss = res["peak_rss_mb"] - res["base_rss_mb"] if res else None
+    fig(ctx, W, "peak RSS over baseline, commit + read (MB)", rss, "goal", 200.0,
+        "< 200 MB", lambda v: v < 200)
+    fig(ctx, W, "store size / artifact size", res["store_bytes"] / size if res else None,
+        "zstd -3 size / input", 1 / z["ratio"])
+
+
+if __name__ == "__main__":
+    print(json.dumps(child(sys.argv[1], sys.argv[2])))
