@@ -7,6 +7,7 @@ from .errors import (
     IntegrityError,
     InvalidName,
     NotFound,
+    ObjectMissing,
     RemoteError,
     SerializationError,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "IntegrityError",
     "InvalidName",
     "NotFound",
+    "ObjectMissing",
     "RemoteError",
     "Run",
     "SerializationError",

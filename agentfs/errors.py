@@ -14,6 +14,10 @@ class NotFound(AgentFSError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ObjectMissing(NotFound):
+    """An object a checkpoint needs that neither the store nor its remote holds: damage, not a bad name."""
+
+
 class InvalidName(AgentFSError, ValueError):
     """A run or artifact name that could escape the store or is not portable."""
 

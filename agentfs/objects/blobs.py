@@ -167,6 +167,15 @@ class BlobReader:
         self.read_packed = read_packed
 
     def chunks(self, ref: Ref, home: Location, where: str) -> Iterator[bytes]:
+        """The blob's bytes, a verified chunk at a time; raises if they do not add up to its size."""
+        total = 0
+        for chunk in self._chunks(ref, home, where):
+            total += len(chunk)
+            yield chunk
+        if total != ref_size(ref):
+            raise FormatError(f"{where}: blob holds {total} bytes, its reference says {ref_size(ref)}")
+
+    def _chunks(self, ref: Ref, home: Location, where: str) -> Iterator[bytes]:
         kind = ref[0]
         if kind == INLINE:
             yield ref[1]
@@ -186,10 +195,7 @@ class BlobReader:
                 yield from self._walk(child_oid, depth - 1, where)
 
     def read(self, ref: Ref, home: Location, where: str) -> bytes:
-        data = b"".join(self.chunks(ref, home, where))
-        if len(data) != ref_size(ref):
-            raise FormatError(f"{where}: blob holds {len(data)} bytes, its reference says {ref_size(ref)}")
-        return data
+        return b"".join(self.chunks(ref, home, where))
 
     def loose_oids(self, ref: Ref, where: str, seen: set[bytes]) -> Iterator[bytes]:
         """Every object file `ref` needs (tree nodes and chunks), each once per `seen`."""

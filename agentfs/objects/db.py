@@ -8,16 +8,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..errors import NotFound
+from ..errors import ObjectMissing
 from ..fsutil import fsync_dir, make_dirs, temp_path
 from . import codec
 
 Fetch = Callable[[bytes], bytes | None]
 REFERENCED_MAX = 1 << 20
-
-
-class ObjectMissing(NotFound):
-    """An object that neither the store nor its remote holds."""
 
 
 class ObjectDB:

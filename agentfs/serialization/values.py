@@ -87,7 +87,11 @@ def _describe(value: Any, path: str, exc: Exception) -> SerializationError:
     if isinstance(exc, _Unsupported):
         where = _path_of(value, exc.obj, path) or path
         kind = type(exc.obj)
-        hint = "register it with agentfs.register()" if hasattr(kind, "__dataclass_fields__") or hasattr(kind, "model_fields") else "convert it to a supported type"
+        hint = (
+            "register it with agentfs.register()"
+            if hasattr(kind, "__dataclass_fields__") or hasattr(kind, "model_fields")
+            else "convert it to a supported type"
+        )
         return SerializationError(f"{where} is a {kind.__module__}.{kind.__qualname__}, which agentfs cannot store; {hint}")
     return SerializationError(f"{path} cannot be stored: {exc}")
 

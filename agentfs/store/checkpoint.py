@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
 from ..fsutil import fsync_dir, temp_path
+from ..names import check_name
 from ..objects.blobs import Ref, ref_size
 from ..serialization import decode_body, decode_value
 from .manifest import VALUE_STATE, Manifest
@@ -85,6 +86,7 @@ class Artifacts(Mapping[str, "Artifact"]):
         self._refs = checkpoint.manifest.artifacts
 
     def __getitem__(self, name: str) -> Artifact:
+        check_name(name, "artifact")
         ref = self._refs.get(name)
         if ref is None:
             raise NotFound(f"artifact {name!r} not found in checkpoint {self._checkpoint}")

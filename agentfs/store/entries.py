@@ -1,18 +1,20 @@
 """Log entry files: runs/<run>/log/<id> holds the manifest and the small objects of its commit.
 
-  "AFL" | version (1 byte) | sha256(body) (32 bytes) | body
-  body = msgpack [manifest bytes, [[oid, object file bytes], ...]]
+"AFL" | version (1 byte) | sha256(body) (32 bytes) | body
+body = msgpack [manifest bytes, [[oid, object file bytes], ...]]
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterator
 
 import msgpack
 
 from ..errors import FormatError, IntegrityError
 from ..objects import codec
+from ..objects.blobs import PACKED, Location, Ref
 from .manifest import Manifest
 
 MAGIC = b"AFL"
@@ -25,6 +27,17 @@ class Entry:
     manifest: Manifest
     manifest_bytes: bytes
     pack: dict[bytes, bytes]  # oid -> object file bytes (verified on read)
+
+    def refs(self) -> Iterator[tuple[str, Ref]]:
+        """(label, blob ref) for every value and artifact of the checkpoint."""
+        for key, (_fmt, _count, ref) in self.manifest.state.items():
+            yield f"state[{key!r}]", ref
+        for name, ref in self.manifest.artifacts.items():
+            yield f"artifact {name!r}", ref
+
+    def borrowed(self) -> set[Location]:
+        """Other entries whose packed objects this checkpoint uses."""
+        return {(ref[3], ref[4]) for _label, ref in self.refs() if ref[0] == PACKED and len(ref) == 5}
 
     def packed(self, oid: bytes, where: str) -> bytes:
         blob = self.pack.get(oid)
@@ -49,7 +62,9 @@ def decode_entry(data: bytes, where: str) -> Entry:
     try:
         manifest_bytes, pack_list = msgpack.unpackb(body, raw=False, use_list=True)
         pack = {oid: blob for oid, blob in pack_list}
-        valid = isinstance(manifest_bytes, bytes) and all(isinstance(o, bytes) and len(o) == 32 and isinstance(b, bytes) for o, b in pack.items())
+        valid = isinstance(manifest_bytes, bytes) and all(
+            isinstance(o, bytes) and len(o) == 32 and isinstance(b, bytes) for o, b in pack.items()
+        )
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise FormatError(f"log entry {where} is malformed: {exc}") from None
     if not valid:

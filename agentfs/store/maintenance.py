@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from ..errors import AgentFSError, IntegrityError
 from ..objects import codec
 from ..objects.blobs import LOOSE, PACKED, TREE, Ref, read_node
-from .entries import Entry
 
 if TYPE_CHECKING:
     from .store import Store
@@ -100,19 +99,14 @@ def verify(store: Store) -> VerifyReport:
         parent = entry.manifest.parent
         if parent is not None and not partial and not store.entry_path(run, parent).is_file():
             report.problems.append(Problem("missing", where, f"parent checkpoint {parent} is missing"))
-        for label, ref in _refs(entry):
+        for label, ref in entry.refs():
             report.problems.extend(_check_ref(store, ref, (run, checkpoint_id), f"{where} {label}", good, nodes_checked, partial))
     return report
 
 
-def _refs(entry: Entry) -> Iterator[tuple[str, Ref]]:
-    for key, (_fmt, _count, ref) in entry.manifest.state.items():
-        yield f"state[{key!r}]", ref
-    for name, ref in entry.manifest.artifacts.items():
-        yield f"artifact {name!r}", ref
-
-
-def _check_ref(store: Store, ref: Ref, home: tuple[str, str], where: str, good: set[bytes], nodes: set[bytes], partial: bool) -> list[Problem]:
+def _check_ref(
+    store: Store, ref: Ref, home: tuple[str, str], where: str, good: set[bytes], nodes: set[bytes], partial: bool
+) -> list[Problem]:
     kind = ref[0]
     if kind == PACKED:
         location = (ref[3], ref[4]) if len(ref) == 5 else home
@@ -152,7 +146,7 @@ def _check_tree(store: Store, oid: bytes, depth: int, where: str, good: set[byte
 def _mark(store: Store, entries: list[tuple[str, str]], marked: set[bytes]) -> None:
     for run, checkpoint_id in entries:
         entry = store.read_entry(run, checkpoint_id)  # a corrupt entry stops gc: we can't know what it needs
-        for label, ref in _refs(entry):
+        for label, ref in entry.refs():
             try:
                 marked.update(store.blobs.loose_oids(ref, f"{run}@{checkpoint_id} {label}", marked))
             except AgentFSError:

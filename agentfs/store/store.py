@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import FormatError, NotFound
 from ..fsutil import make_dirs, write_atomic
-from ..names import ID, check_id, check_name
+from ..names import ID, check_name
 from ..objects.blobs import BlobReader, Location
 from ..objects.db import ObjectDB
 from .config import encode_config, new_config, read_config
@@ -138,7 +138,7 @@ class Store:
     def ids(self, run: str) -> list[str]:
         ids = set(self.local_ids(run))
         if self.source is not None:
-            ids.update(check_id(i) for i in self.source.list_ids(run))
+            ids.update(self.source.list_ids(run))  # the remote lists only names that are ULIDs
         return sorted(ids)
 
     def read_entry(self, run: str, checkpoint_id: str) -> Entry:

@@ -1,0 +1,56 @@
+"""What every command module shares: exit codes, finding the store, naming a checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import agentfs
+
+from ..errors import NotFound
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:  # not subscriptable at run time
+    Subparsers = argparse._SubParsersAction
+
+OK = 0
+DIFFERENT = 1  # verify found problems, diff found differences
+USAGE = 2  # argparse's own code for a bad command line
+NOT_FOUND = 3
+FAILED = 4
+INTERRUPTED = 130
+STDOUT_CLOSED = 141  # what a shell reports for a command killed by SIGPIPE
+
+STORE_ENV = "AGENTFS_STORE"
+DEFAULT_STORE = ".agentfs"
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    return Path(args.store or os.environ.get(STORE_ENV) or DEFAULT_STORE).absolute()
+
+
+def open_existing(args: argparse.Namespace) -> agentfs.Store:
+    """The store named by --store / AGENTFS_STORE; NotFound rather than creating one by accident."""
+    root = store_path(args)
+    if not (root / "config").is_file():
+        raise NotFound(f"no agentfs store at {root} (create one with `agentfs init`, or pass --store PATH or set {STORE_ENV})")
+    return agentfs.open(root)
+
+
+def resolve(store: agentfs.Store, target: str) -> agentfs.Checkpoint:
+    """`RUN` (its head) or `RUN@ID`; '@' cannot occur in a run name."""
+    name, at, checkpoint_id = target.partition("@")
+    run = store.run(name)
+    if at:
+        return run.get(checkpoint_id)
+    head = run.latest()
+    if head is None:
+        raise NotFound(f"run {name!r} not found: it has no checkpoints")
+    return head
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")

@@ -1,0 +1,149 @@
+"""sync, pull, clone and status: the remote side of the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import agentfs
+
+from ..ids import id_time_ns
+from ..sync.daemon import SyncDaemon
+from ..sync.index import PushIndex, remote_dirs
+from ..sync.pull import pull
+from ..sync.push import Pusher
+from ..sync.remote import Remote
+from . import output
+from .common import OK, Subparsers, add_json_flag, open_existing, store_path
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.storage_options:
+        return {}
+    try:
+        options = json.loads(args.storage_options)
+    except ValueError as exc:
+        raise agentfs.FormatError(f"--storage-options is not valid JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise agentfs.FormatError("--storage-options must be a JSON object")
+    return options
+
+
+def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", help="fsspec URL: s3://bucket/prefix, gs://..., file:///path, memory://...")
+    parser.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        help='fsspec storage options as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://minio:9000"}}\'; '
+        "credentials come from the usual AWS/GCP chains and are never stored",
+    )
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    store = open_existing(args)
+    options = _storage_options(args)
+    if not args.watch:
+        stats = Pusher(store, Remote(args.url, options), workers=args.workers).push(progress=True)
+        output.line(f"pushed {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) to {Remote(args.url, options).url}")
+        return OK
+    daemon = SyncDaemon(store, args.url, options, interval=args.interval, workers=args.workers)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon.start()
+    print(f"agentfs: syncing {store.root} to {daemon.url} (SIGTERM or Ctrl-C to drain and stop)", file=sys.stderr, flush=True)
+    while not stopping.wait(1.0):
+        pass
+    drained = daemon.stop(timeout=args.drain_timeout)
+    status = daemon.status()
+    print(
+        f"agentfs: stopped; {status['pushed_entries']} checkpoints pushed, "
+        f"{status['lag_checkpoints']} not yet on the remote" + ("" if drained else f" (drain timed out after {args.drain_timeout}s)"),
+        file=sys.stderr,
+    )
+    return OK if drained else 1
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    store = agentfs.open(store_path(args))
+    remote = Remote(args.url, _storage_options(args))
+    stats = pull(store, remote, args.runs or None, progress=True)
+    output.line(f"pulled {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) from {remote.url}")
+    return OK
+
+
+def cmd_clone(args: argparse.Namespace) -> int:
+    store = agentfs.open(args.directory)
+    remote = Remote(args.url, _storage_options(args))
+    stats = pull(store, remote, None, progress=True)
+    output.line(f"cloned {remote.url} into {store.root}: {stats.entries} checkpoints, {stats.objects} objects")
+    return OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store = open_existing(args)
+    rows = []
+    for directory in remote_dirs(store.remotes_dir):
+        index = PushIndex(directory, store.tmp_dir)
+        saved = index.read_status()
+        local = {(run, cid) for run in store.runs() for cid in store.local_ids(run)}
+        pending = sorted(local - index.entries, key=lambda loc: loc[1])
+        oldest = min((id_time_ns(cid) for _run, cid in pending), default=None)
+        rows.append(
+            {
+                "remote": (directory / "url").read_text(),
+                "last_push": saved.get("last_push"),
+                "last_error": saved.get("last_error"),
+                "lag_checkpoints": len(pending),
+                "lag_seconds": 0.0 if oldest is None else round(max(0.0, time.time() - oldest / 1e9), 3),
+                "queue": len(pending),
+                "pushed_checkpoints": len(index.entries & local),
+                "pulled_from": (directory / "pulled").exists(),
+            }
+        )
+    if args.json:
+        output.emit_json({"store": str(store.root), "remotes": rows})
+        return OK
+    if not rows:
+        output.line(f"{store.root}: no remotes yet (start one with `agentfs sync URL`)")
+    for row in rows:
+        last = "never" if row["last_push"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["last_push"]))
+        output.line(f"{row['remote']}")
+        output.line(f"  last push:  {last}")
+        output.line(f"  lag:        {row['lag_checkpoints']} checkpoints, {row['lag_seconds']:.1f} s")
+        output.line(f"  queue:      {row['queue']}")
+        output.line(f"  last error: {row['last_error'] or '-'}")
+    return OK
+
+
+def register(subparsers: Subparsers) -> None:
+    sync = subparsers.add_parser("sync", help="push every checkpoint to a remote (once, or continuously with --watch)")
+    _add_remote_arguments(sync)
+    sync.add_argument("--watch", action="store_true", help="keep running: push each commit within about a second")
+    sync.add_argument("--interval", type=float, default=30.0, help="seconds between full rescans with --watch (default 30)")
+    sync.add_argument("--workers", type=int, default=16, help="concurrent uploads (default 16)")
+    sync.add_argument("--drain-timeout", type=float, default=30.0, help="on SIGTERM, seconds to finish pushing (default 30)")
+    sync.set_defaults(handler=cmd_sync)
+
+    pull_parser = subparsers.add_parser("pull", help="fetch checkpoints (all, or of the given runs) and their objects")
+    _add_remote_arguments(pull_parser)
+    pull_parser.add_argument("runs", nargs="*", metavar="RUN")
+    pull_parser.set_defaults(handler=cmd_pull)
+
+    clone = subparsers.add_parser("clone", help="create a store in DIR holding everything on the remote")
+    _add_remote_arguments(clone)
+    clone.add_argument("directory", metavar="DIR")
+    clone.set_defaults(handler=cmd_clone)
+
+    status = subparsers.add_parser("status", help="per remote: last push, lag, queue, last error")
+    add_json_flag(status)
+    status.set_defaults(handler=cmd_status)

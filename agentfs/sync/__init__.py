@@ -1,0 +1,1 @@
+"""Mirroring a store to an fsspec remote, and reading it back on another machine."""

@@ -1,0 +1,175 @@
+"""The sync daemon: watchdog events wake the pusher; periodic rescans make it correct without them.
+
+inotify drops events when its queue overflows and can miss files in a directory made a moment
+earlier, so events are only hints: every cycle pushes whatever the store holds that the remote lacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from ..ids import id_time_ns
+from .push import Pusher
+from .remote import Remote, redact
+
+if TYPE_CHECKING:
+    from ..store.store import Store
+
+log = logging.getLogger("agentfs.sync")
+WAKING_EVENTS = {"created", "moved", "closed"}
+
+
+class _Wake(FileSystemEventHandler):
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in WAKING_EVENTS:  # our own reads open and close entries: no wake-up loop
+            self.event.set()
+
+
+class SyncDaemon:
+    """Pushes every commit of `store` to `url` from a background thread; never blocks a commit."""
+
+    def __init__(
+        self,
+        store: Store,
+        url: str,
+        storage_options: dict[str, Any],
+        *,
+        interval: float = 30.0,
+        workers: int = 16,
+        debounce: float = 0.02,
+        max_backoff: float = 30.0,
+        watch: bool = True,
+    ) -> None:
+        self.store = store
+        self.url = redact(url)
+        self._url = url
+        self._storage_options = storage_options
+        self.interval = interval
+        self.workers = workers
+        self.debounce = debounce
+        self.max_backoff = max_backoff
+        self.watch = watch
+        self.pusher: Pusher | None = None
+        self.last_push: float | None = None
+        self.last_error: str | None = None
+        self.consecutive_errors = 0
+        self.pushed_entries = 0
+        self.uploaded_objects = 0
+        self._wake = threading.Event()
+        self._halt = threading.Event()
+        self._cycle = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._observer: Any = None
+
+    def start(self) -> SyncDaemon:
+        self._thread = threading.Thread(target=self._loop, name="agentfs-sync", daemon=True)
+        self._thread.start()
+        if self.watch:
+            self._observer = Observer()
+            self._observer.schedule(_Wake(self._wake), str(self.store.runs_dir), recursive=True)
+            self._observer.daemon = True
+            self._observer.start()
+        return self
+
+    def __enter__(self) -> SyncDaemon:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        backoff = 0.0
+        while not self._halt.is_set():
+            self._wake.clear()
+            try:
+                if self.pusher is None:
+                    self.pusher = Pusher(self.store, Remote(self._url, self._storage_options), workers=self.workers)
+                stats = self.pusher.push(stop=self._halt)
+                self.pushed_entries += stats.entries
+                self.uploaded_objects += stats.objects
+                if stats.entries or self.last_push is None:
+                    self.last_push = time.time()
+                self.last_error = None
+                self.consecutive_errors = 0
+                backoff = 0.0
+            except Exception as exc:  # a remote fault must never kill the daemon: retry with backoff
+                self.consecutive_errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"[:500]
+                backoff = min(max(backoff * 2, 0.25), self.max_backoff)
+                log.warning(
+                    "agentfs sync to %s failed (attempt %d, retry in %.1fs): %s",
+                    self.url,
+                    self.consecutive_errors,
+                    backoff,
+                    self.last_error,
+                )
+            self._publish_status()
+            with self._cycle:
+                self._cycle.notify_all()
+            if backoff:
+                self._halt.wait(backoff)
+                continue
+            if self._wake.wait(self.interval) and self.debounce:
+                time.sleep(self.debounce)  # let a burst of commits land before the next scan
+
+    def _publish_status(self) -> None:
+        if self.pusher is None:
+            return
+        try:
+            self.pusher.index.write_status(self.status())
+        except OSError as exc:
+            log.warning("agentfs sync: cannot write status: %s", exc)
+
+    def status(self) -> dict[str, Any]:
+        pending = self.pusher.pending() if self.pusher is not None else []
+        oldest = min((id_time_ns(cid) for _run, cid in pending), default=None)
+        return {
+            "url": self.url,
+            "last_push": self.last_push,
+            "last_error": self.last_error,
+            "consecutive_errors": self.consecutive_errors,
+            "lag_checkpoints": len(pending),
+            "lag_seconds": 0.0 if oldest is None else max(0.0, time.time() - oldest / 1e9),
+            "pushed_entries": self.pushed_entries,
+            "uploaded_objects": self.uploaded_objects,
+            "updated": time.time(),
+        }
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until every checkpoint committed before this call is on the remote; False on timeout."""
+        from ..store.maintenance import local_entries
+
+        target = set(local_entries(self.store))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._wake.set()
+        with self._cycle:
+            while True:
+                if self.pusher is not None and target <= self.pusher.index.entries:
+                    return True
+                left = None if deadline is None else deadline - time.monotonic()
+                if (left is not None and left <= 0) or self._thread is None or not self._thread.is_alive():
+                    return False
+                self._wake.set()
+                self._cycle.wait(0.5 if left is None else min(left, 0.5))
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Push what is committed (waiting at most `timeout` seconds), then stop; True if all went up."""
+        drained = self.flush(timeout) if self._thread is not None and self._thread.is_alive() else False
+        self._halt.set()
+        self._wake.set()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+        if self._thread is not None:
+            self._thread.join(timeout=max(timeout, 5.0))
+        self._publish_status()
+        return drained

@@ -1,0 +1,127 @@
+"""Pull: fetch log entries and the objects they need, verifying every hash before it enters the store."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from ..errors import FormatError
+from ..objects import codec
+from ..objects.blobs import LOOSE, TREE, Location, read_node
+from ..store.entries import Entry, decode_entry
+from .index import remember_url
+from .remote import Remote
+
+if TYPE_CHECKING:
+    from ..store.store import Store
+
+BATCH = 256
+
+
+@dataclasses.dataclass
+class PullStats:
+    entries: int = 0
+    objects: int = 0
+    bytes: int = 0
+
+
+def mark_partial(store: Store, remote: Remote) -> None:
+    """Record that this store holds part of `remote`: verify then allows absent history."""
+    directory = store.remotes_dir / remote.name
+    remember_url(directory, remote.url)
+    (directory / "pulled").touch()
+
+
+def pull(store: Store, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
+    """Fetch every checkpoint of `runs` (default: all) that the store lacks, with all its objects."""
+    mark_partial(store, remote)
+    wanted = [loc for loc in remote.list_all_entries() if runs is None or loc[0] in runs]
+    missing = sorted((loc for loc in wanted if not store.entry_path(*loc).is_file()), key=lambda loc: (loc[1], loc[0]))
+    stats = PullStats()
+    bar = tqdm(total=len(missing), unit="checkpoint", desc=f"pull {remote.url}", disable=not (progress and sys.stderr.isatty()))
+    with bar, ThreadPoolExecutor(workers, thread_name_prefix="agentfs-pull") as pool:
+        for start in range(0, len(missing), BATCH):
+            batch = missing[start : start + BATCH]
+            _pull_batch(store, remote, pool, batch, stats)
+            bar.update(len(batch))
+    return stats
+
+
+def _pull_batch(store: Store, remote: Remote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
+    fetched = list(pool.map(lambda loc: _fetch_entry(remote, loc), batch))
+    entries = dict(zip(batch, fetched, strict=True))
+    outside = {dep for _raw, entry in fetched for dep in entry.borrowed()} - set(entries)
+    outside = {dep for dep in outside if not store.entry_path(*dep).is_file()}
+    if outside:  # entries of other runs whose packed objects these borrow (forks) come first
+        _pull_batch(store, remote, pool, sorted(outside), stats)
+    _fetch_closure(store, remote, pool, fetched, stats)
+    for loc in _dependency_order(entries):
+        raw, _entry = entries[loc]
+        store.install_entry(*loc, raw)
+        stats.entries += 1
+        stats.bytes += len(raw)
+
+
+def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
+    raw = remote.fetch_entry(*loc)
+    if raw is None:
+        raise FormatError(f"remote {remote.url}: checkpoint {loc[0]}@{loc[1]} vanished while pulling")
+    entry = decode_entry(raw, f"remote {loc[0]}@{loc[1]}")
+    if (entry.manifest.run, entry.manifest.id) != loc:
+        raise FormatError(f"remote {remote.url}: log entry {loc[0]}@{loc[1]} holds {entry.manifest.run}@{entry.manifest.id}")
+    return raw, entry
+
+
+def _fetch_closure(store: Store, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats) -> None:
+    """Fetch tree nodes level by level, then chunks, all verified before they are stored."""
+    level: set[tuple[bytes, int]] = set()  # (oid, depth): depth 0 is a chunk or a loose value
+    for _raw, entry in entries:
+        for _label, ref in entry.refs():
+            if ref[0] == LOOSE:
+                level.add((ref[1], 0))
+            elif ref[0] == TREE:
+                level.add((ref[1], ref[3]))
+    seen: set[bytes] = set()
+    while level:
+        todo = [(oid, depth) for oid, depth in level if oid not in seen]
+        seen.update(oid for oid, _ in todo)
+        missing = [oid for oid, _ in todo if not store.db.exists(oid)]
+        for size in pool.map(lambda oid: _fetch_object(store, remote, oid), missing):
+            stats.objects += 1
+            stats.bytes += size
+        level = set()
+        for oid, depth in todo:
+            if depth > 0:
+                level.update((child, depth - 1) for child, _size in read_node(store.db, oid, f"tree node {oid.hex()}"))
+
+
+def _fetch_object(store: Store, remote: Remote, oid: bytes) -> int:
+    blob = remote.fetch_object(oid)
+    if blob is None:
+        raise FormatError(f"remote {remote.url} lacks object {oid.hex()}")
+    codec.decode(blob, oid, f"remote object {oid.hex()}")
+    store.db.install(oid, blob)
+    return len(blob)
+
+
+def _dependency_order(entries: dict[Location, tuple[bytes, Entry]]) -> list[Location]:
+    """Install an entry only after the entries it borrows packed objects from."""
+    ordered: list[Location] = []
+    placed: set[Location] = set()
+
+    def place(loc: Location) -> None:
+        if loc in placed:
+            return
+        placed.add(loc)
+        for dep in entries[loc][1].borrowed():
+            if dep in entries:
+                place(dep)
+        ordered.append(loc)
+
+    for loc in sorted(entries, key=lambda loc: loc[1]):
+        place(loc)
+    return ordered

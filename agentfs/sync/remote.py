@@ -1,0 +1,168 @@
+"""A remote: any fsspec URL laid out like the store. Everything read from it is untrusted."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import posixpath
+import re
+import secrets
+import urllib.parse
+from typing import Any
+
+import fsspec
+
+from ..errors import InvalidName, RemoteError
+from ..names import ID, check_id, check_name
+
+log = logging.getLogger("agentfs.sync")
+MAX_ENTRY = 64 << 20
+MAX_OBJECT = 32 << 20
+FILE_LIKE = {"file", "local"}
+
+
+def redact(url: str) -> str:
+    """The URL without any user:password@ part, for messages and the store's remotes/ directory."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username or parts.password:
+        netloc = parts.hostname or ""
+        if parts.port:
+            netloc += f":{parts.port}"
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def remote_name(url: str) -> str:
+    """A directory name for the remote's local sync state: readable, unique per URL."""
+    clean = redact(url).rstrip("/")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", clean)[-48:].strip("-.")
+    return f"{slug}-{hashlib.sha256(clean.encode()).hexdigest()[:10]}"
+
+
+class Remote:
+    def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
+        self.url = redact(url)
+        self.name = remote_name(url)
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        except (ImportError, ValueError) as exc:
+            raise RemoteError(f"cannot open remote {self.url}: {exc}") from None
+        self.root = root.rstrip("/")
+        protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        self.file_like = bool(FILE_LIKE.intersection(protocols))
+
+    def __repr__(self) -> str:
+        return f"<Remote {self.url}>"
+
+    # keys
+
+    def key(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def object_key(self, oid: bytes) -> str:
+        name = oid.hex()
+        return self.key("objects", name[:2], name[2:])
+
+    def entry_key(self, run: str, checkpoint_id: str) -> str:
+        return self.key("runs", run, "log", checkpoint_id)
+
+    # reading (untrusted: callers verify every byte)
+
+    def read(self, key: str, limit: int) -> bytes | None:
+        try:
+            data = bytes(self.fs.cat_file(key, start=0, end=limit + 1))
+        except FileNotFoundError:
+            return None
+        if len(data) > limit:
+            raise RemoteError(f"remote key {key} is over the {limit}-byte limit; refused")
+        return data
+
+    def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None:
+        return self.read(self.entry_key(check_name(run), check_id(checkpoint_id)), MAX_ENTRY)
+
+    def fetch_object(self, oid: bytes) -> bytes | None:
+        return self.read(self.object_key(oid), MAX_OBJECT)
+
+    def exists(self, key: str) -> bool:
+        return bool(self.fs.exists(key))
+
+    def list_ids(self, run: str) -> list[str]:
+        prefix = self.key("runs", check_name(run), "log")
+        self.fs.invalidate_cache(prefix)
+        try:
+            names = [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(prefix, detail=False)]
+        except FileNotFoundError:
+            return []
+        ids = []
+        for name in names:
+            if ID.fullmatch(name):
+                ids.append(name)
+            else:
+                log.warning("remote %s: ignoring %r in the log of run %r: not a checkpoint id", self.url, name, run)
+        return sorted(ids)
+
+    def list_runs(self) -> list[str]:
+        prefix = self.key("runs")
+        self.fs.invalidate_cache(prefix)
+        try:
+            keys = self.fs.find(prefix)
+        except FileNotFoundError:
+            return []
+        runs = set()
+        for key in keys:
+            relative = key[len(prefix) :].strip("/").split("/")
+            if len(relative) < 3 or relative[-2] != "log":
+                continue
+            try:
+                runs.add(check_name("/".join(relative[:-2])))
+            except InvalidName:
+                log.warning("remote %s: ignoring key %r: not a valid run", self.url, key)
+        return sorted(runs)
+
+    def list_all_entries(self) -> list[tuple[str, str]]:
+        prefix = self.key("runs")
+        self.fs.invalidate_cache(prefix)
+        try:
+            keys = self.fs.find(prefix)
+        except FileNotFoundError:
+            return []
+        found = []
+        for key in keys:
+            relative = key[len(prefix) :].strip("/").split("/")
+            if len(relative) >= 3 and relative[-2] == "log" and ID.fullmatch(relative[-1]):
+                try:
+                    found.append((check_name("/".join(relative[:-2])), relative[-1]))
+                except InvalidName:
+                    log.warning("remote %s: ignoring key %r: not a valid run", self.url, key)
+        return found
+
+    # writing: nothing on the remote is ever overwritten
+
+    def create(self, key: str, data: bytes) -> bool:
+        """Create `key` holding `data` unless it exists; False if it existed.
+
+        Object stores get a conditional PUT (If-None-Match: *), atomic and refused if the key exists.
+        File-like remotes get the bytes under a temporary key first, so a crash mid-upload never
+        leaves a complete-looking key.
+        """
+        if self.file_like:
+            return self._create_by_rename(key, data)
+        try:
+            self.fs.pipe_file(key, data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+
+    def _create_by_rename(self, key: str, data: bytes) -> bool:
+        if self.fs.exists(key):
+            return False
+        temp = self.key("tmp", f"{secrets.token_hex(12)}.partial")
+        self.fs.makedirs(posixpath.dirname(temp), exist_ok=True)
+        self.fs.pipe_file(temp, data)
+        self.fs.makedirs(posixpath.dirname(key), exist_ok=True)
+        try:
+            self.fs.mv(temp, key)
+        finally:
+            if self.fs.exists(temp):
+                self.fs.rm_file(temp)
+        return True
