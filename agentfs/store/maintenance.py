@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..errors import AgentFSError, IntegrityError
 from ..objects import codec
 from ..objects.blobs import LOOSE, PACKED, TREE, Ref, read_node
+from .locks import EXCLUSIVE, flock
 
 if TYPE_CHECKING:
     from .store import Store
@@ -176,7 +176,7 @@ def gc(store: Store, grace: float = 3600.0) -> GcReport:
                 report.kept += 1
         except FileNotFoundError:
             continue
-    with store._flock(fcntl.LOCK_EX):
+    with flock(store.gc_lock_path, EXCLUSIVE):
         _mark(store, sorted(set(local_entries(store)) - set(seen)), marked)
         now = time.time()
         for oid in candidates:

@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Union
 
-from filelock import FileLock
-
 from ..errors import Conflict, NotFound, SerializationError
 from ..fsutil import make_dirs, write_atomic
 from ..ids import new_id
@@ -21,6 +19,7 @@ from ..objects.db import ObjectWriter
 from ..serialization import encode_body, encode_value
 from .checkpoint import Checkpoint
 from .entries import encode_entry
+from .locks import EXCLUSIVE, flock
 from .manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 
 if TYPE_CHECKING:
@@ -132,7 +131,7 @@ class Run:
         lock_path = self.store.lock_path(self.name)
         if not lock_path.parent.is_dir():
             make_dirs(lock_path.parent, sync=False)
-        with FileLock(str(lock_path)):
+        with flock(lock_path, EXCLUSIVE):
             head = self.head_id()
             if parent is not HEAD and parent != head:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")

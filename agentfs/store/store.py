@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -19,6 +18,7 @@ from ..objects.blobs import BlobReader, Location
 from ..objects.db import ObjectDB
 from .config import encode_config, new_config, read_config
 from .entries import Entry, decode_entry
+from .locks import SHARED, flock
 
 if TYPE_CHECKING:
     from ..sync.daemon import SyncDaemon
@@ -54,6 +54,7 @@ class Store:
         self.locks_dir = root / "locks"
         self.tmp_dir = root / "tmp"
         self.remotes_dir = root / "remotes"
+        self.gc_lock_path = self.locks_dir / "gc.lock"
         self.config = self._open_config()
         self.source = source
         self.db = ObjectDB(self.objects_dir, self.tmp_dir, sync=self.sync_writes)
@@ -185,24 +186,9 @@ class Store:
     def lock_path(self, run: str) -> Path:
         return self.locks_dir.joinpath("runs", *run.split("/")).with_suffix(".lock")
 
-    @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Held (shared) by every commit while it writes, and (exclusive) by gc while it deletes.
-
-        The lock file stays after release: unlinking a held lock splits waiters across inodes.
-        """
-        with self._flock(fcntl.LOCK_SH):
-            yield
-
-    @contextmanager
-    def _flock(self, mode: int) -> Iterator[None]:
-        # one open file description per holder: flock on a shared fd would let one thread unlock another's
-        fd = os.open(self.locks_dir / "gc.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, mode)
-            yield
-        finally:
-            os.close(fd)
+    def writing(self) -> AbstractContextManager[None]:
+        """Held shared by every commit from its first object write to its log entry; gc deletes under it exclusively."""
+        return flock(self.gc_lock_path, SHARED)
 
     # maintenance and sync
 
