@@ -24,6 +24,8 @@ def check_name(name: object, kind: str = "run") -> str:
             raise InvalidName(f"{kind} name {name!r} has an empty segment (leading, trailing or double '/')")
         if segment in (".", ".."):
             raise InvalidName(f"{kind} name {name!r} has a {segment!r} segment")
+        if segment == "log" and kind == "run":  # runs/<run>/log/ holds entries: a nested run named log would mix with them
+            raise InvalidName(f"run name {name!r} has a 'log' segment, which is reserved")
         if len(segment) > MAX_SEGMENT:
             raise InvalidName(f"{kind} name {name!r} has a segment over {MAX_SEGMENT} characters")
         if not SEGMENT.fullmatch(segment):

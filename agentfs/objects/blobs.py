@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import msgpack
 
-from ..errors import FormatError
+from ..errors import FormatError, SerializationError
 from ..names import check_id, check_name
 from . import chunking, codec
 from .db import ObjectDB, ObjectWriter
@@ -94,6 +94,8 @@ class BlobWriter:
 
     def put_stream(self, stream: IO[Any]) -> Ref:
         head = stream.read(PACK_MAX + 1)
+        if not isinstance(head, bytes):
+            raise SerializationError(f"artifact stream returned {type(head).__name__}, not bytes: open the file in binary mode")
         if len(head) <= PACK_MAX:
             return self.put(head, chunking.LARGE)
         return self._tree(chunking.cut_stream(chunking.LARGE, _Prepended(head, stream)))
@@ -148,8 +150,9 @@ class _Prepended:
 
 
 def read_node(db: ObjectDB, oid: bytes, where: str) -> list[list[Any]]:
+    data = db.read(oid)  # a corrupt node is an IntegrityError from here, not a malformed one
     try:
-        children = msgpack.unpackb(db.read(oid), raw=False, use_list=True)
+        children = msgpack.unpackb(data, raw=False, use_list=True)
     except (ValueError, msgpack.UnpackException) as exc:
         raise FormatError(f"{where}: tree node {oid.hex()} is malformed: {exc}") from None
     valid = isinstance(children, list) and all(

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..errors import FormatError, SerializationError
 
-TUPLE, SET, FROZENSET, DATETIME, DATE, TIME, TIMEDELTA, UUID, DECIMAL, BYTEARRAY = range(1, 11)
+TUPLE, SET, FROZENSET, DATETIME, DATE, TIME, TIMEDELTA, UUID, DECIMAL = range(1, 10)
+# 10 was bytearray: msgpack packs bytearray and memoryview as bin itself, so they load as bytes
 NDARRAY, NPSCALAR, REGISTERED = 11, 12, 13
 
 Pack = Callable[[Any], bytes]
@@ -52,6 +53,10 @@ def register(cls: type, name: str | None = None) -> type:
             return {n: getattr(obj, n) for n in field_names}
 
         def from_fields(fields: Any) -> Any:
+            if not isinstance(fields, dict) or set(fields) != set(field_names):
+                raise FormatError(
+                    f"stored {name!r} has fields {sorted(fields) if isinstance(fields, dict) else fields!r}, expected {field_names}"
+                )
             obj = object.__new__(cls)
             for key, value in fields.items():
                 object.__setattr__(obj, key, value)  # frozen dataclasses too, no __init__ side effects
@@ -89,18 +94,33 @@ def _tz_fields(tz: dt.tzinfo | None, at: dt.datetime | None) -> Any:
     offset = tz.utcoffset(at)
     if offset is None:
         return None
-    return ["offset", offset.days, offset.seconds, offset.microseconds]
+    fields: list[Any] = ["offset", offset.days, offset.seconds, offset.microseconds]
+    if isinstance(tz, dt.timezone) and tz.tzname(None) != dt.timezone(offset).tzname(None):
+        fields.append(tz.tzname(None))  # a named fixed offset, e.g. timezone(timedelta(hours=1), "CET")
+    return fields
 
 
 def _tz_from(fields: Any) -> dt.tzinfo | None:
     if fields is None:
         return None
     if fields[0] == "zone":
-        return zoneinfo.ZoneInfo(fields[1])
+        try:
+            return zoneinfo.ZoneInfo(fields[1])
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+            raise FormatError(f"time zone {fields[1]!r} is not in this machine's tz database: {exc}") from None
     if fields[0] == "offset":
         offset = dt.timedelta(days=fields[1], seconds=fields[2], microseconds=fields[3])
+        if len(fields) == 5:
+            return dt.timezone(offset, fields[4])
         return dt.timezone.utc if not offset else dt.timezone(offset)
     raise FormatError(f"unknown time zone record {fields!r}")
+
+
+def _plain_dtype(numpy: Any, name: Any) -> Any:
+    dtype = numpy.dtype(name)
+    if dtype.hasobject or dtype.kind == "V":
+        raise FormatError(f"numpy dtype {dtype} would need pickle or a structured layout; refused")
+    return dtype
 
 
 def _numpy() -> Any:
@@ -131,16 +151,13 @@ def to_ext(obj: Any, pack: Pack) -> tuple[int, bytes] | None:
         return UUID, obj.bytes
     if kind is decimal.Decimal:
         return DECIMAL, str(obj).encode()
-    if kind is bytearray:
-        return BYTEARRAY, bytes(obj)
     registered = _by_class.get(kind)
     if registered is not None:
         return REGISTERED, pack([registered.name, registered.to_fields(obj)])
     if kind.__module__ == "numpy":
         numpy = _numpy()
         if isinstance(obj, numpy.ndarray) and not obj.dtype.hasobject and obj.dtype.kind != "V":
-            data = numpy.ascontiguousarray(obj)
-            return NDARRAY, pack([data.dtype.str, list(data.shape), data.tobytes()])
+            return NDARRAY, pack([obj.dtype.str, list(obj.shape), obj.tobytes(order="C")])
         if isinstance(obj, numpy.generic) and not obj.dtype.hasobject and obj.dtype.kind != "V":
             return NPSCALAR, pack([obj.dtype.str, obj.tobytes()])
     return None
@@ -168,9 +185,10 @@ def from_ext(code: int, payload: bytes, unpack: Unpack, iter_unpack: Callable[[b
     if code == UUID:
         return uuid.UUID(bytes=payload)
     if code == DECIMAL:
-        return decimal.Decimal(payload.decode())
-    if code == BYTEARRAY:
-        return bytearray(payload)
+        try:
+            return decimal.Decimal(payload.decode())
+        except (decimal.InvalidOperation, UnicodeDecodeError):
+            raise FormatError(f"stored Decimal {payload[:40]!r} is malformed") from None
     if code == REGISTERED:
         name, fields = unpack(payload)
         registered = _by_name.get(name)
@@ -181,13 +199,13 @@ def from_ext(code: int, payload: bytes, unpack: Unpack, iter_unpack: Callable[[b
         numpy = _numpy()
         if code == NDARRAY:
             dtype, shape, data = unpack(payload)
-            dtype = numpy.dtype(dtype)
-            if dtype.hasobject:
-                raise FormatError(f"array of dtype {dtype} would need pickle; refused")
+            dtype = _plain_dtype(numpy, dtype)
+            if dtype.itemsize == 0:
+                return numpy.zeros(shape, dtype=dtype)
             return numpy.frombuffer(data, dtype=dtype).reshape(shape)  # zero-copy: a read-only view
         dtype, data = unpack(payload)
-        dtype = numpy.dtype(dtype)
-        if dtype.hasobject:
-            raise FormatError(f"scalar of dtype {dtype} would need pickle; refused")
+        dtype = _plain_dtype(numpy, dtype)
+        if dtype.itemsize == 0:
+            return dtype.type()
         return numpy.frombuffer(data, dtype=dtype)[0]
     raise FormatError(f"unknown ext type {code} in stored data")

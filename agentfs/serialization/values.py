@@ -93,7 +93,19 @@ def _describe(value: Any, path: str, exc: Exception) -> SerializationError:
             else "convert it to a supported type"
         )
         return SerializationError(f"{where} is a {kind.__module__}.{kind.__qualname__}, which agentfs cannot store; {hint}")
-    return SerializationError(f"{path} cannot be stored: {exc}")
+    return SerializationError(f"{_failing_leaf(value, path)} cannot be stored: {exc}")
+
+
+def _failing_leaf(value: Any, path: str, depth: int = 0) -> str:
+    """The path of the deepest value that fails to pack on its own (a lone surrogate, an int over 64 bits)."""
+    if depth > MAX_DEPTH:
+        return path
+    for step, child in _children(value):
+        try:
+            _pack(child)
+        except (_Unsupported, TypeError, ValueError, OverflowError):
+            return _failing_leaf(child, path + step, depth + 1)
+    return path
 
 
 def encode_value(value: Any, path: str = "state") -> bytes:
@@ -109,8 +121,8 @@ def decode_value(data: bytes, where: str) -> Any:
         return _unpack(data)
     except FormatError as exc:
         raise FormatError(f"{where}: {exc}") from None
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise FormatError(f"{where} is not a valid value record: {exc}") from None
+    except Exception as exc:  # any converter fed a crafted record: never let it pass as another error
+        raise FormatError(f"{where} is not a valid value record: {type(exc).__name__}: {exc}") from None
 
 
 def _header_size(first: int) -> int:
@@ -146,8 +158,8 @@ def decode_body(fmt: int, count: int, data: bytes, where: str) -> Any:
         items = _iter_unpack(data)
     except FormatError as exc:
         raise FormatError(f"{where}: {exc}") from None
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise FormatError(f"{where} is not a valid value record: {exc}") from None
+    except Exception as exc:  # any converter fed a crafted record: never let it pass as another error
+        raise FormatError(f"{where} is not a valid value record: {type(exc).__name__}: {exc}") from None
     expected = count if fmt == LIST_BODY else 2 * count
     if len(items) != expected:
         raise FormatError(f"{where} declares {count} items but holds {len(items)} records")

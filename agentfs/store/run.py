@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import time
@@ -174,6 +175,8 @@ def _check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, Artif
             path = Path(source)
             if not path.is_file():
                 raise NotFound(f"artifact {name!r}: {path} is not a readable file")
+        elif isinstance(source, io.TextIOBase):
+            raise SerializationError(f"artifact {name!r} is a text stream; open the file in binary mode ('rb')")
         elif not isinstance(source, (bytes, bytearray, memoryview)) and not hasattr(source, "read"):
             raise SerializationError(f"artifact {name!r} is a {type(source).__name__}; give bytes, a path or a binary file")
         checked[name] = source

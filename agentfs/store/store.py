@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -184,7 +185,8 @@ class Store:
     # locks
 
     def lock_path(self, run: str) -> Path:
-        return self.locks_dir.joinpath("runs", *run.split("/")).with_suffix(".lock")
+        # flat and hashed: nested names would collide ("x" vs "x.lock/y") and may exceed NAME_MAX
+        return self.locks_dir / "runs" / f"{hashlib.sha256(run.encode()).hexdigest()}.lock"
 
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its log entry; gc deletes under it exclusively."""

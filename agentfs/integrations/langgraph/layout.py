@@ -1,0 +1,109 @@
+"""Where a LangGraph thread lives in a store: run names made reversibly from arbitrary strings.
+
+    <prefix>/<thread>/ctl                          the thread's generation pointer (latest commit wins)
+    <prefix>/<thread>/g<gen>/<ns>/cp               checkpoints of one namespace, in LangGraph id order
+    <prefix>/<thread>/g<gen>/<ns>/w/<checkpoint>   pending writes of one checkpoint, one commit per put_writes
+    <prefix>/byrun/<run_id>                        threads that hold checkpoints of a LangGraph run_id
+
+A string becomes one or more segments: every character outside [A-Za-z0-9.-] is written as `_xx`
+per UTF-8 byte, the result is cut into pieces of at most 120 characters, each piece but the last
+is prefixed with `p` and the last with `s`. The fixed names (ctl, g..., cp, w, byrun) start with
+other letters, so a name parses back without ambiguity.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import NamedTuple
+
+from ...names import check_name
+
+PIECE = 120
+MORE, END = "p", "s"
+_KEEP = frozenset(string.ascii_letters + string.digits + ".-")
+_ESCAPED = re.compile(r"(?:[A-Za-z0-9.-]|_[0-9a-f]{2})*")
+GENERATION = re.compile(r"0|[0-9a-f]{32}")
+INITIAL_GENERATION = "0"
+
+
+def encode(text: str) -> str:
+    """`text` as `/`-separated run name segments."""
+    escaped = "".join(ch if ch in _KEEP else "".join(f"_{b:02x}" for b in ch.encode("utf-8", "surrogatepass")) for ch in text)
+    pieces = [escaped[i : i + PIECE] for i in range(0, len(escaped), PIECE)] or [""]
+    return "/".join([*(MORE + piece for piece in pieces[:-1]), END + pieces[-1]])
+
+
+def decode(segments: list[str], start: int) -> tuple[str, int]:
+    """The string encoded from `segments[start]` on, and the index of the segment after it."""
+    pieces = []
+    index = start
+    while True:
+        if index >= len(segments) or segments[index][:1] not in (MORE, END):
+            raise ValueError("not an encoded string")
+        pieces.append(segments[index][1:])
+        index += 1
+        if segments[index - 1][0] == END:
+            break
+    escaped = "".join(pieces)
+    if not _ESCAPED.fullmatch(escaped):
+        raise ValueError("not an encoded string")
+    raw = bytearray()
+    position = 0
+    while position < len(escaped):
+        if escaped[position] == "_":
+            raw.append(int(escaped[position + 1 : position + 3], 16))
+            position += 3
+        else:
+            raw += escaped[position].encode()
+            position += 1
+    text = raw.decode("utf-8", "surrogatepass")
+    if encode(text) != "/".join(segments[start:index]):
+        raise ValueError("not the canonical encoding of its string")  # one string, one run name
+    return text, index
+
+
+class Namespace(NamedTuple):
+    """One namespace of a thread in one generation: where its checkpoints are."""
+
+    thread: str
+    generation: str
+    ns: str
+
+
+class Layout:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = check_name(prefix, "run prefix")
+
+    def thread_root(self, thread: str) -> str:
+        return f"{self.prefix}/{encode(thread)}"
+
+    def control(self, thread: str) -> str:
+        return f"{self.thread_root(thread)}/ctl"
+
+    def namespace_root(self, where: Namespace) -> str:
+        return f"{self.thread_root(where.thread)}/g{where.generation}/{encode(where.ns)}"
+
+    def checkpoints(self, where: Namespace) -> str:
+        return f"{self.namespace_root(where)}/cp"
+
+    def writes(self, where: Namespace, checkpoint_id: str) -> str:
+        return f"{self.namespace_root(where)}/w/{encode(checkpoint_id)}"
+
+    def by_run(self, run_id: str) -> str:
+        return f"{self.prefix}/byrun/{encode(run_id)}"
+
+    def parse_checkpoints(self, run: str) -> Namespace | None:
+        """The namespace whose checkpoints `run` holds, or None if `run` is anything else."""
+        head = self.prefix + "/"
+        if not (run.startswith(head) and run.endswith("/cp")):
+            return None
+        segments = run[len(head) : -len("/cp")].split("/")
+        try:
+            thread, index = decode(segments, 0)
+            if index >= len(segments) or not GENERATION.fullmatch(segments[index][1:]) or segments[index][0] != "g":
+                return None
+            ns, end = decode(segments, index + 1)
+        except ValueError:
+            return None
+        return Namespace(thread, segments[index][1:], ns) if end == len(segments) else None

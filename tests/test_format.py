@@ -1,0 +1,372 @@
+"""The on-disk format (docs/FORMAT.md), read back from the raw files with msgpack, zstandard and hashlib only."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import zstandard
+
+import agentfs
+
+ULID_CHARS = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+INLINE, PACKED, LOOSE, TREE = 0, 1, 2, 3
+PLAIN, LIST_BODY, MAP_BODY = 0, 1, 2
+
+
+def decode_object_file(blob: bytes) -> tuple[int, bytes]:
+    """(codec, uncompressed bytes) of an object file, by the documented layout."""
+    assert blob[:4] == b"AFO\x01", blob[:5]
+    codec = blob[4]
+    assert codec in (0, 1), codec
+    if codec == 0:
+        return codec, blob[5:]
+    params = zstandard.get_frame_parameters(blob[5:])
+    assert params.content_size not in (0, zstandard.CONTENTSIZE_UNKNOWN) or len(blob) < 20  # content size recorded
+    return codec, zstandard.ZstdDecompressor().decompressobj().decompress(blob[5:])
+
+
+def read_object(root: Path, oid: bytes) -> bytes:
+    hexid = oid.hex()
+    _codec, data = decode_object_file((root / "objects" / hexid[:2] / hexid[2:]).read_bytes())
+    assert hashlib.sha256(data).digest() == oid
+    return data
+
+
+def object_files(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "objects").rglob("*") if p.is_file())
+
+
+@dataclass
+class Entry:
+    path: Path
+    manifest: dict[str, Any]
+    pack: dict[bytes, bytes]
+
+
+def read_entry(path: Path) -> Entry:
+    raw = path.read_bytes()
+    assert raw[:4] == b"AFL\x01"
+    body = raw[36:]
+    assert hashlib.sha256(body).digest() == raw[4:36]
+    manifest_bytes, pack_list = msgpack.unpackb(body, raw=False)
+    assert isinstance(manifest_bytes, bytes)
+    manifest = msgpack.unpackb(manifest_bytes, raw=False, strict_map_key=False)
+    pack = {}
+    for oid, blob in pack_list:
+        assert len(oid) == 32
+        _codec, data = decode_object_file(blob)
+        assert hashlib.sha256(data).digest() == oid
+        pack[oid] = data
+    assert [oid for oid, _ in pack_list] == sorted(pack)  # sorted by oid: the entry is deterministic
+    return Entry(path, manifest, pack)
+
+
+def entry_paths(root: Path, run: str) -> list[Path]:
+    return sorted((root / "runs" / run / "log").iterdir())
+
+
+def blob_bytes(root: Path, ref: list[Any], entries: dict[tuple[str, str], Entry], home: tuple[str, str]) -> bytes:
+    """The bytes a blob ref names, resolved from the raw files by the documented rules."""
+    kind = ref[0]
+    if kind == INLINE:
+        assert len(ref[1]) <= 64
+        return bytes(ref[1])
+    if kind == PACKED:
+        location = (ref[3], ref[4]) if len(ref) == 5 else home
+        data = entries[location].pack[ref[1]]
+    elif kind == LOOSE:
+        data = read_object(root, ref[1])
+    else:
+        assert kind == TREE and len(ref) == 4
+        data = b"".join(_walk(root, ref[1], ref[3]))
+    assert len(data) == ref[2]
+    return data
+
+
+def _walk(root: Path, oid: bytes, depth: int) -> Iterator[bytes]:
+    children = msgpack.unpackb(read_object(root, oid), raw=False)
+    assert children and all(len(c) == 2 and len(c[0]) == 32 for c in children)
+    for child, size in children:
+        if depth == 1:
+            data = read_object(root, child)
+            assert len(data) == size
+            yield data
+        else:
+            yield from _walk(root, child, depth - 1)
+
+
+def decode_value(fmt: int, count: int, data: bytes) -> Any:
+    if fmt == PLAIN:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    items = _items(data)
+    if fmt == LIST_BODY:
+        assert len(items) == count
+        return items
+    assert fmt == MAP_BODY and len(items) == 2 * count
+    return dict(zip(items[::2], items[1::2], strict=True))
+
+
+def _items(data: bytes) -> list[Any]:
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
+    unpacker.feed(data)
+    return list(unpacker)
+
+
+def ulid_ms(ulid: str) -> int:
+    value = 0
+    for ch in ulid:
+        value = value * 32 + CROCKFORD.index(ch)
+    return value >> 80
+
+
+# --- config and layout ----------------------------------------------------------------------------------
+
+
+def test_config_file(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    agentfs.open(root).close()
+    config = json.loads((root / "config").read_bytes())
+    assert config == {
+        "format": 1,
+        "store_id": config["store_id"],
+        "hash": "sha256",
+        "codec": "zstd-3",
+        "chunking": {
+            "algorithm": "fastcdc-2020",
+            "small": {"min_size": 1024, "avg_size": 4096, "max_size": 16384},
+            "large": {"min_size": 32768, "avg_size": 131072, "max_size": 524288},
+            "large_value_over": 4194304,
+        },
+        "inline_max": 64,
+        "pack_max": 16384,
+    }
+    assert len(config["store_id"]) == 26 and set(config["store_id"]) <= ULID_CHARS
+    assert sorted(p.name for p in root.iterdir()) == ["config", "locks", "objects", "remotes", "runs", "tmp"]
+
+
+# --- objects --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def big_store(tmp_path: Path) -> Iterator[tuple[Path, agentfs.Checkpoint, dict[str, bytes]]]:
+    root = tmp_path / ".agentfs"
+    rng = random.Random(5)
+    words = ["".join(rng.choice("etaoinshrdlu") for _ in range(rng.randint(2, 8))) for _ in range(1000)]
+    text = " ".join(rng.choice(words) for _ in range(200_000)).encode()
+    artifacts = {"random.bin": rng.randbytes(1_200_000), "text.txt": text, "small.bin": rng.randbytes(20_000)}
+    with agentfs.open(root) as store:
+        cp = store.run("fmt").commit(
+            {
+                "messages": [{"role": "user", "text": text[i : i + 400].decode()} for i in range(0, 120_000, 400)],
+                "step": 3,
+                "packed": b"p" * 1000,
+            },
+            artifacts=artifacts,
+            metadata={"source": "loop"},
+        )
+    yield root, cp, artifacts
+
+
+def test_object_files_are_named_by_the_sha256_of_their_uncompressed_bytes(
+    big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]],
+) -> None:
+    root, _cp, _artifacts = big_store
+    files = object_files(root)
+    assert len(files) > 10
+    codecs = set()
+    for path in files:
+        assert len(path.parent.name) == 2 and len(path.name) == 62
+        assert all(c in "0123456789abcdef" for c in path.parent.name + path.name)
+        codec, data = decode_object_file(path.read_bytes())
+        codecs.add(codec)
+        assert hashlib.sha256(data).hexdigest() == path.parent.name + path.name
+        if codec == 1:
+            assert path.stat().st_size < len(data)  # compression kept only where it pays
+    assert codecs == {0, 1}
+    for fan in (root / "objects").iterdir():
+        assert fan.is_dir() and len(fan.name) == 2
+
+
+def test_incompressible_chunks_are_stored_raw_and_text_compressed(big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]]) -> None:
+    root, cp, _artifacts = big_store
+    entry = read_entry(root / "runs" / "fmt" / "log" / cp.id)
+    for name, expected_codec in (("random.bin", 0), ("text.txt", 1)):
+        ref = entry.manifest["artifacts"][name]
+        assert ref[0] == TREE
+        chunks = list(_leaf_oids(root, ref[1], ref[3]))
+        assert len(chunks) > 2
+        for oid in chunks:
+            hexid = oid.hex()
+            blob = (root / "objects" / hexid[:2] / hexid[2:]).read_bytes()
+            assert blob[4] == expected_codec, name
+
+
+def _leaf_oids(root: Path, oid: bytes, depth: int) -> Iterator[bytes]:
+    for child, _size in msgpack.unpackb(read_object(root, oid), raw=False):
+        if depth == 1:
+            yield child
+        else:
+            yield from _leaf_oids(root, child, depth - 1)
+
+
+def test_artifacts_and_state_reassemble_from_raw_files(big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]]) -> None:
+    root, cp, artifacts = big_store
+    entry = read_entry(root / "runs" / "fmt" / "log" / cp.id)
+    entries = {("fmt", cp.id): entry}
+    got = {name: blob_bytes(root, ref, entries, ("fmt", cp.id)) for name, ref in entry.manifest["artifacts"].items()}
+    assert got == artifacts
+    kind, values = entry.manifest["state"]
+    assert kind == "map"
+    state = {key: decode_value(fmt, count, blob_bytes(root, ref, entries, ("fmt", cp.id))) for key, (fmt, count, ref) in values.items()}
+    assert state == cp.state
+    fmt, count, ref = values["messages"]
+    assert fmt == LIST_BODY and count == 300 and ref[0] == TREE  # a list without its header, chunked
+    assert values["step"] == [PLAIN, 1, [INLINE, msgpack.packb(3)]]
+    assert values["packed"][2][0] == PACKED and values["packed"][2][1] in entry.pack
+    assert msgpack.unpackb(entry.manifest["metadata"]) == {"source": "loop"}
+
+
+def test_tree_node_boundaries_follow_the_documented_rule(tmp_path: Path) -> None:
+    """A node ends after a child whose oid's first byte is 0 mod 32 once it has 4 children, or at 512."""
+    root = tmp_path / ".agentfs"
+    data = random.Random(1).randbytes(5_000_000)  # ~35 large chunks: several depth-1 nodes
+    with agentfs.open(root, durability="process") as store:
+        cp = store.run("r").commit({}, artifacts={"a": data})
+    ref = read_entry(root / "runs" / "r" / "log" / cp.id).manifest["artifacts"]["a"]
+    assert ref[0] == TREE and ref[3] >= 2
+    level = [ref[1]]
+    for _depth in range(ref[3], 0, -1):
+        nodes = [msgpack.unpackb(read_object(root, oid), raw=False) for oid in level]
+        for i, children in enumerate(nodes):
+            first_bytes = [child[0][0] for child in children]
+            inner = [j for j, b in enumerate(first_bytes[:-1]) if j >= 3 and b % 32 == 0]
+            assert inner == [], f"a node went on past a boundary at child {inner}"
+            if i < len(nodes) - 1:  # every node but the last of its level ends on a boundary
+                assert (len(children) >= 4 and first_bytes[-1] % 32 == 0) or len(children) == 512
+        level = [child[0] for children in nodes for child in children]
+    assert blob_bytes(root, ref, {}, ("r", cp.id)) == data
+
+
+def test_objects_are_written_once(big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]]) -> None:
+    root, _cp, artifacts = big_store
+    inodes = {p: p.stat().st_ino for p in object_files(root)}
+    with agentfs.open(root) as store:
+        store.run("fmt").commit({"again": True}, artifacts=artifacts)
+    assert {p: p.stat().st_ino for p in object_files(root)} == inodes
+
+
+# --- log entries and manifests --------------------------------------------------------------------------
+
+
+def test_log_entry_and_manifest_fields(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    before = time.time_ns()
+    with agentfs.open(root) as store:
+        run = store.run("team/agent-1")
+        first = run.commit({"step": 1, "blob": b"b" * 5000}, metadata={"k": "v"}, artifacts={"r.md": b"# hi"})
+        second = run.commit([1, 2, 3])
+        forked = run.fork(second.id, "team/agent-2").latest()
+        store_id = store.id
+    after = time.time_ns()
+    assert forked is not None
+    paths = entry_paths(root, "team/agent-1")
+    assert [p.name for p in paths] == [first.id, second.id]
+    e1, e2 = (read_entry(p) for p in paths)
+    for entry, cp, parent in ((e1, first, None), (e2, second, first.id)):
+        m = entry.manifest
+        assert list(m)[:9] == ["format", "run", "id", "parent", "created", "writer", "metadata", "state", "artifacts"]
+        assert m["format"] == 1 and m["run"] == "team/agent-1" and m["id"] == cp.id and m["parent"] == parent
+        assert isinstance(m["created"], int) and before <= m["created"] <= after
+        assert m["writer"] == {"store": store_id, "host": socket.gethostname(), "pid": os.getpid()}
+        assert isinstance(m["metadata"], bytes)
+        assert "forked_from" not in m
+        assert abs(ulid_ms(cp.id) - m["created"] // 1_000_000) < 2000
+    assert msgpack.unpackb(e1.manifest["metadata"]) == {"k": "v"}
+    assert e1.manifest["state"][0] == "map" and sorted(e1.manifest["state"][1]) == ["blob", "step"]
+    assert e1.manifest["artifacts"] == {"r.md": [INLINE, b"# hi"]}
+    assert e2.manifest["state"] == ["value", {"": [LIST_BODY, 3, [INLINE, b"\x01\x02\x03"]]}]
+    assert e2.manifest["artifacts"] == {}
+    assert msgpack.unpackb(e2.manifest["metadata"]) == {}
+    # the fork: a new run whose first entry points back at the source's data
+    fork_entry = read_entry(entry_paths(root, "team/agent-2")[0])
+    assert fork_entry.manifest["forked_from"] == ["team/agent-1", second.id]
+    assert fork_entry.manifest["parent"] is None and fork_entry.manifest["run"] == "team/agent-2"
+    assert fork_entry.manifest["state"] == e2.manifest["state"]
+
+
+def test_unchanged_packed_value_is_borrowed_from_the_earlier_entry(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    shared = os.urandom(5000)
+    with agentfs.open(root) as store:
+        run = store.run("r")
+        first = run.commit({"shared": shared, "i": 0})
+        second = run.commit({"shared": shared, "i": 1})
+    e1 = read_entry(root / "runs" / "r" / "log" / first.id)
+    e2 = read_entry(root / "runs" / "r" / "log" / second.id)
+    ref1 = e1.manifest["state"][1]["shared"][2]
+    ref2 = e2.manifest["state"][1]["shared"][2]
+    assert ref1[0] == PACKED and len(ref1) == 3 and ref1[1] in e1.pack
+    assert ref2 == [PACKED, ref1[1], ref1[2], "r", first.id]
+    assert e2.pack == {}
+    entries = {("r", first.id): e1, ("r", second.id): e2}
+    assert decode_value(PLAIN, 1, blob_bytes(root, ref2, entries, ("r", second.id))) == shared
+
+
+def test_ids_are_increasing_ulids(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path / ".agentfs", durability="process") as store:
+        run = store.run("r")
+        ids = [run.commit({"i": i}).id for i in range(60)]
+    assert all(len(i) == 26 and set(i) <= ULID_CHARS for i in ids)
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    now_ms = time.time_ns() // 1_000_000
+    assert all(now_ms - 60_000 <= ulid_ms(i) <= now_ms + 1000 for i in ids)
+    assert [p.name for p in entry_paths(tmp_path / ".agentfs", "r")] == ids
+
+
+def test_locks_stay_and_tmp_is_empty(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    with agentfs.open(root) as store:
+        store.run("a/b").commit({"x": os.urandom(50_000)}, artifacts={"f": os.urandom(300_000)})
+        store.run("c").commit({"x": 1})
+        locks = {p: p.stat().st_ino for p in (root / "locks").rglob("*") if p.is_file()}
+        assert root / "locks" / "runs" / f"{hashlib.sha256(b'a/b').hexdigest()}.lock" in locks
+        assert root / "locks" / "runs" / f"{hashlib.sha256(b'c').hexdigest()}.lock" in locks
+        assert list((root / "tmp").iterdir()) == []
+        for i in range(3):
+            store.run("a/b").commit({"x": os.urandom(50_000), "i": i})
+            store.run("c").commit({"x": i})
+        store.gc(grace=0)
+        assert {p: p.stat().st_ino for p in locks} == locks  # never unlinked or replaced
+        assert list((root / "tmp").iterdir()) == []
+    assert list((root / "tmp").iterdir()) == []
+
+
+def test_no_commit_leaves_partial_files(tmp_path: Path) -> None:
+    """Every file in the store is either config, a complete object, a complete entry or a lock."""
+    root = tmp_path / ".agentfs"
+    with agentfs.open(root) as store:
+        for i in range(5):
+            store.run(f"r{i % 2}").commit({"i": i, "x": os.urandom(20_000 * i)}, artifacts={"a": os.urandom(100_000 * i)})
+    for path in root.rglob("*"):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root).parts
+        if rel[0] == "objects":
+            decode_object_file(path.read_bytes())
+        elif rel[0] == "runs":
+            assert rel[-2] == "log"
+            read_entry(path)
+        else:
+            assert rel[0] in ("config", "locks"), rel
