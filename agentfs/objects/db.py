@@ -83,17 +83,18 @@ class ObjectDB:
         try:
             return self.path(oid).read_bytes()
         except FileNotFoundError:
-            raise ObjectMissing(f"object {oid.hex()} is missing from {self.root}") from None
+            return self._fetched(oid)  # a store resumed from a remote holds only what it read
 
     def oids(self) -> Iterator[bytes]:
         if not self.root.is_dir():
             return
-        for fan in sorted(os.scandir(self.root), key=lambda e: e.name):
-            if not fan.is_dir() or len(fan.name) != 2:
-                continue
-            for entry in os.scandir(fan.path):
+        with os.scandir(self.root) as fans:
+            fan_names = sorted(e.name for e in fans if e.is_dir() and len(e.name) == 2)
+        for fan in fan_names:
+            names = os.listdir(self.root / fan)  # a list, not an iterator left open by a caller that stops early
+            for name in names:
                 try:
-                    yield bytes.fromhex(fan.name + entry.name)
+                    yield bytes.fromhex(fan + name)
                 except ValueError:
                     continue
 

@@ -40,7 +40,7 @@ def check_config(data: bytes, where: str) -> dict[str, Any]:
         config = json.loads(data)
     except ValueError as exc:
         raise FormatError(f"{where} is not valid JSON: {exc}") from None
-    if not isinstance(config, dict) or not isinstance(config.get("store_id"), str):
+    if not isinstance(config, dict):
         raise FormatError(f"{where} is not an agentfs config")
     if config.get("format") != FORMAT:
         raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads format {FORMAT}")
@@ -50,4 +50,7 @@ def check_config(data: bytes, where: str) -> dict[str, Any]:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    return check_config(path.read_bytes(), str(path))
+    config = check_config(path.read_bytes(), str(path))
+    if not isinstance(config.get("store_id"), str):
+        raise FormatError(f"{path} has no store_id: not an agentfs store config")
+    return config

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -70,6 +71,13 @@ def check_value_ref(ref: Any, where: str) -> ValueRef:
     return ref
 
 
+def _named(check: Callable[[], object], field: str, where: str) -> None:
+    try:
+        check()
+    except ValueError as exc:
+        raise FormatError(f"{where}: manifest field {field!r} is malformed: {exc}") from None
+
+
 def _validate(record: Any, where: str) -> Manifest:
     if not isinstance(record, dict):
         raise FormatError(f"{where}: manifest is not a map")
@@ -80,13 +88,12 @@ def _validate(record: Any, where: str) -> Manifest:
         checkpoint_id = check_id(_field(record, "id", str, where))
         parent = record.get("parent")
         if parent is not None:
-            check_id(parent)
+            _named(lambda: check_id(parent), "parent", where)
         forked_from = record.get("forked_from")
         if forked_from is not None:
             if not (isinstance(forked_from, list) and len(forked_from) == 2):
                 raise FormatError(f"{where}: manifest field 'forked_from' is malformed")
-            check_name(forked_from[0], "run")
-            check_id(forked_from[1])
+            _named(lambda: (check_name(forked_from[0], "run"), check_id(forked_from[1])), "forked_from", where)
         state = _field(record, "state", list, where)
         if len(state) != 2 or state[0] not in (MAP_STATE, VALUE_STATE) or not isinstance(state[1], dict):
             raise FormatError(f"{where}: manifest field 'state' is malformed")

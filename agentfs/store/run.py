@@ -81,9 +81,12 @@ class Run:
         encoded_metadata = encode_value(dict(metadata or {}), "metadata")
         sources = _check_artifacts(artifacts or {})
         with self.store.writing():
-            head = self.head_id()
-            if parent is not HEAD and parent != head:
-                raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
+            if parent is not HEAD:
+                head = self.head_id()
+                if parent != head:  # checked again under the run lock; this only saves writing objects in vain
+                    raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
+            else:  # any earlier entry of the run is as good to borrow from: skip listing the log
+                head = self.store.heads.get(self.name) or self.head_id()
             writer = ObjectWriter(self.store.db, self.store.pool)
             blobs = BlobWriter(writer, self._reusable(head))
             state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
@@ -150,6 +153,7 @@ class Run:
             )
             path = self.store.entry_path(self.name, manifest.id)
             write_atomic(self.store.tmp_dir, path, encode_entry(manifest, pack), sync=self.store.sync_writes)
+        self.store.heads[self.name] = manifest.id
         return Checkpoint(self.store, manifest)
 
 

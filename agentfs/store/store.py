@@ -39,6 +39,7 @@ class Source(Protocol):
     def fetch_object(self, oid: bytes) -> bytes | None: ...
     def list_ids(self, run: str) -> list[str]: ...
     def list_runs(self) -> list[str]: ...
+    def attach(self, store: Store) -> None: ...
 
 
 class Store:
@@ -60,9 +61,11 @@ class Store:
         self.source = source
         self.db = ObjectDB(self.objects_dir, self.tmp_dir, sync=self.sync_writes)
         if source is not None:
+            source.attach(self)
             self.db.fetch = source.fetch_object
         self.blobs = BlobReader(self.db, self.read_packed)
         self._entries: OrderedDict[Location, Entry] = OrderedDict()
+        self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -121,7 +124,11 @@ class Store:
 
     def _local_runs(self) -> Iterator[str]:
         for log_dir in self.runs_dir.glob("**/log"):
-            if log_dir.is_dir() and any(ID.fullmatch(e.name) for e in os.scandir(log_dir)):
+            if not log_dir.is_dir():
+                continue
+            with os.scandir(log_dir) as entries:
+                found = any(ID.fullmatch(e.name) for e in entries)
+            if found:
                 yield log_dir.parent.relative_to(self.runs_dir).as_posix()
 
     def log_dir(self, run: str) -> Path:

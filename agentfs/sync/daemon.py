@@ -65,6 +65,9 @@ class SyncDaemon:
         self.pushed_entries = 0
         self.uploaded_objects = 0
         self._wake = threading.Event()
+        # set by flush() and stop(): cuts a retry backoff short (commits only set _wake, so an
+        # outage is not hammered once per commit)
+        self._urgent = threading.Event()
         self._halt = threading.Event()
         self._cycle = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -92,7 +95,9 @@ class SyncDaemon:
             self._wake.clear()
             try:
                 if self.pusher is None:
-                    self.pusher = Pusher(self.store, Remote(self._url, self._storage_options), workers=self.workers)
+                    pusher = Pusher(self.store, Remote(self._url, self._storage_options), workers=self.workers)
+                    pusher.connect()  # the first real commit should not also pay for building the client
+                    self.pusher = pusher
                 stats = self.pusher.push(stop=self._halt)
                 self.pushed_entries += stats.entries
                 self.uploaded_objects += stats.objects
@@ -116,7 +121,8 @@ class SyncDaemon:
             with self._cycle:
                 self._cycle.notify_all()
             if backoff:
-                self._halt.wait(backoff)
+                self._urgent.wait(backoff)
+                self._urgent.clear()
                 continue
             if self._wake.wait(self.interval) and self.debounce:
                 time.sleep(self.debounce)  # let a burst of commits land before the next scan
@@ -139,6 +145,7 @@ class SyncDaemon:
             "consecutive_errors": self.consecutive_errors,
             "lag_checkpoints": len(pending),
             "lag_seconds": 0.0 if oldest is None else max(0.0, time.time() - oldest / 1e9),
+            "running": self._thread is not None and self._thread.is_alive() and not self._halt.is_set(),
             "pushed_entries": self.pushed_entries,
             "uploaded_objects": self.uploaded_objects,
             "updated": time.time(),
@@ -151,6 +158,7 @@ class SyncDaemon:
         target = set(local_entries(self.store))
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wake.set()
+        self._urgent.set()
         with self._cycle:
             while True:
                 if self.pusher is not None and target <= self.pusher.index.entries:
@@ -166,10 +174,11 @@ class SyncDaemon:
         drained = self.flush(timeout) if self._thread is not None and self._thread.is_alive() else False
         self._halt.set()
         self._wake.set()
+        self._urgent.set()
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)
         if self._thread is not None:
-            self._thread.join(timeout=max(timeout, 5.0))
+            self._thread.join(timeout=timeout)
         self._publish_status()
         return drained

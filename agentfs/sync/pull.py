@@ -13,7 +13,6 @@ from ..errors import FormatError
 from ..objects import codec
 from ..objects.blobs import LOOSE, TREE, Location, read_node
 from ..store.entries import Entry, decode_entry
-from .index import remember_url
 from .remote import Remote
 
 if TYPE_CHECKING:
@@ -29,16 +28,9 @@ class PullStats:
     bytes: int = 0
 
 
-def mark_partial(store: Store, remote: Remote) -> None:
-    """Record that this store holds part of `remote`: verify then allows absent history."""
-    directory = store.remotes_dir / remote.name
-    remember_url(directory, remote.url)
-    (directory / "pulled").touch()
-
-
 def pull(store: Store, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
     """Fetch every checkpoint of `runs` (default: all) that the store lacks, with all its objects."""
-    mark_partial(store, remote)
+    remote.attach(store)
     wanted = [loc for loc in remote.list_all_entries() if runs is None or loc[0] in runs]
     missing = sorted((loc for loc in wanted if not store.entry_path(*loc).is_file()), key=lambda loc: (loc[1], loc[0]))
     stats = PullStats()

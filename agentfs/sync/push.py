@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 BATCH = 512
+CHECK_BEFORE_SEND = 64 << 10
 
 
 @dataclasses.dataclass
@@ -39,7 +40,9 @@ class Pusher:
         self.store = store
         self.remote = remote
         self.workers = workers
-        self.index = PushIndex(store.remotes_dir / remote.name, store.tmp_dir)
+        # one index per remote and process: what a resume fetched counts as already there
+        self.index = remote.index or PushIndex(store.remotes_dir / remote.name, store.tmp_dir)
+        remote.index = self.index
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
         self._stats_lock = threading.Lock()
@@ -66,6 +69,10 @@ class Pusher:
                 bar.update(len(batch))
         stats.seconds = time.monotonic() - started
         return stats
+
+    def connect(self) -> None:
+        """Reach the remote once: checks (or writes) its config."""
+        self._ensure_config()
 
     def _ensure_config(self) -> None:
         if self._config_checked:
@@ -94,7 +101,9 @@ class Pusher:
         if stop is not None and stop.is_set():
             return
         data = self.store.db.read_raw(oid)
-        created = self.remote.create(self.remote.object_key(oid), data)
+        key = self.remote.object_key(oid)
+        # a large object may be there already (another machine pushed the same chunk): ask before sending it
+        created = not (len(data) > CHECK_BEFORE_SEND and self.remote.exists(key)) and self.remote.create(key, data)
         self.index.add_objects([oid])
         with self._stats_lock:
             if created:
@@ -105,11 +114,12 @@ class Pusher:
 
     def _push_entry(self, loc: Location, stats: PushStats) -> None:
         data = self.store.entry_path(*loc).read_bytes()
-        self.remote.create(self.remote.entry_key(*loc), data)
+        created = self.remote.create(self.remote.entry_key(*loc), data)
         self.index.add_entries([loc])
-        with self._stats_lock:
-            stats.entries += 1
-            stats.bytes += len(data)
+        if created:
+            with self._stats_lock:
+                stats.entries += 1
+                stats.bytes += len(data)
 
     def _waves(self, entries: dict[Location, Entry]) -> Iterator[list[Location]]:
         """Entries in groups that can go up together: an entry after every entry it borrows packed objects from."""

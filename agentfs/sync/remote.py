@@ -8,12 +8,17 @@ import posixpath
 import re
 import secrets
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 
 from ..errors import InvalidName, RemoteError
 from ..names import ID, check_id, check_name
+from ..store.config import check_config
+from .index import PushIndex, remember_url
+
+if TYPE_CHECKING:
+    from ..store.store import Store
 
 log = logging.getLogger("agentfs.sync")
 MAX_ENTRY = 64 << 20
@@ -50,6 +55,7 @@ class Remote:
         self.root = root.rstrip("/")
         protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.file_like = bool(FILE_LIKE.intersection(protocols))
+        self.index: PushIndex | None = None
 
     def __repr__(self) -> str:
         return f"<Remote {self.url}>"
@@ -78,10 +84,27 @@ class Remote:
         return data
 
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None:
-        return self.read(self.entry_key(check_name(run), check_id(checkpoint_id)), MAX_ENTRY)
+        data = self.read(self.entry_key(check_name(run), check_id(checkpoint_id)), MAX_ENTRY)
+        if data is not None and self.index is not None:
+            self.index.add_entries([(run, checkpoint_id)])  # so a push to this remote never sends it back
+        return data
 
     def fetch_object(self, oid: bytes) -> bytes | None:
-        return self.read(self.object_key(oid), MAX_OBJECT)
+        data = self.read(self.object_key(oid), MAX_OBJECT)
+        if data is not None and self.index is not None:
+            self.index.add_objects([oid])
+        return data
+
+    def attach(self, store: Store) -> None:
+        """Record what is fetched from here in the store's index for this remote; check the remote's format."""
+        if self.index is not None:
+            return
+        config = self.read(self.key("config"), 1 << 20)
+        if config is not None:
+            check_config(config, f"remote {self.url} config")
+        self.index = PushIndex(store.remotes_dir / self.name, store.tmp_dir)
+        remember_url(self.index.directory, self.url)
+        (self.index.directory / "pulled").touch()
 
     def exists(self, key: str) -> bool:
         return bool(self.fs.exists(key))
@@ -108,16 +131,7 @@ class Remote:
             keys = self.fs.find(prefix)
         except FileNotFoundError:
             return []
-        runs = set()
-        for key in keys:
-            relative = key[len(prefix) :].strip("/").split("/")
-            if len(relative) < 3 or relative[-2] != "log":
-                continue
-            try:
-                runs.add(check_name("/".join(relative[:-2])))
-            except InvalidName:
-                log.warning("remote %s: ignoring key %r: not a valid run", self.url, key)
-        return sorted(runs)
+        return sorted({run for run, _id in self._entries(prefix, keys)})
 
     def list_all_entries(self) -> list[tuple[str, str]]:
         prefix = self.key("runs")
@@ -126,6 +140,9 @@ class Remote:
             keys = self.fs.find(prefix)
         except FileNotFoundError:
             return []
+        return self._entries(prefix, keys)
+
+    def _entries(self, prefix: str, keys: list[str]) -> list[tuple[str, str]]:
         found = []
         for key in keys:
             relative = key[len(prefix) :].strip("/").split("/")
@@ -161,8 +178,9 @@ class Remote:
         self.fs.pipe_file(temp, data)
         self.fs.makedirs(posixpath.dirname(key), exist_ok=True)
         try:
-            self.fs.mv(temp, key)
+            self.fs.link(temp, key)  # a hard link, unlike a rename, never replaces a key created meanwhile
+        except FileExistsError:
+            return False
         finally:
-            if self.fs.exists(temp):
-                self.fs.rm_file(temp)
+            self.fs.rm_file(temp)
         return True

@@ -7,12 +7,15 @@
 
 A string becomes one or more segments: every character outside [A-Za-z0-9.-] is written as `_xx`
 per UTF-8 byte, the result is cut into pieces of at most 120 characters, each piece but the last
-is prefixed with `p` and the last with `s`. The fixed names (ctl, g..., cp, w, byrun) start with
-other letters, so a name parses back without ambiguity.
+is prefixed with `p` and the last with `s`. A string whose escaped form is over 240 characters
+becomes `h` and its sha256 instead (the saver then keeps the string in the commit's metadata), so
+that a run name stays within agentfs's 1024 characters. The fixed names (ctl, g..., cp, w, byrun)
+start with other letters, so a name parses back without ambiguity.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
 from typing import NamedTuple
@@ -20,9 +23,11 @@ from typing import NamedTuple
 from ...names import check_name
 
 PIECE = 120
-MORE, END = "p", "s"
+READABLE = 2 * PIECE
+MORE, END, HASHED = "p", "s", "h"
 _KEEP = frozenset(string.ascii_letters + string.digits + ".-")
 _ESCAPED = re.compile(r"(?:[A-Za-z0-9.-]|_[0-9a-f]{2})*")
+_HASH = re.compile(HASHED + r"[0-9a-f]{64}")
 GENERATION = re.compile(r"0|[0-9a-f]{32}")
 INITIAL_GENERATION = "0"
 
@@ -30,12 +35,20 @@ INITIAL_GENERATION = "0"
 def encode(text: str) -> str:
     """`text` as `/`-separated run name segments."""
     escaped = "".join(ch if ch in _KEEP else "".join(f"_{b:02x}" for b in ch.encode("utf-8", "surrogatepass")) for ch in text)
+    if len(escaped) > READABLE:
+        return HASHED + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     pieces = [escaped[i : i + PIECE] for i in range(0, len(escaped), PIECE)] or [""]
     return "/".join([*(MORE + piece for piece in pieces[:-1]), END + pieces[-1]])
 
 
-def decode(segments: list[str], start: int) -> tuple[str, int]:
-    """The string encoded from `segments[start]` on, and the index of the segment after it."""
+def hashed(encoded: str) -> bool:
+    return bool(_HASH.fullmatch(encoded))
+
+
+def decode(segments: list[str], start: int) -> tuple[str | None, int]:
+    """The string encoded from `segments[start]` on (None if hashed), and the index of the segment after it."""
+    if start < len(segments) and hashed(segments[start]):
+        return None, start + 1
     pieces = []
     index = start
     while True:
@@ -71,6 +84,14 @@ class Namespace(NamedTuple):
     ns: str
 
 
+class Parsed(NamedTuple):
+    """A checkpoints run's name taken apart; a string is None where the name holds its hash."""
+
+    thread: str | None
+    generation: str
+    ns: str | None
+
+
 class Layout:
     def __init__(self, prefix: str) -> None:
         self.prefix = check_name(prefix, "run prefix")
@@ -93,7 +114,7 @@ class Layout:
     def by_run(self, run_id: str) -> str:
         return f"{self.prefix}/byrun/{encode(run_id)}"
 
-    def parse_checkpoints(self, run: str) -> Namespace | None:
+    def parse_checkpoints(self, run: str) -> Parsed | None:
         """The namespace whose checkpoints `run` holds, or None if `run` is anything else."""
         head = self.prefix + "/"
         if not (run.startswith(head) and run.endswith("/cp")):
@@ -106,4 +127,4 @@ class Layout:
             ns, end = decode(segments, index + 1)
         except ValueError:
             return None
-        return Namespace(thread, segments[index][1:], ns) if end == len(segments) else None
+        return Parsed(thread, segments[index][1:], ns) if end == len(segments) else None

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,9 +55,10 @@ from ...store.checkpoint import Checkpoint as Commit
 from ...store.run import Run
 from ...store.store import Durability, Store, open_store
 from . import records
-from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace
+from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, encode, hashed
 
 ATTEMPTS = 8
+RECENT_LISTS = 64  # serialized list values kept to compare the next version against
 Plan = dict[str, list["_Item"]]  # namespace -> checkpoints of the new generation
 
 
@@ -98,6 +101,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self._owns_store = True
         self.layout = Layout(prefix)
         self._indexed: set[tuple[str, str]] = set()
+        self._recent: OrderedDict[tuple[str, str, str], tuple[list[records.Typed], int]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         if self._owns_store:
@@ -163,7 +168,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         checkpoint_id, parent_id = records.ids(commit)
         run = self._checkpoints(where)
         values = {
-            channel: records.load_value(self.serde, commit if holder is None else run.get(holder), channel)
+            channel: records.load_value(self.serde, commit if holder is None else run.get(holder), channel, run.get)
             for channel, (_version, holder) in records.commit_blobs(commit).items()
         }
         checkpoint = records.load_typed(self.serde, commit, "checkpoint")
@@ -203,28 +208,39 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
         record = {key: value for key, value in checkpoint.items() if key != "channel_values"}
-        state: dict[str, Any] = {
-            "checkpoint": list(self.serde.dumps_typed(record)),
-            "metadata": list(self.serde.dumps_typed(full_metadata)),
+        fixed = {"checkpoint": list(self.serde.dumps_typed(record)), "metadata": list(self.serde.dumps_typed(full_metadata))}
+        written = {
+            channel: records.serialize(self.serde, values[channel]) for channel in new_versions if channel in values and channel in versions
         }
-        for channel in new_versions:
-            if channel in values and channel in versions:
-                state.update(records.dump_value(self.serde, channel, values[channel]))
         for _ in range(ATTEMPTS):
             generation, control_head = self._generation(thread)
             where = Namespace(thread, generation, ns)
             run = self._checkpoints(where)
             ids = run.ids()
-            state["blobs"] = self._locate(run, ids, parent_id, versions, new_versions, state)
+            parent = self._find(run, ids, parent_id) if parent_id else None
+            previous: records.Blobs = {}
+            if parent is not None:
+                previous = {
+                    channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
+                }
+            state, lists = self._encode(run, written, previous)
+            state.update(fixed)
+            state["blobs"] = {
+                channel: [version, None if channel in written else previous[channel][1]]
+                for channel, version in versions.items()
+                if channel in written or (channel not in new_versions and channel in previous and previous[channel][0] == version)
+            }
             if ids and records.ids(run.get(ids[-1]))[0] >= checkpoint["id"]:
-                item = _Item(where, checkpoint["id"], parent_id, state=dict(state))
+                item = _Item(where, checkpoint["id"], parent_id, state=state)
                 if self._rebuild(thread, control_head, self._insert(thread, generation, item), "put"):
                     break
                 continue
             try:
-                run.commit(state, metadata=_commit_metadata(checkpoint["id"], parent_id), parent=ids[-1] if ids else None)
+                commit = run.commit(state, metadata=_commit_metadata(where, checkpoint["id"], parent_id), parent=ids[-1] if ids else None)
             except Conflict:
                 continue
+            for channel, remembered in lists.items():
+                self._remember((run.name, commit.id, channel), remembered)
             break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
@@ -232,24 +248,47 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self._index_run(str(full_metadata["run_id"]), thread)
         return _config(thread, ns, checkpoint["id"])
 
-    def _locate(
-        self, run: Run, ids: list[str], parent_id: str | None, versions: ChannelVersions, new: ChannelVersions, state: dict[str, Any]
-    ) -> dict[str, list[Any]]:
-        """Where each channel's value is: here if written now, else where the parent had it at that version."""
-        inherited: records.Blobs = {}
-        if parent_id and any(channel not in new for channel in versions):
-            parent = self._find(run, ids, parent_id)
-            if parent is not None:
-                located = records.commit_blobs(run.get(parent)).items()
-                inherited = {channel: (version, holder or parent) for channel, (version, holder) in located}
-        where: dict[str, list[Any]] = {}
-        for channel, version in versions.items():
-            if channel in new:
-                if records.VALUE + channel in state or records.ITEMS + channel in state:
-                    where[channel] = [version, None]
-            elif channel in inherited and inherited[channel][0] == version:
-                where[channel] = [version, inherited[channel][1]]
-        return where
+    def _encode(
+        self, run: Run, written: dict[str, Any], previous: records.Blobs
+    ) -> tuple[dict[str, Any], dict[str, tuple[list[records.Typed], int]]]:
+        """State keys for the written channels; a list that extends its previous version becomes a delta."""
+        state: dict[str, Any] = {}
+        lists: dict[str, tuple[list[records.Typed], int]] = {}
+        for channel, data in written.items():
+            if not isinstance(data, list):
+                state[records.VALUE + channel] = list(data)
+                continue
+            base = previous[channel][1] if channel in previous else None
+            known = self._recall(run, base, channel) if base is not None else None
+            if known is not None and known[1] + 1 < records.SNAPSHOT_EVERY and data[: len(known[0])] == known[0]:
+                count, depth = len(known[0]), known[1] + 1
+                state[records.DELTA + channel] = [base, count, depth, [list(item) for item in data[count:]]]
+            else:
+                depth = 0
+                state[records.ITEMS + channel] = [list(item) for item in data]
+            lists[channel] = (data, depth)
+        return state, lists
+
+    def _recall(self, run: Run, commit_id: str, channel: str) -> tuple[list[records.Typed], int] | None:
+        """(serialized items, delta depth) of the list `channel` holds in a commit, if it holds a list."""
+        key = (run.name, commit_id, channel)
+        with self._lock:
+            if key in self._recent:
+                self._recent.move_to_end(key)
+                return self._recent[key]
+        commit = run.get(commit_id)
+        found = records.list_record(commit, channel)
+        if found is None:
+            return None
+        known = (records.joined(*found, channel, run.get, f"{commit} channel {channel!r}"), records.depth(*found))
+        self._remember(key, known)
+        return known
+
+    def _remember(self, key: tuple[str, str, str], known: tuple[list[records.Typed], int]) -> None:
+        with self._lock:
+            self._recent[key] = known
+            if len(self._recent) > RECENT_LISTS:
+                self._recent.popitem(last=False)
 
     def put_writes(
         self,
@@ -370,11 +409,19 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     if holder is not None and (item.origin, holder) in moved:
                         holder = moved[(item.origin, holder)]
                     elif holder is not None:
-                        state.update(records.raw_value(origin.get(holder), channel))
+                        state.update(records.standalone(origin.get(holder), channel, origin.get))
                         holder = None
                     located[channel] = [version, holder]
                 state["blobs"] = located
-                commit = target.commit(state, metadata=_commit_metadata(item.checkpoint_id, item.parent_id))
+                for key in [key for key in state if key.startswith(records.DELTA)]:
+                    base = state[key][0] if isinstance(state[key], list) and state[key] else None
+                    if isinstance(base, str) and (item.origin, base) in moved:
+                        state[key] = [moved[(item.origin, base)], *state[key][1:]]
+                    else:
+                        channel = key[len(records.DELTA) :]
+                        joined = records.joined(key, state.pop(key), channel, origin.get, f"{origin.name} {item.checkpoint_id}")
+                        state[records.ITEMS + channel] = [list(value) for value in joined]
+                commit = target.commit(state, metadata=_commit_metadata(where, item.checkpoint_id, item.parent_id))
                 if item.commit_id is not None:
                     moved[(item.origin, item.commit_id)] = commit.id
                     writes = self.store.run(self.layout.writes(item.origin, item.checkpoint_id))
@@ -406,17 +453,32 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 
     def _spaces(self, runs: list[str], thread: str | None = None, generation: str | None = None) -> list[Namespace]:
         """The namespaces among `runs` of `thread` (or of every thread) in `generation` (or the current one)."""
+        root = None if thread is None else self.layout.thread_root(thread) + "/"
         current: dict[str, str] = {}
         spaces = []
         for name in runs:
-            where = self.layout.parse_checkpoints(name)
-            if where is None or (thread is not None and where.thread != thread):
+            parsed = self.layout.parse_checkpoints(name) if root is None or name.startswith(root) else None
+            if parsed is None:
                 continue
+            where = self._named(name, parsed)
             if where.thread not in current:
                 current[where.thread] = generation if generation is not None else self._generation(where.thread)[0]
             if where.generation == current[where.thread]:
                 spaces.append(where)
         return spaces
+
+    def _named(self, name: str, parsed: Parsed) -> Namespace:
+        """The namespace a checkpoints run holds; a hashed thread id or namespace is read from its first commit."""
+        thread, ns = parsed.thread, parsed.ns
+        if thread is None or ns is None:
+            run = self.store.run(name)
+            meta = run.get(run.ids()[0]).metadata
+            thread = meta.get("thread_id") if thread is None and isinstance(meta, dict) else thread
+            ns = meta.get("checkpoint_ns") if ns is None and isinstance(meta, dict) else ns
+        where = Namespace(thread, parsed.generation, ns) if isinstance(thread, str) and isinstance(ns, str) else None
+        if where is None or self.layout.checkpoints(where) != name:
+            raise FormatError(f"run {name!r} does not record the thread and namespace its name stands for")
+        return where
 
     def _find(self, run: Run, ids: list[str], checkpoint_id: str) -> str | None:
         """The commit holding `checkpoint_id`: a binary search, since a run is in checkpoint id order."""
@@ -496,5 +558,8 @@ def _config(thread: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
 
 
-def _commit_metadata(checkpoint_id: str, parent_id: str | None) -> dict[str, Any]:
-    return {"checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id}
+def _commit_metadata(where: Namespace, checkpoint_id: str, parent_id: str | None) -> dict[str, Any]:
+    meta = {"checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id}
+    if hashed(encode(where.thread)) or hashed(encode(where.ns)):
+        meta.update(thread_id=where.thread, checkpoint_ns=where.ns)
+    return meta

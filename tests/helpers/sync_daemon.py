@@ -1,0 +1,75 @@
+"""A sync daemon process for the sync tests: `store.sync(URL, ...)` in a process of its own.
+
+    python sync_daemon.py STORE URL [--storage-options JSON] [--interval S] [--workers N]
+                          [--attempts FILE] [--until-synced TIMEOUT]
+
+Opens the store, starts the daemon thread and prints "started" (flushed). Then either runs until
+SIGTERM/SIGINT (drains with `daemon.stop()`), or with --until-synced waits for `daemon.flush()`;
+either way it prints the daemon's status as one JSON line and exits 0 if everything went up, else 1.
+
+--attempts FILE appends one line per key the process tries to create on the remote (written and
+flushed *before* the upload starts), so a test can see exactly which objects a process (re)uploaded,
+even when it is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+import agentfs
+from agentfs.sync import remote as remote_module
+
+
+def log_attempts(path: str) -> None:
+    handle = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+    lock = threading.Lock()
+    original = remote_module.Remote.create
+
+    def create(self: remote_module.Remote, key: str, data: bytes) -> bool:
+        with lock:
+            handle.write(key + "\n")
+        return original(self, key, data)
+
+    remote_module.Remote.create = create  # type: ignore[method-assign]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("store")
+    parser.add_argument("url")
+    parser.add_argument("--storage-options", default="{}")
+    parser.add_argument("--interval", type=float, default=30.0)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--attempts")
+    parser.add_argument("--until-synced", type=float)
+    args = parser.parse_args()
+
+    if args.attempts:
+        log_attempts(args.attempts)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
+    signal.signal(signal.SIGINT, lambda _signum, _frame: stopping.set())
+    options: dict[str, Any] = json.loads(args.storage_options)
+    store = agentfs.open(args.store)
+    daemon = store.sync(args.url, storage_options=options, interval=args.interval, workers=args.workers)
+    print(f"started {os.getpid()}", flush=True)
+    if args.until_synced is not None:
+        drained = daemon.flush(timeout=args.until_synced)
+        daemon.stop(timeout=5)
+    else:
+        while not stopping.wait(0.1):
+            pass
+        drained = daemon.stop(timeout=30)
+    print(json.dumps(daemon.status()), flush=True)
+    store.close()
+    return 0 if drained else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
