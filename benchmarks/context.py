@@ -33,17 +33,38 @@ class Sizes:
     scale_objects: int  # workload 8
     scale_commits: int
     flush_timeout: float  # seconds a sync flush may take before it is reported as missed
+    resume_flush_timeout: float  # the same for pushing the long history of workload 7
 
 
 FULL = Sizes(
-    floor_writes=500, small_commits=500, conv_steps=1000, big_mb=256, seq_write_mb=256,
-    lag_commits=100, push_small=1000, resume_small=10, resume_large=10_000,
-    scale_objects=100_000, scale_commits=100, flush_timeout=300.0,
+    floor_writes=500,
+    small_commits=500,
+    conv_steps=1000,
+    big_mb=256,
+    seq_write_mb=256,
+    lag_commits=100,
+    push_small=1000,
+    resume_small=10,
+    resume_large=10_000,
+    scale_objects=100_000,
+    scale_commits=100,
+    flush_timeout=120.0,
+    resume_flush_timeout=360.0,
 )
 QUICK = Sizes(
-    floor_writes=100, small_commits=60, conv_steps=150, big_mb=16, seq_write_mb=32,
-    lag_commits=20, push_small=100, resume_small=10, resume_large=200,
-    scale_objects=2_000, scale_commits=30, flush_timeout=60.0,
+    floor_writes=100,
+    small_commits=60,
+    conv_steps=150,
+    big_mb=16,
+    seq_write_mb=32,
+    lag_commits=20,
+    push_small=100,
+    resume_small=10,
+    resume_large=200,
+    scale_objects=2_000,
+    scale_commits=30,
+    flush_timeout=30.0,
+    resume_flush_timeout=60.0,
 )
 
 
@@ -51,7 +72,7 @@ def load_agentfs() -> tuple[ModuleType | None, str]:
     """Our agentfs package, or None and the reason it cannot be used."""
     try:
         import agentfs
-    except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
+    except Exception as exc:
         return None, f"import agentfs failed: {type(exc).__name__}: {exc}"
     if not hasattr(agentfs, "open"):
         # PyPI's unrelated "agentfs" 0.1.0 would import too: it has no open().
@@ -70,15 +91,21 @@ class Context:
         self._moto: MotoServer | None = None
         self._big: Path | None = None
         self._small_states: list[dict[str, Any]] | None = None
-        self._dirs = 0
+        self._dirs: list[Path] = []
+        self.sync_broken = ""  # set by the first failed sync flush: later sync figures are skipped
 
     def new_dir(self, name: str) -> Path:
         """A fresh, empty directory under the run's scratch directory."""
-        self._dirs += 1
-        d = self.workdir / f"{self._dirs:03d}-{name}"
+        d = self.workdir / f"{len(self._dirs) + 1:03d}-{name}"
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
+        self._dirs.append(d)
         return d
+
+    def clean(self) -> None:
+        """Remove the directories made by ``new_dir`` so far (between workloads)."""
+        for d in self._dirs:
+            shutil.rmtree(d, ignore_errors=True)
 
     def moto(self) -> MotoServer:
         if self._moto is None:
@@ -91,8 +118,7 @@ class Context:
             path = self.workdir / "mixed.bin"
             t = time.perf_counter()
             data.write_mixed_file(path, self.sizes.big_mb * data.MIB)
-            print(f"  (made {self.sizes.big_mb} MiB of mixed data in "
-                  f"{time.perf_counter() - t:.1f} s)", flush=True)
+            print(f"  (made {self.sizes.big_mb} MiB of mixed data in {time.perf_counter() - t:.1f} s)", flush=True)
             self._big = path
         return self._big
 

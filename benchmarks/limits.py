@@ -12,8 +12,9 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import zstandard
 
@@ -22,6 +23,7 @@ from .report import Figure
 if TYPE_CHECKING:
     from .context import Context
 
+T = TypeVar("T")
 CHUNK = 4 * 1024 * 1024
 MB = 1_000_000
 
@@ -168,10 +170,10 @@ class Limits:
         self.dir = ctx.workdir / "limits"
         self.dir.mkdir(parents=True, exist_ok=True)
 
-    def _once(self, key: str, fn: Any) -> Any:
+    def _once(self, key: str, fn: Callable[[], T]) -> T:
         if key not in self.results:
             self.results[key] = fn()
-        return self.results[key]
+        return cast(T, self.results[key])
 
     def floor(self) -> dict[str, float]:
         n = self.ctx.sizes.floor_writes
@@ -210,23 +212,34 @@ def report(ctx: Context) -> None:
     lim, s, add = ctx.limits, ctx.sizes, ctx.report.add
     w = "limits"
     floor = lim.floor()
-    add(Figure(w, f"durable 10 KB file write, median (ms), n={s.floor_writes}", None,
-               "machine", floor["median_ms"], is_limit=True))
-    add(Figure(w, "durable 10 KB file write, p99 (ms)", None, "machine", floor["p99_ms"],
-               is_limit=True))
-    add(Figure(w, f"sequential write {s.seq_write_mb} MiB + fsync (MB/s)", None, "machine",
-               lim.seq_write(), is_limit=True))
+    add(Figure(w, f"durable 10 KB file write, median (ms), n={s.floor_writes}", None, "machine", floor["median_ms"], is_limit=True))
+    add(Figure(w, "durable 10 KB file write, p99 (ms)", None, "machine", floor["p99_ms"], is_limit=True))
+    add(Figure(w, f"sequential write {s.seq_write_mb} MiB + fsync (MB/s)", None, "machine", lim.seq_write(), is_limit=True))
     z = lim.zstd()
     big = f"{s.big_mb} MiB mixed"
-    add(Figure(w, f"zstd -3 compress, {big}, 1 thread (MB/s)", None, "machine",
-               z["compress_mbps"], is_limit=True, note=f"compression ratio {z['ratio']:.2f}"))
-    add(Figure(w, f"zstd decompress, {big} (MB/s)", None, "machine", z["decompress_mbps"],
-               is_limit=True))
+    add(
+        Figure(
+            w,
+            f"zstd -3 compress, {big}, 1 thread (MB/s)",
+            None,
+            "machine",
+            z["compress_mbps"],
+            is_limit=True,
+            note=f"compression ratio {z['ratio']:.2f}",
+        )
+    )
+    add(Figure(w, f"zstd decompress, {big} (MB/s)", None, "machine", z["decompress_mbps"], is_limit=True))
     add(Figure(w, f"sha256, {big} (MB/s)", None, "machine", lim.sha256(), is_limit=True))
     s3 = lim.s3_small()
-    add(Figure(w, f"s3fs put_file to moto, {s.push_small} x 4 KB, sequential (objects/s)",
-               None, "machine", s3["sequential_per_s"], is_limit=True))
-    add(Figure(w, f"s3fs put of the same {s.push_small} files, batched (objects/s)", None,
-               "machine", s3["batched_per_s"], is_limit=True))
-    add(Figure(w, f"s3fs put_file to moto, one {s.big_mb} MiB file (MB/s)", None, "machine",
-               lim.s3_large(), is_limit=True))
+    add(
+        Figure(
+            w,
+            f"s3fs put_file to moto, {s.push_small} x 4 KB, sequential (objects/s)",
+            None,
+            "machine",
+            s3["sequential_per_s"],
+            is_limit=True,
+        )
+    )
+    add(Figure(w, f"s3fs put of the same {s.push_small} files, batched (objects/s)", None, "machine", s3["batched_per_s"], is_limit=True))
+    add(Figure(w, f"s3fs put_file to moto, one {s.big_mb} MiB file (MB/s)", None, "machine", lim.s3_large(), is_limit=True))

@@ -13,6 +13,7 @@ does) and says honestly how durable a returned ``put`` is:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -30,10 +31,8 @@ def tree_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                pass
     return total
 
 
@@ -129,7 +128,7 @@ class PickleFsync(_FilePerStep):
 
     def get_latest(self, thread: str) -> State | None:
         p = self._latest_path(thread)
-        return pickle.loads(p.read_bytes()) if p else None  # noqa: S301 - our own file
+        return pickle.loads(p.read_bytes()) if p else None
 
 
 class JsonGzip(_FilePerStep):
@@ -183,6 +182,6 @@ def open_peers(root: Path) -> tuple[list[Peer], dict[str, str]]:
     for n, name in enumerate(PEER_NAMES):
         try:
             peers.append(factories[name](root / f"peer{n}"))
-        except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported
+        except Exception as exc:
             missing[name] = f"{type(exc).__name__}: {exc}"
     return peers, missing

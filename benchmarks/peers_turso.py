@@ -77,12 +77,13 @@ class TursoFilesPeer(_TursoPeer):
     async def _latest(self, thread: str) -> State | None:
         try:
             names = await self.agent.fs.readdir(f"/{thread}")
-        except Exception:  # noqa: BLE001 - ENOENT for a thread never written
+        except Exception:
             return None
         if not names:
             return None
         data = await self.agent.fs.read_file(f"/{thread}/{max(names)}")
-        return json.loads(data)
+        state: State = json.loads(data)
+        return state
 
     def get_latest(self, thread: str) -> State | None:
         return self._run(self._latest(thread))

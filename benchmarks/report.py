@@ -34,6 +34,7 @@ class Figure:
     note: str = ""
     ratio: float | None = field(default=None)
     is_limit: bool = False
+    agentfs_status: str = NOT_AVAILABLE
 
     def __post_init__(self) -> None:
         if self.ratio is None and self.agentfs is not None and self.peer_value:
@@ -69,7 +70,7 @@ def _cells(f: Figure) -> list[str]:
     return [
         f.workload,
         f.metric,
-        "" if f.is_limit else fmt(f.agentfs, "agentfs: " + NOT_AVAILABLE),
+        "" if f.is_limit else fmt(f.agentfs, "agentfs: " + f.agentfs_status),
         f.peer,
         fmt(f.peer_value),
         fmt(f.ratio) + ("x" if f.ratio is not None else ""),
@@ -82,9 +83,7 @@ def _cells(f: Figure) -> list[str]:
 def machine_info(workdir: Path) -> dict[str, str]:
     """Cores, disk (from df), memory, Python: what the table was measured on."""
     try:
-        df = subprocess.run(
-            ["df", "-hT", str(workdir)], capture_output=True, text=True, check=True
-        ).stdout.splitlines()[-1].split()
+        df = subprocess.run(["df", "-hT", str(workdir)], capture_output=True, text=True, check=True).stdout.splitlines()[-1].split()
         disk = f"{df[0]} ({df[1]}, {df[2]} total, {df[4]} free)"
     except (OSError, subprocess.CalledProcessError, IndexError):
         disk = "unknown"
@@ -114,10 +113,14 @@ class Report:
         self.command = command
         self.workdir = workdir
         self.started = _dt.datetime.now(_dt.timezone.utc)
+        self.machine = machine_info(workdir)
 
     def add(self, figure: Figure) -> Figure:
         self.figures.append(figure)
         c = _cells(figure)
+        if figure.is_limit:
+            print(f"  {c[1]}: {c[4]}", flush=True)
+            return figure
         peer = f"  vs {c[3]} {c[4]}  ratio {c[5]}" if figure.peer else ""
         goal = f"  [{figure.goal}: {c[7]}]" if figure.goal else ""
         print(f"  {c[1]}: {c[2]}{peer}{goal}", flush=True)
@@ -132,13 +135,13 @@ class Report:
         widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
         lines = []
         for n, row in enumerate(rows):
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths))
         return "\n".join(lines)
 
     def markdown(self) -> str:
-        info = machine_info(self.workdir)
+        info = self.machine
         out = [
             f"Measured {self.started:%Y-%m-%d %H:%M} UTC on {info['cores']} cores, "
             f"{info['memory']} memory, disk {info['disk']}, Python {info['python']} "
@@ -146,8 +149,7 @@ class Report:
             "",
             f"Reproduce: `{self.command}`",
             "",
-            "Ratios are agentfs / the compared value, from the same run. "
-            "MISSED marks a goal that is not met.",
+            "Ratios are agentfs / the compared value, from the same run. MISSED marks a goal that is not met.",
             "",
             "| " + " | ".join(h or "met" for h in HEADERS) + " |",
             "|" + "---|" * len(HEADERS),
@@ -167,7 +169,7 @@ class Report:
             "date": self.started.isoformat(timespec="seconds"),
             "command": self.command,
             "elapsed_s": round(elapsed_s, 1),
-            "machine": machine_info(self.workdir),
+            "machine": self.machine,
             "argv": sys.argv,
             "figures": [asdict(f) for f in self.figures],
             "notes": self.notes,

@@ -2,27 +2,62 @@
 
 moto runs as ``ThreadedMotoServer`` on 127.0.0.1 and a free port, inside a
 child process so that it does not share this process's GIL with the client
-being measured (on 2 cores that matters). Closing the child's stdin stops it.
+being measured (on 2 cores that matters). The child wraps moto's WSGI app to
+count requests and request-body bytes and to note when each PUT was done; a
+line on its stdin asks for those, and closing its stdin stops it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
-_CHILD = (
-    "import sys\n"
-    "from moto.server import ThreadedMotoServer\n"
-    "s = ThreadedMotoServer(ip_address='127.0.0.1', port=int(sys.argv[1]), verbose=False)\n"
-    "s.start()\n"
-    "print('ready', flush=True)\n"
-    "sys.stdin.read()\n"
-    "s.stop()\n"
-)
+_CHILD = """
+import json, logging, sys, threading, time
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+from moto.server import ThreadedMotoServer
+
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server.start()
+lock = threading.Lock()
+stats = {"body_bytes": 0, "requests": {}}
+puts = {}  # key -> wall-clock time its PUT was done (the key is visible from then on)
+inner = server._server.app
+
+def counting(environ, start_response):
+    method = environ["REQUEST_METHOD"]
+    query = environ.get("QUERY_STRING", "")
+    path = environ.get("PATH_INFO", "").strip("/")
+    if method == "GET" and ("list-type" in query or "/" not in path):
+        method = "LIST"
+    with lock:
+        stats["body_bytes"] += int(environ.get("CONTENT_LENGTH") or 0)
+        stats["requests"][method] = stats["requests"].get(method, 0) + 1
+    result = inner(environ, start_response)
+    if method == "PUT":
+        done = time.time()
+        with lock:
+            puts.setdefault(path, done)
+    return result
+
+server._server.app = counting
+print("ready", flush=True)
+for line in sys.stdin:
+    cmd, _, arg = line.strip().partition(" ")
+    with lock:
+        if cmd == "puts":
+            print(json.dumps({k: t for k, t in puts.items() if arg in k}), flush=True)
+        else:
+            print(json.dumps(stats), flush=True)
+server.stop()
+"""
 
 DUMMY_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -35,6 +70,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """Request bodies received (bytes, as sent: aws-chunked framing included)
+    and requests by method (GET on a bucket or with list-type counts as LIST)."""
+
+    body_bytes: int
+    requests: dict[str, int]
+
+    def __sub__(self, other: ServerStats) -> ServerStats:
+        methods = set(self.requests) | set(other.requests)
+        diff = {m: self.requests.get(m, 0) - other.requests.get(m, 0) for m in methods}
+        return ServerStats(self.body_bytes - other.body_bytes, {m: n for m, n in diff.items() if n})
+
+    def count(self, *methods: str) -> int:
+        return sum(self.requests.get(m, 0) for m in methods)
 
 
 class MotoServer:
@@ -56,6 +108,7 @@ class MotoServer:
             raise RuntimeError(f"moto server did not start (said {line!r})")
         self._wait_listening()
         self._buckets: set[str] = set()
+        self._lock = threading.Lock()
 
     def _wait_listening(self, timeout: float = 20.0) -> None:
         end = time.monotonic() + timeout
@@ -82,20 +135,29 @@ class MotoServer:
         return s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options)
 
     def bucket(self, name: str) -> str:
-        """Create bucket ``name`` once; returns ``s3://name``."""
+        """Create bucket ``name`` (3 to 63 characters) once; returns ``s3://name``."""
         if name not in self._buckets:
             self.fs().mkdir(name)
             self._buckets.add(name)
         return f"s3://{name}"
 
-    def bytes_received(self) -> int:
-        """Bytes the server process has read (sockets included): an upper bound
-        of what clients uploaded, HTTP overhead included."""
-        with open(f"/proc/{self.proc.pid}/io") as f:
-            for line in f:
-                if line.startswith("rchar:"):
-                    return int(line.split()[1])
-        return 0
+    def _ask(self, line: str) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with self._lock:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+            return json.loads(self.proc.stdout.readline())
+
+    def stats(self) -> ServerStats:
+        """What the server has received so far (all clients)."""
+        raw = self._ask("stats")
+        return ServerStats(raw["body_bytes"], raw["requests"])
+
+    def put_times(self, substring: str) -> dict[str, float]:
+        """``bucket/key`` -> wall-clock time (``time.time()``) its first PUT was
+        done, for every key containing ``substring``: from then on a reader sees it."""
+        times: dict[str, float] = self._ask(f"puts {substring}")
+        return times
 
     def remote_size(self, url: str) -> int:
         """Total size of the objects under ``url``."""

@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 from ..context import Context
 from ..limits import percentile
 from ..peers import Peer, open_peers
-from ..report import Figure
+from ..report import NOT_AVAILABLE, Figure
+
+FAILED = "failed (see notes)"
 
 T = TypeVar("T")
 
@@ -22,7 +24,10 @@ def agentfs_part(ctx: Context, workload: str, what: str, fn: Callable[[], T]) ->
         return None
     try:
         return fn()
-    except Exception as exc:  # noqa: BLE001 - a failure is reported, never hidden
+    except SyncSkipped as exc:
+        ctx.report.note(f"{workload}: agentfs {what}: {exc}")
+        return None
+    except Exception as exc:
         traceback.print_exc()
         ctx.report.note(f"{workload}: agentfs {what} failed: {type(exc).__name__}: {exc}")
         return None
@@ -59,8 +64,9 @@ def fig(
 ) -> Figure:
     """Add a figure; ``met(agentfs_value)`` decides the goal when agentfs ran."""
     goal_met = met(agentfs) if (met is not None and agentfs is not None) else None
-    return ctx.report.add(Figure(workload, metric, agentfs, peer, peer_value, goal,
-                                 goal_met, note))
+    status = NOT_AVAILABLE if ctx.agentfs is None else FAILED
+    figure = Figure(workload, metric, agentfs, peer, peer_value, goal, goal_met, note, agentfs_status=status)
+    return ctx.report.add(figure)
 
 
 def with_peers(ctx: Context, name: str) -> list[Peer]:
@@ -79,13 +85,28 @@ def flush(ctx: Context, workload: str, daemon: Any, timeout: float) -> bool:
     """``daemon.flush(timeout)``; False (and a note) if it failed or timed out.
 
     A flush that returns False is taken as a time-out; None or True as done.
+    A failed flush marks sync as broken for the rest of the run (see
+    ``require_sync``), so that a broken daemon costs one time-out, not one
+    per workload.
     """
     try:
         done = daemon.flush(timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - reported, never hidden
-        ctx.report.note(f"{workload}: flush failed: {type(exc).__name__}: {exc}")
-        return False
-    if done is False:
-        ctx.report.note(f"{workload}: flush did not finish within {timeout:.0f} s")
-        return False
-    return True
+    except Exception as exc:  # reported, never hidden
+        why = f"flush failed: {type(exc).__name__}: {exc}"
+    else:
+        if done is not False:
+            return True
+        why = f"flush did not finish within {timeout:.0f} s"
+    ctx.report.note(f"{workload}: {why}")
+    ctx.sync_broken = f"{workload}: {why}"
+    return False
+
+
+class SyncSkipped(RuntimeError):
+    """A sync figure not measured because an earlier flush failed."""
+
+
+def require_sync(ctx: Context) -> None:
+    """Raise if an earlier flush failed: the sync figures that follow are skipped."""
+    if ctx.sync_broken:
+        raise SyncSkipped(f"skipped, sync failed earlier ({ctx.sync_broken})")

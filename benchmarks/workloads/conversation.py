@@ -61,17 +61,17 @@ def run(ctx: Context) -> None:
     x = ours[1] / final if ours else None
     t_ours = ours[0] if ours else None
     r_ours = ours[2] if ours else None
-    ctx.report.note(f"{W}: final state is {final:,} bytes of msgpack after {n} steps; "
-                    "sizes are the apparent size of every file the tool keeps "
-                    "(InMemorySaver: serialized bytes it holds in memory)")
-    fig(ctx, W, f"store size / final state (x), {n} steps", x, "goal", 10.0,
-        "agentfs <= 10x", lambda v: v <= 10)
+    ctx.report.note(
+        f"{W}: final state is {final:,} bytes of msgpack after {n} steps; "
+        "sizes are the apparent size of every file the tool keeps "
+        "(InMemorySaver: serialized bytes it holds in memory)"
+    )
+    fig(ctx, W, f"store size / final state (x), {n} steps", x, "goal", 10.0, "agentfs <= 10x", lambda v: v <= 10)
     for peer in with_peers(ctx, "w2"):
         try:
             total, size, read_ms = peer_side(peer, states)
         finally:
             peer.close()
-        fig(ctx, W, f"store size / final state (x), {n} steps", x, peer.label, size / final,
-            "agentfs <= 10x", lambda v: v <= 10)
+        fig(ctx, W, f"store size / final state (x), {n} steps", x, peer.label, size / final, "agentfs <= 10x", lambda v: v <= 10)
         fig(ctx, W, f"time for {n} commits (s)", t_ours, peer.label, total)
         fig(ctx, W, "latest() at the end (ms)", r_ours, peer.label, read_ms)

@@ -1,8 +1,9 @@
 """Workload 3: commit and read back one large artifact of mixed data.
 
 Runs in a child process (``python -m benchmarks.workloads.large_artifact
-STORE FILE``) so that its peak RSS is its own: baseline is the peak after
-importing agentfs and opening the store; the figure is the peak over it.
+STORE FILE``) so that its peak RSS is its own: baseline is the RSS after
+importing agentfs and opening the store (the peak is reset there through
+/proc/self/clear_refs); the figure is the peak (VmHWM) over it.
 """
 
 from __future__ import annotations
@@ -27,13 +28,38 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def _baseline_mb() -> float:
+    """Current RSS, after resetting the peak (VmHWM) to it where Linux allows."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _status_mb("VmRSS")
+    except OSError:
+        return _maxrss_mb()
+
+
+def _peak_mb() -> float:
+    try:
+        return _status_mb("VmHWM")
+    except (OSError, KeyError):
+        return _maxrss_mb()
+
+
 def child(store_dir: str, file: str) -> dict[str, Any]:
     import agentfs
 
     size = Path(file).stat().st_size
     store = agentfs.open(store_dir)
     run = store.run("bench/large")
-    base = _maxrss_mb()
+    base = _baseline_mb()
     t = time.perf_counter()
     run.commit({"step": 0}, artifacts={"big.bin": Path(file)})
     commit_s = time.perf_counter() - t
@@ -46,16 +72,17 @@ def child(store_dir: str, file: str) -> dict[str, Any]:
             got += len(chunk)
     read_s = time.perf_counter() - t
     assert got == size, f"read back {got} bytes of {size}"
-    return {"size": size, "commit_s": commit_s, "read_s": read_s,
-            "base_rss_mb": base, "peak_rss_mb": _maxrss_mb()}
+    return {"size": size, "commit_s": commit_s, "read_s": read_s, "base_rss_mb": base, "peak_rss_mb": _peak_mb()}
 
 
 def agentfs_side(ctx: Context) -> dict[str, Any]:
     store = ctx.new_dir("w3-agentfs")
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.workloads.large_artifact", str(store),
-         str(ctx.big_file())],
-        cwd=REPO, capture_output=True, text=True, timeout=1200,
+        [sys.executable, "-m", "benchmarks.workloads.large_artifact", str(store), str(ctx.big_file())],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     if out.returncode != 0:
         raise RuntimeError(f"child exited {out.returncode}: {out.stderr.strip()[-2000:]}")
@@ -72,15 +99,20 @@ def run(ctx: Context) -> None:
     label = f"{ctx.sizes.big_mb} MiB"
     commit = mb(size) / res["commit_s"] if res else None
     read = mb(size) / res["read_s"] if res else None
-    fig(ctx, W, f"commit throughput, {label} (MB/s)", commit, "zstd -3 compress alone",
-        z["compress_mbps"], ">= 0.7x", lambda v: v >= 0.7 * z["compress_mbps"])
-    fig(ctx, W, f"read throughput, {label}, open() stream (MB/s)", read,
-        "zstd decompress alone", z["decompress_mbps"])
+    fig(
+        ctx,
+        W,
+        f"commit throughput, {label} (MB/s)",
+        commit,
+        "zstd -3 compress alone",
+        z["compress_mbps"],
+        ">= 0.7x",
+        lambda v: v >= 0.7 * z["compress_mbps"],
+    )
+    fig(ctx, W, f"read throughput, {label}, open() stream (MB/s)", read, "zstd decompress alone", z["decompress_mbps"])
     rss = res["peak_rss_mb"] - res["base_rss_mb"] if res else None
-    fig(ctx, W, "peak RSS over baseline, commit + read (MB)", rss, "goal", 200.0,
-        "< 200 MB", lambda v: v < 200)
-    fig(ctx, W, "store size / artifact size", res["store_bytes"] / size if res else None,
-        "zstd -3 size / input", 1 / z["ratio"])
+    fig(ctx, W, "peak RSS over baseline, commit + read (MB)", rss, "goal", 200.0, "< 200 MB", lambda v: v < 200)
+    fig(ctx, W, "store size / artifact size", res["store_bytes"] / size if res else None, "zstd -3 size / input", 1 / z["ratio"])
 
 
 if __name__ == "__main__":

@@ -43,18 +43,30 @@ def run(ctx: Context) -> None:
     states = data.states(n + 1, 10_000)
     floor = ctx.limits.floor()
     power = agentfs_part(ctx, W, "commit (power)", lambda: agentfs_latencies(ctx, "power", states))
-    process = agentfs_part(ctx, W, "commit (process)",
-                           lambda: agentfs_latencies(ctx, "process", states))
-    med = {"power": median(power) if power else None,
-           "process": median(process) if process else None}
-    tail = {"power": p99(power) if power else None,
-            "process": p99(process) if process else None}
+    process = agentfs_part(ctx, W, "commit (process)", lambda: agentfs_latencies(ctx, "process", states))
+    med = {"power": median(power) if power else None, "process": median(process) if process else None}
+    tail = {"power": p99(power) if power else None, "process": p99(process) if process else None}
     floor_name = "durable 10 KB file write (floor)"
-    fig(ctx, W, f"commit median (ms), fsync, n={n}", med["power"], floor_name,
-        floor["median_ms"], "<= 1.5x floor", lambda v: v <= 1.5 * floor["median_ms"])
+    fig(
+        ctx,
+        W,
+        f"commit median (ms), fsync, n={n}",
+        med["power"],
+        floor_name,
+        floor["median_ms"],
+        "<= 1.5x floor",
+        lambda v: v <= 1.5 * floor["median_ms"],
+    )
     fig(ctx, W, "commit p99 (ms), fsync", tail["power"], floor_name + " p99", floor["p99_ms"])
-    fig(ctx, W, "commit median (ms), durability=process", med["process"], floor_name,
-        floor["median_ms"], note="no fsync: survives a process crash, not power loss")
+    fig(
+        ctx,
+        W,
+        "commit median (ms), durability=process",
+        med["process"],
+        floor_name,
+        floor["median_ms"],
+        note="no fsync: survives a process crash, not power loss",
+    )
 
     for peer in with_peers(ctx, "w1"):
         try:
@@ -73,6 +85,5 @@ def run(ctx: Context) -> None:
                 return v < pm
 
             note = f"agentfs durability={mode}"
-        fig(ctx, W, f"commit median (ms) vs put, {mode}", ours, peer.label, median(times),
-            goal, met, note)
+        fig(ctx, W, f"commit median (ms) vs put, {mode}", ours, peer.label, median(times), goal, met, note)
         fig(ctx, W, f"commit p99 (ms) vs put, {mode}", tail[mode], peer.label, p99(times))

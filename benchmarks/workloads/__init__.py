@@ -1,0 +1,32 @@
+"""The workloads of issue 5, in the order they run. Each is a function of the
+run's ``Context``; the agentfs side of each is guarded so that the peers and
+the limits run even when agentfs cannot."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import limits
+from ..context import Context
+from . import (
+    conversation,
+    incremental_artifact,
+    large_artifact,
+    push,
+    resume,
+    scale,
+    small_commit,
+    sync_lag,
+)
+
+WORKLOADS: dict[str, Callable[[Context], None]] = {
+    "limits": limits.report,
+    "small_commit": small_commit.run,
+    "conversation": conversation.run,
+    "large_artifact": large_artifact.run,
+    "incremental_artifact": incremental_artifact.run,
+    "sync_lag": sync_lag.run,
+    "push": push.run,
+    "resume": resume.run,
+    "scale": scale.run,
+}
