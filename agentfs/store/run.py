@@ -19,7 +19,7 @@ from ..objects.blobs import PACKED, BlobWriter, Ref, located
 from ..objects.db import ObjectWriter
 from ..serialization import encode_body, encode_value
 from .checkpoint import Checkpoint
-from .entries import encode_entry
+from .entries import decode_entry, encode_entry
 from .locks import EXCLUSIVE, flock
 from .manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 
@@ -50,8 +50,7 @@ class Run:
         return self.store.ids(self.name)
 
     def head_id(self) -> str | None:
-        ids = self.ids()
-        return ids[-1] if ids else None
+        return self.store.head(self.name)
 
     def get(self, checkpoint_id: str) -> Checkpoint:
         check_id(checkpoint_id)
@@ -152,8 +151,10 @@ class Run:
                 forked_from=forked_from,
             )
             path = self.store.entry_path(self.name, manifest.id)
-            write_atomic(self.store.tmp_dir, path, encode_entry(manifest, pack), sync=self.store.sync_writes)
+            data = encode_entry(manifest, pack)
+            write_atomic(self.store.tmp_dir, path, data, sync=self.store.sync_writes)
         self.store.heads[self.name] = manifest.id
+        self.store.cache_entry((self.name, manifest.id), decode_entry(data, str(path)))
         return Checkpoint(self.store, manifest)
 
 

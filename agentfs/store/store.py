@@ -70,16 +70,22 @@ class Store:
         self._pool: ThreadPoolExecutor | None = None
 
     def _open_config(self) -> dict[str, Any]:
+        """Read the config, creating the store first if needed.
+
+        The config is published before any other directory: creation killed midway, or raced by
+        another process, leaves either no config (and only the store's own names) or a complete one.
+        """
         config_path = self.root / "config"
-        if config_path.is_file():
-            return read_config(config_path)
-        if self.root.exists() and any(p.name != "tmp" for p in self.root.iterdir()):
-            raise FormatError(f"{self.root} exists, is not empty and has no agentfs config: not an agentfs store")
-        for path in (self.objects_dir, self.runs_dir, self.locks_dir, self.tmp_dir, self.remotes_dir):
+        layout = (self.objects_dir, self.runs_dir, self.locks_dir, self.tmp_dir, self.remotes_dir)
+        if not config_path.is_file():
+            own = {path.name for path in layout}
+            if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):
+                raise FormatError(f"{self.root} exists, is not empty and has no agentfs config: not an agentfs store")
+            make_dirs(self.tmp_dir, sync=self.sync_writes)
+            write_atomic(self.tmp_dir, config_path, encode_config(new_config()), sync=self.sync_writes)  # loses a race quietly
+        config = read_config(config_path)
+        for path in layout:
             make_dirs(path, sync=self.sync_writes)
-        config = new_config()
-        if not write_atomic(self.tmp_dir, config_path, encode_config(config), sync=self.sync_writes):
-            return read_config(config_path)  # another process created the store at the same moment
         return config
 
     @property
@@ -144,6 +150,16 @@ class Store:
         except FileNotFoundError:
             return []
 
+    def head(self, run: str) -> str | None:
+        """The greatest id of the run: its head."""
+        try:
+            local = max((name for name in os.listdir(self.log_dir(run)) if len(name) == ID_LENGTH), default=None)
+        except FileNotFoundError:
+            local = None
+        if self.source is None:
+            return local
+        return max(filter(None, [local, *self.source.list_ids(run)[-1:]]), default=None)
+
     def ids(self, run: str) -> list[str]:
         ids = set(self.local_ids(run))
         if self.source is not None:
@@ -166,11 +182,14 @@ class Store:
             entry = self._fetch_entry(run, checkpoint_id)
         if entry.manifest.run != run or entry.manifest.id != checkpoint_id:
             raise FormatError(f"log entry {where} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
+        self.cache_entry(key, entry)
+        return entry
+
+    def cache_entry(self, key: Location, entry: Entry) -> None:
         with self._lock:
             self._entries[key] = entry
             if len(self._entries) > ENTRY_CACHE:
                 self._entries.popitem(last=False)
-        return entry
 
     def _fetch_entry(self, run: str, checkpoint_id: str) -> Entry:
         data = self.source.fetch_entry(run, checkpoint_id) if self.source is not None else None
