@@ -415,7 +415,9 @@ def test_daemon_killed_mid_push_restarts_without_reuploading_confirmed(
         f"uploaded {status['uploaded_objects']}; confirmed objects attempted again: {len(reattempted & confirmed)}"
     )
     assert not reattempted & confirmed, f"{len(reattempted & confirmed)} objects confirmed before the kill were uploaded again"
-    assert reattempted == needed - confirmed
+    assert reattempted <= needed - confirmed
+    # an unconfirmed object is skipped without a write only if it reached the remote before the kill
+    assert needed - confirmed - reattempted <= in_flight
     assert len(needed - confirmed) - len(in_flight) <= status["uploaded_objects"] <= len(needed - confirmed)
     assert status["lag_checkpoints"] == 0 and status["pushed_entries"] == checkpoints - len(entries_at_kill)
 
@@ -569,6 +571,7 @@ def test_daemon_scans_close_their_directory_iterators(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "store") as store:
         for name in ("a", "b/c", "d"):
             store.run(name).commit({"name": name})
+        gc.collect()  # garbage of earlier tests (their subprocess pipes) must not be counted here
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ResourceWarning)
             with store.sync(spec.url, storage_options=spec.storage_options, interval=0.1, watch=False) as daemon:
