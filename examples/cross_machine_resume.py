@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import agentfs
@@ -74,6 +73,8 @@ def main() -> int:
         assert steps == list(range(1, 13)), steps
         print(f"== machine B: finished at step {final.state['step']}; report.md is {final.artifacts['report.md'].size} bytes")
         print(f"== machine B: verify: {other.verify()}")
+    subprocess.run([*agentfs_command(), "--store", str(store_b), "sync", remote], check=True)
+    print("== machine B: pushed its steps back; any machine can resume from here")
     return finished.returncode
 
 

@@ -1,6 +1,6 @@
 """Single machine: an agent loop checkpoints each step, is killed with SIGKILL partway, and resumes.
 
-  python examples/quickstart.py [STORE]      (default: demo/quickstart/.agentfs)
+python examples/quickstart.py [STORE]      (default: demo/quickstart/.agentfs)
 """
 
 from __future__ import annotations

@@ -60,10 +60,13 @@ class Checkpoint:
     @cached_property
     def state(self) -> Any:
         if self.manifest.state_kind == VALUE_STATE:
-            return self._value("")
-        return {key: self._value(key) for key in self.manifest.state}
+            return self.value("")
+        return {key: self.value(key) for key in self.manifest.state}
 
-    def _value(self, key: str) -> Any:
+    def value(self, key: str) -> Any:
+        """One key of a mapping state, decoded and verified on its own ("" for a non-mapping state)."""
+        if key not in self.manifest.state:
+            raise NotFound(f"state key {key!r} not found in checkpoint {self}")
         fmt, count, ref = self.manifest.state[key]
         where = f"{self} state[{key!r}]"
         data = self._store.blobs.read(ref, (self.run, self.id), where)

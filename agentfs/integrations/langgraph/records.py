@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph.checkpoint.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...errors import FormatError
 from ...names import check_id
@@ -44,72 +45,82 @@ def typed(raw: Any, where: str) -> Typed:
     raise FormatError(f"{where}: not a serialized value")
 
 
-def serialize(serde: SerializerProtocol, value: Any) -> Typed | list[Typed]:
-    """A channel value as self.serde makes it: whole, or item by item for a list."""
-    if type(value) is list:
-        return [serde.dumps_typed(item) for item in value]
-    return serde.dumps_typed(value)
-
-
 def list_record(commit: Commit, channel: str) -> tuple[str, Any] | None:
     """(key, stored record) of `channel` in `commit` if it holds the channel as a list, else None."""
     for key in (ITEMS + channel, DELTA + channel):
         if key in commit.manifest.state:
-            return key, commit._value(key)
+            return key, commit.value(key)
     return None
 
 
-def depth(key: str, record: Any) -> int:
-    return record[2] if key.startswith(DELTA) and isinstance(record, list) and len(record) == 4 and type(record[2]) is int else 0
+def extend(key: str, record: Any, where: str, base: Callable[[str], list[Typed]]) -> tuple[list[Typed], int]:
+    """(items, delta depth) of an l: or d: record; `base(commit id)` gives the items a delta extends."""
+    if isinstance(record, list) and key.startswith(ITEMS):
+        return [typed(item, where) for item in record], 0
+    if not (
+        isinstance(record, list)
+        and len(record) == 4
+        and isinstance(record[0], str)
+        and type(record[1]) is int
+        and type(record[2]) is int
+        and isinstance(record[3], list)
+    ):
+        raise FormatError(f"{where}: malformed list record")
+    items = base(check_id(record[0]))
+    if len(items) != record[1]:
+        raise FormatError(f"{where}: a delta extends {record[1]} items of a list that has {len(items)}")
+    return items + [typed(item, where) for item in record[3]], record[2]
 
 
-def joined(key: str, record: Any, channel: str, get: Get, where: str) -> list[Typed]:
-    """The items an l: or d: record stands for, following the bases of deltas through `get`."""
-    deltas: list[tuple[int, list[Typed]]] = []
-    for _ in range(4 * SNAPSHOT_EVERY):
-        if not isinstance(record, list):
-            raise FormatError(f"{where}: malformed list record")
-        if key.startswith(ITEMS):
-            items = [typed(item, where) for item in record]
-            for count, new in reversed(deltas):
-                if len(items) != count:
-                    raise FormatError(f"{where}: a delta extends {count} items of a list that has {len(items)}")
-                items += new
-            return items
-        if not (len(record) == 4 and isinstance(record[0], str) and type(record[1]) is int and isinstance(record[3], list)):
-            raise FormatError(f"{where}: malformed list delta")
-        deltas.append((record[1], [typed(item, where) for item in record[3]]))
-        base = get(check_id(record[0]))
-        found = list_record(base, channel)
+def resolver(get: Get, channel: str, hops: int = 0) -> Callable[[str], list[Typed]]:
+    """`base` for `extend`: the items of `channel` in a commit, reading every delta down to a whole list."""
+
+    def items(commit_id: str) -> list[Typed]:
+        if hops > 4 * SNAPSHOT_EVERY:
+            raise FormatError(f"commit {commit_id}: chain of list deltas is too long")
+        commit = get(commit_id)
+        found = list_record(commit, channel)
         if found is None:
-            raise FormatError(f"{where}: delta base {base} holds no list for channel {channel!r}")
-        key, record = found
-        where = f"{base} channel {channel!r}"
-    raise FormatError(f"{where}: chain of list deltas is too long")
+            raise FormatError(f"{commit}: a list delta's base holds no list for channel {channel!r}")
+        return extend(*found, f"{commit} channel {channel!r}", resolver(get, channel, hops + 1))[0]
+
+    return items
 
 
 def standalone(commit: Commit, channel: str, get: Get) -> dict[str, Any]:
     """The state key holding `channel` in `commit`, a delta joined into a whole list."""
     found = list_record(commit, channel)
     if found is not None:
-        return {ITEMS + channel: [list(item) for item in joined(*found, channel, get, f"{commit} channel {channel!r}")]}
-    if VALUE + channel in commit.manifest.state:
-        return {VALUE + channel: commit._value(VALUE + channel)}
-    raise FormatError(f"{commit} holds no value for channel {channel!r}")
+        items = extend(*found, f"{commit} channel {channel!r}", resolver(get, channel))[0]
+        return {ITEMS + channel: [list(item) for item in items]}
+    return {VALUE + channel: whole(commit, channel)}
 
 
-def load_value(serde: SerializerProtocol, commit: Commit, channel: str, get: Get) -> Any:
-    ((key, raw),) = standalone(commit, channel, get).items()
-    where = f"{commit} channel {channel!r}"
-    if key.startswith(ITEMS):
-        return [serde.loads_typed(typed(item, where)) for item in raw]
-    return serde.loads_typed(typed(raw, where))
+def whole(commit: Commit, channel: str) -> Any:
+    if VALUE + channel not in commit.manifest.state:
+        raise FormatError(f"{commit} holds no value for channel {channel!r}")
+    return commit.value(VALUE + channel)
+
+
+def load_items(serde: SerializerProtocol, items: list[Typed]) -> list[Any]:
+    if items and type(serde).loads_typed is JsonPlusSerializer.loads_typed and all(kind == "msgpack" for kind, _data in items):
+        # a msgpack array is its items' msgpack back to back: one call decodes them all, each as it would alone
+        return serde.loads_typed(("msgpack", _array_header(len(items)) + b"".join(data for _kind, data in items)))  # type: ignore[no-any-return]
+    return [serde.loads_typed(item) for item in items]
+
+
+def _array_header(count: int) -> bytes:
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
 
 
 def load_typed(serde: SerializerProtocol, commit: Commit, key: str) -> Any:
     if key not in commit.manifest.state:
         raise FormatError(f"{commit} is not a LangGraph checkpoint (no {key!r})")
-    return serde.loads_typed(typed(commit._value(key), f"{commit} {key}"))
+    return serde.loads_typed(typed(commit.value(key), f"{commit} {key}"))
 
 
 def blobs(raw: Any, where: str) -> Blobs:
@@ -124,7 +135,7 @@ def blobs(raw: Any, where: str) -> Blobs:
 def commit_blobs(commit: Commit) -> Blobs:
     if "blobs" not in commit.manifest.state:
         raise FormatError(f"{commit} is not a LangGraph checkpoint (no channel locations)")
-    return blobs(commit._value("blobs"), str(commit))
+    return blobs(commit.value("blobs"), str(commit))
 
 
 def ids(commit: Commit) -> tuple[str, str | None]:

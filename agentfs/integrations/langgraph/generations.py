@@ -1,0 +1,198 @@
+"""Where a thread's checkpoints are now, and how a thread changes without rewriting its log.
+
+Log entries are immutable and never deleted, so a thread has generations. Its `ctl` run names the
+current one (its latest commit wins; none means generation "0"). Deleting a thread points it at a
+fresh, empty generation. Prune, delete_for_runs, copy_thread and an out-of-order put copy the
+checkpoints that remain into a new generation, in checkpoint id order and with their pending
+writes, sharing their data (a value stays where it is when the commit holding it was copied too,
+and is copied, whole, otherwise), then switch the pointer with one commit made with
+`parent=` the pointer they started from: readers see the old thread or the new one, never a mix,
+and of two switches racing, one retries. The retired generation stays in the log and syncs like
+any other commit; gc keeps what it references.
+
+Concurrency hazard: a checkpoint or write that another caller commits to a thread while a switch
+of that thread runs may land in the retired generation and be lost. Switch idle threads
+(LangGraph's server cancels a thread's runs before deleting it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import Conflict, FormatError
+from ...store.run import Run
+from ...store.store import Store
+from . import records
+from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, encode, hashed
+
+ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class Item:
+    """A checkpoint for a new generation: a copy of commit `commit_id` of `origin`, or a new `state`."""
+
+    origin: Namespace  # the commit ids in the item's channel locations and list deltas are commits of this namespace
+    checkpoint_id: str
+    parent_id: str | None
+    commit_id: str | None = None
+    state: dict[str, Any] | None = None
+
+
+Plan = dict[str, list[Item]]  # namespace -> checkpoints of the new generation
+
+
+class Generations:
+    def __init__(self, store: Store, layout: Layout) -> None:
+        self.store = store
+        self.layout = layout
+
+    def current(self, thread: str) -> tuple[str, str | None]:
+        """(current generation of `thread`, the commit of its ctl run that chose it)."""
+        control = self.store.run(self.layout.control(thread))
+        head = control.head_id()
+        if head is None:
+            return INITIAL_GENERATION, None
+        state = control.get(head).state
+        generation = state.get("generation") if isinstance(state, dict) else None
+        if not isinstance(generation, str) or not GENERATION.fullmatch(generation):
+            raise FormatError(f"{control.name}@{head} does not name a generation")
+        return generation, head
+
+    def checkpoints(self, where: Namespace) -> Run:
+        return self.store.run(self.layout.checkpoints(where))
+
+    def writes(self, where: Namespace, checkpoint_id: str) -> Run:
+        return self.store.run(self.layout.writes(where, checkpoint_id))
+
+    def spaces(self, runs: list[str], thread: str | None = None, generation: str | None = None) -> list[Namespace]:
+        """The namespaces among `runs` of `thread` (or of every thread) in `generation` (or the current one)."""
+        root = None if thread is None else self.layout.thread_root(thread) + "/"
+        current: dict[str, str] = {}
+        spaces = []
+        for name in runs:
+            parsed = self.layout.parse_checkpoints(name) if root is None or name.startswith(root) else None
+            if parsed is None:
+                continue
+            where = self._named(name, parsed)
+            if where.thread not in current:
+                current[where.thread] = generation if generation is not None else self.current(where.thread)[0]
+            if where.generation == current[where.thread]:
+                spaces.append(where)
+        return spaces
+
+    def _named(self, name: str, parsed: Parsed) -> Namespace:
+        """The namespace a checkpoints run holds; a hashed thread id or namespace is read from its first commit."""
+        thread, ns = parsed.thread, parsed.ns
+        if thread is None or ns is None:
+            run = self.store.run(name)
+            meta = run.get(run.ids()[0]).metadata
+            thread = meta.get("thread_id") if thread is None and isinstance(meta, dict) else thread
+            ns = meta.get("checkpoint_ns") if ns is None and isinstance(meta, dict) else ns
+        where = Namespace(thread, parsed.generation, ns) if isinstance(thread, str) and isinstance(ns, str) else None
+        if where is None or self.layout.checkpoints(where) != name:
+            raise FormatError(f"run {name!r} does not record the thread and namespace its name stands for")
+        return where
+
+    def find(self, run: Run, ids: list[str], checkpoint_id: str) -> str | None:
+        """The commit holding `checkpoint_id`: a binary search, since a run is in checkpoint id order."""
+        if not ids:
+            return None
+        index = len(ids) - 1
+        if records.ids(run.get(ids[index]))[0] != checkpoint_id:
+            index = bisect_left(ids, checkpoint_id, key=lambda commit_id: records.ids(run.get(commit_id))[0])
+        if index < len(ids) and records.ids(run.get(ids[index]))[0] == checkpoint_id:
+            return ids[index]
+        return None
+
+    def item(self, where: Namespace, commit_id: str) -> Item:
+        checkpoint_id, parent_id = records.ids(self.checkpoints(where).get(commit_id))
+        return Item(where, checkpoint_id, parent_id, commit_id=commit_id)
+
+    def items(self, where: Namespace) -> list[Item]:
+        return [self.item(where, commit_id) for commit_id in self.checkpoints(where).ids()]
+
+    def keep_latest(self, spaces: list[Namespace]) -> Plan | None:
+        heads = {where: self.checkpoints(where).ids() for where in spaces}
+        if all(len(ids) <= 1 for ids in heads.values()):
+            return None
+        return {where.ns: [self.item(where, ids[-1])] for where, ids in heads.items() if ids}
+
+    def insert(self, thread: str, generation: str, new: Item) -> Plan:
+        """The thread as it is, with `new` in its place by id (replacing a checkpoint with the same id)."""
+        plan = {where.ns: self.items(where) for where in self.spaces(self.store.runs(), thread, generation)}
+        plan[new.origin.ns] = [item for item in plan.get(new.origin.ns, []) if item.checkpoint_id != new.checkpoint_id] + [new]
+        return plan
+
+    def rewrite(self, thread: str, reason: str, plan: Callable[[list[Namespace]], Plan | None]) -> None:
+        """Switch `thread` to a new generation holding `plan(current namespaces)`; None means no change."""
+        for _ in range(ATTEMPTS):
+            generation, control_head = self.current(thread)
+            wanted = plan(self.spaces(self.store.runs(), thread, generation))
+            if wanted is None or self.rebuild(thread, control_head, wanted, reason):
+                return
+        raise Conflict(f"thread {thread!r}: {reason} lost {ATTEMPTS} races with other generation switches")
+
+    def clear(self, thread: str) -> None:
+        """Point `thread` at a new, empty generation (without listing what it holds now)."""
+        for _ in range(ATTEMPTS):
+            if self.rebuild(thread, self.current(thread)[1], {}, "delete_thread"):
+                return
+        raise Conflict(f"thread {thread!r}: delete_thread lost {ATTEMPTS} races with other generation switches")
+
+    def rebuild(self, thread: str, control_head: str | None, plan: Plan, reason: str) -> bool:
+        """Commit `plan` as a new generation, then point the thread at it; False if another switch came first."""
+        generation = uuid.uuid4().hex
+        for ns, items in plan.items():
+            where = Namespace(thread, generation, ns)
+            target = self.checkpoints(where)
+            moved: dict[tuple[Namespace, str], str] = {}
+            for item in sorted(items, key=lambda item: item.checkpoint_id):
+                commit = target.commit(self._relocated(item, moved), metadata=commit_metadata(where, item.checkpoint_id, item.parent_id))
+                if item.commit_id is not None:
+                    moved[(item.origin, item.commit_id)] = commit.id
+                    copy = self.writes(where, item.checkpoint_id)
+                    writes = self.writes(item.origin, item.checkpoint_id)
+                    for commit_id in writes.ids():
+                        copy.commit(writes.get(commit_id).state)
+        try:
+            self.store.run(self.layout.control(thread)).commit({"generation": generation, "reason": reason}, parent=control_head)
+        except Conflict:
+            return False
+        return True
+
+    def _relocated(self, item: Item, moved: dict[tuple[Namespace, str], str]) -> dict[str, Any]:
+        """The item's state for its new run: references to commits copied before it follow them, the rest is inlined."""
+        origin = self.checkpoints(item.origin)
+        state = dict(item.state or {}) if item.commit_id is None else dict(origin.get(item.commit_id).state)
+        where = f"{origin.name} {item.checkpoint_id}"
+        located: dict[str, list[Any]] = {}
+        for channel, (version, holder) in records.blobs(state.get("blobs"), where).items():
+            if holder is not None and (item.origin, holder) in moved:
+                holder = moved[(item.origin, holder)]
+            elif holder is not None:
+                state.update(records.standalone(origin.get(holder), channel, origin.get))
+                holder = None
+            located[channel] = [version, holder]
+        state["blobs"] = located
+        for key in [key for key in state if key.startswith(records.DELTA)]:
+            base = state[key][0] if isinstance(state[key], list) and state[key] else None
+            if isinstance(base, str) and (item.origin, base) in moved:
+                state[key] = [moved[(item.origin, base)], *state[key][1:]]
+            else:
+                channel = key[len(records.DELTA) :]
+                items, _depth = records.extend(key, state.pop(key), where, records.resolver(origin.get, channel))
+                state[records.ITEMS + channel] = [list(value) for value in items]
+        return state
+
+
+def commit_metadata(where: Namespace, checkpoint_id: str, parent_id: str | None) -> dict[str, Any]:
+    """The agentfs metadata of a checkpoint commit: the LangGraph ids, and the names a hashed run name hides."""
+    meta = {"checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id}
+    if hashed(encode(where.thread)) or hashed(encode(where.ns)):
+        meta.update(thread_id=where.thread, checkpoint_ns=where.ns)
+    return meta
