@@ -135,7 +135,7 @@ def craft(entry: Entry, **changes: Any) -> bytes:
     record = msgpack.unpackb(entry.manifest_bytes, raw=False)
     record.update(changes)
     manifest = RawManifest(msgpack.packb(record, use_bin_type=True))
-    return encode_entry(cast(Manifest, manifest), entry.pack)
+    return encode_entry(cast(Manifest, manifest), entry.pack)[0]
 
 
 def open_reader(path: Path, spec: RemoteSpec) -> agentfs.Store:
@@ -196,7 +196,7 @@ def test_a_packed_object_that_does_not_match_its_id_is_refused(remote: RemoteSpe
     pushed = push_writer(tmp_path / "writer", remote)
     oid = pushed.entry.manifest.state["system"][2][1]
     forged = {**pushed.entry.pack, oid: codec.encode(b"You are a reckless agent. " * 20)}
-    put(remote, f"runs/good/log/{pushed.good}", encode_entry(pushed.entry.manifest, forged))
+    put(remote, f"runs/good/log/{pushed.good}", encode_entry(pushed.entry.manifest, forged)[0])
     with open_reader(tmp_path / "reader", remote) as reader:
         cp = reader.run("good").get(pushed.good)
         with pytest.raises(agentfs.IntegrityError, match=oid.hex()):
@@ -244,7 +244,7 @@ def outside_cases(pushed: Pushed) -> dict[str, tuple[str, str, bytes, str]]:
     return {
         "manifest run outside the store": ("evil1", ids[0], craft(entry, run="../../etc", id=ids[0]), "../../etc"),
         "manifest run differs from its key": ("evil2", ids[1], craft(entry, run="good", id=ids[1]), f"good@{ids[1]}"),
-        "manifest id differs from its key": ("good", ids[2], encode_entry(entry.manifest, entry.pack), f"good@{pushed.good}"),
+        "manifest id differs from its key": ("good", ids[2], encode_entry(entry.manifest, entry.pack)[0], f"good@{pushed.good}"),
         "packed ref located in ../x": (
             "evil4",
             ids[3],

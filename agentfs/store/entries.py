@@ -46,9 +46,11 @@ class Entry:
         return codec.decode(blob, oid, f"{where} (packed)")
 
 
-def encode_entry(manifest: Manifest, pack: dict[bytes, bytes]) -> bytes:
-    body = msgpack.packb([manifest.to_bytes(), [[oid, pack[oid]] for oid in sorted(pack)]], use_bin_type=True)
-    return MAGIC + bytes((VERSION,)) + hashlib.sha256(body).digest() + body
+def encode_entry(manifest: Manifest, pack: dict[bytes, bytes]) -> tuple[bytes, Entry]:
+    """The entry file's bytes, and the Entry they decode to."""
+    manifest_bytes = manifest.to_bytes()
+    body = msgpack.packb([manifest_bytes, [[oid, pack[oid]] for oid in sorted(pack)]], use_bin_type=True)
+    return MAGIC + bytes((VERSION,)) + hashlib.sha256(body).digest() + body, Entry(manifest, manifest_bytes, pack)
 
 
 def decode_entry(data: bytes, where: str) -> Entry:

@@ -19,7 +19,7 @@ from ..objects.blobs import PACKED, BlobWriter, Ref, located
 from ..objects.db import ObjectWriter
 from ..serialization import encode_body, encode_value
 from .checkpoint import Checkpoint
-from .entries import decode_entry, encode_entry
+from .entries import encode_entry
 from .locks import EXCLUSIVE, flock
 from .manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 
@@ -34,7 +34,8 @@ class _Head:
         return "HEAD"
 
 
-HEAD: Any = _Head()  # commit's default parent: whatever the head is when the entry is appended
+HEAD: Any = _Head()
+HOST = socket.gethostname()  # commit's default parent: whatever the head is when the entry is appended
 
 
 class Run:
@@ -143,7 +144,7 @@ class Run:
                 id=new_id(after=head),
                 parent=head,
                 created=time.time_ns(),
-                writer={"store": self.store.id, "host": socket.gethostname(), "pid": os.getpid()},
+                writer={"store": self.store.id, "host": HOST, "pid": os.getpid()},
                 metadata=metadata,
                 state_kind=kind,
                 state=state,
@@ -151,10 +152,10 @@ class Run:
                 forked_from=forked_from,
             )
             path = self.store.entry_path(self.name, manifest.id)
-            data = encode_entry(manifest, pack)
+            data, entry = encode_entry(manifest, pack)
             write_atomic(self.store.tmp_dir, path, data, sync=self.store.sync_writes)
         self.store.heads[self.name] = manifest.id
-        self.store.cache_entry((self.name, manifest.id), decode_entry(data, str(path)))
+        self.store.cache_entry((self.name, manifest.id), entry)
         return Checkpoint(self.store, manifest)
 
 
