@@ -32,6 +32,7 @@ class Sizes:
     resume_large: int
     scale_objects: int  # workload 8
     scale_commits: int
+    langgraph_steps: int  # workload 9
     flush_timeout: float  # seconds a sync flush may take before it is reported as missed
     resume_flush_timeout: float  # the same for pushing the long history of workload 7
 
@@ -48,6 +49,7 @@ FULL = Sizes(
     resume_large=10_000,
     scale_objects=100_000,
     scale_commits=100,
+    langgraph_steps=1000,
     flush_timeout=120.0,
     resume_flush_timeout=360.0,
 )
@@ -63,6 +65,7 @@ QUICK = Sizes(
     resume_large=200,
     scale_objects=2_000,
     scale_commits=30,
+    langgraph_steps=100,
     flush_timeout=30.0,
     resume_flush_timeout=60.0,
 )

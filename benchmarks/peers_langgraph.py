@@ -19,7 +19,7 @@ from typing import Any
 from .peers import Peer, State, tree_size
 
 
-class _LangGraphPeer(Peer):
+class LangGraphPeer(Peer):
     def __init__(self, saver: Any) -> None:
         self.saver = saver
         self.heads: dict[str, tuple[Any, State]] = {}
@@ -49,7 +49,7 @@ class _LangGraphPeer(Peer):
         return dict(tup.checkpoint["channel_values"]) if tup else None
 
 
-class InMemoryPeer(_LangGraphPeer):
+class InMemoryPeer(LangGraphPeer):
     name = "LangGraph InMemorySaver"
     durability = "memory"
 
@@ -68,7 +68,7 @@ class InMemoryPeer(_LangGraphPeer):
         return total
 
 
-class SqlitePeer(_LangGraphPeer):
+class SqlitePeer(LangGraphPeer):
     """SqliteSaver on a file: WAL journal, Python's default synchronous=FULL,
     so each put's commit fsyncs the WAL."""
 
@@ -96,7 +96,7 @@ class SqlitePeer(_LangGraphPeer):
         self.conn.close()
 
 
-class ObjectStoragePeer(_LangGraphPeer):
+class ObjectStoragePeer(LangGraphPeer):
     """langgraph-checkpoint-objectstorage on a local directory (``file://``).
 
     fsspec's local ``pipe_file`` writes the object in place (no temp file, no

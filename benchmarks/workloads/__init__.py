@@ -11,6 +11,7 @@ from ..context import Context
 from . import (
     conversation,
     incremental_artifact,
+    langgraph_savers,
     large_artifact,
     push,
     resume,
@@ -29,4 +30,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "push": push.run,
     "resume": resume.run,
     "scale": scale.run,
+    "langgraph_savers": langgraph_savers.run,
 }
