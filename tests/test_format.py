@@ -146,7 +146,7 @@ def test_config_file(tmp_path: Path) -> None:
         "chunking": {
             "algorithm": "fastcdc-2020",
             "small": {"min_size": 1024, "avg_size": 4096, "max_size": 16384},
-            "large": {"min_size": 32768, "avg_size": 131072, "max_size": 524288},
+            "large": {"min_size": 65536, "avg_size": 131072, "max_size": 786432},
             "large_value_over": 4194304,
         },
         "inline_max": 64,

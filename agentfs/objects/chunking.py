@@ -25,7 +25,7 @@ class ChunkParams:
 # values: small chunks, since a conversation grows by a few hundred bytes a step
 SMALL = ChunkParams(min_size=1024, avg_size=4096, max_size=16384)
 # artifacts and values over LARGE_VALUE: fewer, larger files
-LARGE = ChunkParams(min_size=32768, avg_size=131072, max_size=524288)
+LARGE = ChunkParams(min_size=65536, avg_size=131072, max_size=786432)
 LARGE_VALUE = 4 << 20
 
 
