@@ -8,31 +8,19 @@ commit(parent=stale) raises agentfs.Conflict and leaves the log as it was.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 import agentfs
+from tests.helpers import workload
 
 HELPERS = Path(__file__).parent / "helpers"
 COMMITS = 30
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_agentfs_helpers_{name}", HELPERS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-workload = _load("workload")
 
 
 def _run_together(root: Path, jobs: list[list[str]]) -> list[list[str]]:

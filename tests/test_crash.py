@@ -9,7 +9,6 @@ agents during their very first agentfs.open(), while the store directory is bein
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import signal
@@ -17,24 +16,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import agentfs
+from tests.helpers import workload
 
 HELPERS = Path(__file__).parent / "helpers"
 RUN = "crash/loop"
 PRESTARTED = 2
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_agentfs_helpers_{name}", HELPERS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-workload = _load("workload")
 
 
 def _start_writer(root: Path, durability: str) -> subprocess.Popen[str]:

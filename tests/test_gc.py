@@ -8,33 +8,21 @@ writer reported is lost.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import agentfs
 from agentfs.objects import chunking
 from agentfs.objects.blobs import BlobWriter
 from agentfs.objects.db import ObjectWriter
+from tests.helpers import workload
 
 HELPERS = Path(__file__).parent / "helpers"
 HOUR = 3600.0
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_agentfs_helpers_{name}", HELPERS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-workload = _load("workload")
 
 
 def _files(top: Path) -> dict[Path, int]:

@@ -101,7 +101,8 @@ class BlobWriter:
         return self._tree(chunking.cut_stream(chunking.LARGE, _Prepended(head, stream)))
 
     def _tree(self, chunks: Iterator[memoryview]) -> Ref:
-        level = [[self.writer.add(chunk), len(chunk)] for chunk in chunks]
+        pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
+        level = [[future.result(), size] for future, size in pending]
         size = sum(child[1] for child in level)
         if len(level) == 1:
             return [LOOSE, level[0][0], size]

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from ..errors import ObjectMissing
 from ..fsutil import fsync_dir, make_dirs, temp_path
@@ -115,25 +116,48 @@ class ObjectWriter:
         self.dirs: set[Path] = set()
         self.futures: list[Future[None]] = []
         self.slots = threading.BoundedSemaphore(self.MAX_IN_FLIGHT)
+        self._seen_lock = threading.Lock()
         self.written = 0
         self.bytes_written = 0
+
+    def _is_new(self, oid: bytes) -> bool:
+        with self._seen_lock:
+            if oid in self.seen:
+                return False
+            self.seen.add(oid)
+        return not self.db.touch(oid)
 
     def add(self, data: bytes | memoryview) -> bytes:
         """Store `data` unless the store already holds it; returns its id."""
         oid = codec.hash_bytes(data)
-        if oid in self.seen or self.db.touch(oid):
-            self.seen.add(oid)
-            return oid
-        self.seen.add(oid)
-        self.slots.acquire()
+        if self._is_new(oid):
+            self._submit(self._write, oid, bytes(data))
+        return oid
+
+    def add_later(self, data: bytes | memoryview) -> Future[bytes]:
+        """Like add(), with the hashing done on the pool too: the caller only cuts and copies."""
+        return self._submit(self._hash_and_write, bytes(data))
+
+    def _submit(self, job: Callable[..., Any], *args: Any) -> Future[Any]:
+        self.slots.acquire()  # bounds memory: at most MAX_IN_FLIGHT chunks are held at once
         try:
-            self.futures.append(self.pool.submit(self._write, oid, bytes(data)))
+            future = self.pool.submit(job, *args)
         except BaseException:
             self.slots.release()
             raise
-        return oid
+        self.futures.append(future)
+        return future
 
-    def _write(self, oid: bytes, data: bytes) -> None:
+    def _hash_and_write(self, data: bytes) -> bytes:
+        try:
+            oid = codec.hash_bytes(data)
+            if self._is_new(oid):
+                self._write(oid, data, release=False)
+            return oid
+        finally:
+            self.slots.release()
+
+    def _write(self, oid: bytes, data: bytes, release: bool = True) -> None:
         try:
             blob = codec.encode(data)
             final = self.db.path(oid)
@@ -154,7 +178,8 @@ class ObjectWriter:
             self.written += 1
             self.bytes_written += len(blob)
         finally:
-            self.slots.release()
+            if release:
+                self.slots.release()
 
     def finish(self) -> None:
         for future in self.futures:

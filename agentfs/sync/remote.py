@@ -125,24 +125,16 @@ class Remote:
         return sorted(ids)
 
     def list_runs(self) -> list[str]:
-        prefix = self.key("runs")
-        self.fs.invalidate_cache(prefix)
-        try:
-            keys = self.fs.find(prefix)
-        except FileNotFoundError:
-            return []
-        return sorted({run for run, _id in self._entries(prefix, keys)})
+        return sorted({run for run, _id in self.list_all_entries()})
 
     def list_all_entries(self) -> list[tuple[str, str]]:
+        """(run, id) of every well-named log entry; other keys are logged and ignored."""
         prefix = self.key("runs")
         self.fs.invalidate_cache(prefix)
         try:
             keys = self.fs.find(prefix)
         except FileNotFoundError:
             return []
-        return self._entries(prefix, keys)
-
-    def _entries(self, prefix: str, keys: list[str]) -> list[tuple[str, str]]:
         found = []
         for key in keys:
             relative = key[len(prefix) :].strip("/").split("/")
