@@ -131,12 +131,18 @@ class SyncDaemon:
         if self.pusher is None:
             return
         try:
-            self.pusher.index.write_status(self.status())
+            self.pusher.index.write_status(self.status(rescan=False))
         except OSError as exc:
             log.warning("agentfs sync: cannot write status: %s", exc)
 
-    def status(self) -> dict[str, Any]:
-        pending = self.pusher.pending() if self.pusher is not None else []
+    def status(self, rescan: bool = True) -> dict[str, Any]:
+        """Last push, lag, errors; `rescan=False` reuses the last push's scan (the daemon's own cycle)."""
+        if self.pusher is None:
+            pending = []
+        elif rescan:
+            pending = self.pusher.pending()
+        else:
+            pending = [loc for loc in self.pusher.last_scan if loc not in self.pusher.index.entries]
         oldest = min((id_time_ns(cid) for _run, cid in pending), default=None)
         return {
             "url": self.url,

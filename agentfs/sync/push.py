@@ -44,6 +44,7 @@ class Pusher:
         remote.index = self.index
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
+        self.last_scan: list[Location] = []  # what the last push found pending: status without a rescan
         self._stats_lock = threading.Lock()
 
     def pending(self) -> list[Location]:
@@ -55,6 +56,7 @@ class Pusher:
         started = time.monotonic()
         stats = PushStats()
         pending = self.pending()
+        self.last_scan = pending
         if not pending:
             return stats
         self._ensure_config()
