@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
     from ..store.store import Store
 
 log = logging.getLogger("agentfs.sync")
+
+# watchdog 7 noise that says nothing about our data: a warning when a directory is re-watched after
+# a burst of creations, and an error logged when its emitter thread is stopped mid-read
+warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning, module="watchdog")
+logging.getLogger("watchdog.observers.inotify").addFilter(lambda record: "called when the thread is inactive" not in record.getMessage())
 WAKING_EVENTS = {"created", "moved", "closed"}
 
 
