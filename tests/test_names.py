@@ -13,19 +13,9 @@ from hypothesis import strategies as st
 
 import agentfs
 from agentfs.names import check_name
+from tests.helpers.tree import snapshot
 
 DEPTH = 8  # the store sits this deep inside tmp_path, so a relative escape still lands where we look
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    tree: dict[str, bytes | None] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames:
-            tree[os.path.relpath(os.path.join(dirpath, name), root)] = None
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            tree[os.path.relpath(path, root)] = Path(path).read_bytes()
-    return tree
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from hypothesis.extra import numpy as hnp
 
 import agentfs
 from agentfs.serialization import converters, decode_value
+from tests.helpers.tree import snapshot
 
 # --- registered user types -------------------------------------------------------------------------
 
@@ -407,18 +408,6 @@ def _bad_cases() -> list[tuple[str, Any, str]]:
 def names_path(message: str, path: str) -> bool:
     """`path` occurs in `message` as a whole path, not as the prefix of a longer one."""
     return re.search(re.escape(path) + r"(?![\[.\w])", message) is not None
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file (with its bytes) and directory under `root`."""
-    tree: dict[str, bytes | None] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames:
-            tree[os.path.relpath(os.path.join(dirpath, name), root)] = None
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            tree[os.path.relpath(path, root)] = Path(path).read_bytes()
-    return tree
 
 
 @pytest.fixture
