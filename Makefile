@@ -17,6 +17,7 @@ demo: $(BIN)/python
 test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/ruff check agentfs tests benchmarks examples
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
 

@@ -116,7 +116,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not rows:
         output.line(f"{store.root}: no remotes yet (start one with `agentfs sync URL`)")
     for row in rows:
-        last = "never" if row["last_push"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["last_push"]))
+        last = "never" if row["last_push"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(row["last_push"])))
         output.line(f"{row['remote']}")
         output.line(f"  last push:  {last}")
         output.line(f"  lag:        {row['lag_checkpoints']} checkpoints, {row['lag_seconds']:.1f} s")

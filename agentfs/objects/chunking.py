@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Protocol
 
 from pyfastcdc.cy import FastCDC
 
@@ -35,7 +35,11 @@ def cut_bytes(params: ChunkParams, data: bytes | memoryview) -> Iterator[memoryv
         yield view[chunk.offset : chunk.offset + chunk.length]
 
 
-def cut_stream(params: ChunkParams, stream: IO[Any]) -> Iterator[memoryview]:
+class Readable(Protocol):
+    def readinto(self, buffer: memoryview) -> int: ...
+
+
+def cut_stream(params: ChunkParams, stream: Readable) -> Iterator[memoryview]:
     """Chunks of a binary stream; each view is valid only until the next one is produced."""
     for chunk in params.chunker().cut_stream(stream):
         yield chunk.data

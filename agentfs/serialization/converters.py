@@ -173,13 +173,13 @@ def from_ext(code: int, payload: bytes, unpack: Unpack, iter_unpack: Callable[[b
             raise FormatError(f"set record declares {count} items, holds {len(items)}")
         return set(items) if code == SET else frozenset(items)
     if code == DATETIME:
-        *fields, fold, tz = unpack(payload)
-        return dt.datetime(*fields, fold=fold, tzinfo=_tz_from(tz))
+        year, month, day, hour, minute, second, micro, fold, tz = unpack(payload)
+        return dt.datetime(year, month, day, hour, minute, second, micro, fold=fold, tzinfo=_tz_from(tz))
     if code == DATE:
         return dt.date.fromordinal(unpack(payload))
     if code == TIME:
-        *fields, fold, tz = unpack(payload)
-        return dt.time(*fields, fold=fold, tzinfo=_tz_from(tz))
+        hour, minute, second, micro, fold, tz = unpack(payload)
+        return dt.time(hour, minute, second, micro, fold=fold, tzinfo=_tz_from(tz))
     if code == TIMEDELTA:
         return dt.timedelta(*unpack(payload))
     if code == UUID:
