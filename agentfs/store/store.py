@@ -78,7 +78,7 @@ class Store:
         config_path = self.root / "config"
         layout = (self.objects_dir, self.runs_dir, self.locks_dir, self.tmp_dir, self.remotes_dir)
         if not config_path.is_file():
-            own = {path.name for path in layout}
+            own = {path.name for path in layout} | {"config"}  # config: another process just created the store
             if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):
                 raise FormatError(f"{self.root} exists, is not empty and has no agentfs config: not an agentfs store")
             make_dirs(self.tmp_dir, sync=self.sync_writes)
