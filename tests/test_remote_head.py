@@ -1,0 +1,64 @@
+"""Finding a run's head on S3 lists only the newest keys, and is exact whatever the clocks say."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ulid import ULID
+
+import agentfs
+from agentfs.sync.push import Pusher
+from agentfs.sync.remote import Remote
+from tests.servers import MotoServer, make_s3_spec
+
+pytest_plugins = ["tests.servers"]
+
+
+def ulid_at(seconds: float) -> str:
+    return str(ULID.from_timestamp(seconds))
+
+
+def test_s3_head_lists_only_recent_keys_and_sees_future_ones(
+    tmp_path: Path, moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_s3_spec(moto_server)
+    remote = Remote(spec.url, spec.storage_options)
+    day_ago = time.time() - 86400
+    for n in range(300):  # a long history, a day old (its bytes are never read by head_id)
+        remote.fs.pipe_file(remote.entry_key("r", ulid_at(day_ago + n)), b"old")
+    with agentfs.open(tmp_path / "s", durability="process") as store:
+        run = store.run("r")
+        for step in range(3):
+            run.commit({"step": step})
+        Pusher(store, remote).push()
+        head = run.head_id()
+    listed: list[int] = []
+    real = remote.fs.call_s3
+
+    def counting(method: str, *args: Any, **kwargs: Any) -> Any:
+        page = real(method, *args, **kwargs)
+        listed.append(len(page.get("Contents", [])))
+        return page
+
+    monkeypatch.setattr(remote.fs, "call_s3", counting)
+    monkeypatch.setattr(remote, "list_ids", lambda run: pytest.fail("the head lookup listed the whole log"))
+    assert remote.head_id("r") == head
+    assert sum(listed) <= 3  # only the keys after the probe that found one, not the day-old history
+
+    future = ulid_at(time.time() + 3600)  # a machine whose clock is an hour ahead
+    remote.fs.pipe_file(remote.entry_key("r", future), b"not read by head_id")
+    listed.clear()
+    assert remote.head_id("r") == future
+    assert sum(listed) <= 4  # the future key and, at most, the three recent ones
+
+
+def test_s3_head_of_an_empty_or_old_run(tmp_path: Path, moto_server: MotoServer) -> None:
+    spec = make_s3_spec(moto_server)
+    remote = Remote(spec.url, spec.storage_options)
+    assert remote.head_id("nothing/here") is None
+    old = ulid_at(time.time() - 3 * 365 * 86400)
+    remote.fs.pipe_file(remote.entry_key("old", old), b"x")
+    assert remote.head_id("old") == old
