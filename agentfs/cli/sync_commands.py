@@ -12,11 +12,11 @@ from typing import Any
 
 import agentfs
 
-from ..ids import id_time_ns
+from ..store.maintenance import local_entries
 from ..sync.daemon import SyncDaemon
 from ..sync.index import PushIndex, remote_dirs
 from ..sync.pull import pull
-from ..sync.push import Pusher
+from ..sync.push import Pusher, lag_seconds
 from ..sync.remote import Remote
 from . import output
 from .common import OK, Subparsers, add_json_flag, open_existing, store_path
@@ -95,16 +95,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     for directory in remote_dirs(store.remotes_dir):
         index = PushIndex(directory, store.tmp_dir)
         saved = index.read_status()
-        local = {(run, cid) for run in store.runs() for cid in store.local_ids(run)}
-        pending = sorted(local - index.entries, key=lambda loc: loc[1])
-        oldest = min((id_time_ns(cid) for _run, cid in pending), default=None)
+        local = set(local_entries(store))
+        pending = list(local - index.entries)
         rows.append(
             {
                 "remote": (directory / "url").read_text(),
                 "last_push": saved.get("last_push"),
                 "last_error": saved.get("last_error"),
                 "lag_checkpoints": len(pending),
-                "lag_seconds": 0.0 if oldest is None else round(max(0.0, time.time() - oldest / 1e9), 3),
+                "lag_seconds": round(lag_seconds(pending), 3),
                 "queue": len(pending),
                 "pushed_checkpoints": len(index.entries & local),
                 "pulled_from": (directory / "pulled").exists(),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ObjectMissing
-from ..fsutil import fsync_dir, make_dirs, temp_path
+from ..fsutil import fsync_dir, make_dirs, write_temp
 from . import codec
 
 Fetch = Callable[[bytes], bytes | None]
@@ -57,34 +57,30 @@ class ObjectDB:
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
-            blob = self._fetched(oid)
+            return self._fetch(oid)[1]
         return codec.decode(blob, oid, str(path))
 
-    def _fetched(self, oid: bytes) -> bytes:
+    def _fetch(self, oid: bytes) -> tuple[bytes, bytes]:
+        """(object file, its bytes) fetched from the remote, verified and stored."""
         blob = self.fetch(oid) if self.fetch is not None else None
         if blob is None:
             raise ObjectMissing(f"object {oid.hex()} is missing from {self.root}")
-        codec.decode(blob, oid, f"remote object {oid.hex()}")
-        self.install(oid, blob)
-        return blob
+        return blob, self.install(oid, blob, f"remote object {oid.hex()}")
 
-    def install(self, oid: bytes, blob: bytes) -> None:
-        """Store an already-verified object file (pulled from a remote)."""
+    def install(self, oid: bytes, blob: bytes, where: str) -> bytes:
+        """Verify an object file from elsewhere (a remote), store it, and return its bytes."""
+        data = codec.decode(blob, oid, where)
         final = self.path(oid)
         make_dirs(final.parent, sync=self.sync)
-        temp = temp_path(self.tmp)
-        with open(temp, "wb") as handle:
-            handle.write(blob)
-            if self.sync:
-                os.fsync(handle.fileno())
-        os.replace(temp, final)
+        os.replace(write_temp(self.tmp, blob, sync=self.sync), final)
+        return data
 
     def read_raw(self, oid: bytes) -> bytes:
         """The object file's bytes as stored (compressed), for pushing to a remote."""
         try:
             return self.path(oid).read_bytes()
         except FileNotFoundError:
-            return self._fetched(oid)  # a store resumed from a remote holds only what it read
+            return self._fetch(oid)[0]  # a store resumed from a remote holds only what it read
 
     def oids(self) -> Iterator[bytes]:
         if not self.root.is_dir():
@@ -163,17 +159,7 @@ class ObjectWriter:
             final = self.db.path(oid)
             if not final.parent.is_dir():
                 make_dirs(final.parent, sync=self.db.sync)
-            temp = temp_path(self.db.tmp)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                view = memoryview(blob)
-                while view:
-                    view = view[os.write(fd, view) :]
-                if self.db.sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, final)  # replacing an object only ever puts the same bytes back
+            os.replace(write_temp(self.db.tmp, blob, sync=self.db.sync), final)  # replacing an object only ever puts the same bytes back
             self.dirs.add(final.parent)
             self.written += 1
             self.bytes_written += len(blob)

@@ -53,6 +53,14 @@ def encode_entry(manifest: Manifest, pack: dict[bytes, bytes]) -> tuple[bytes, E
     return MAGIC + bytes((VERSION,)) + hashlib.sha256(body).digest() + body, Entry(manifest, manifest_bytes, pack)
 
 
+def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str) -> Entry:
+    """decode_entry, refusing an entry whose manifest is not the checkpoint its path names."""
+    entry = decode_entry(data, where)
+    if (entry.manifest.run, entry.manifest.id) != (run, checkpoint_id):
+        raise FormatError(f"log entry {where} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
+    return entry
+
+
 def decode_entry(data: bytes, where: str) -> Entry:
     if len(data) < HEADER or data[:3] != MAGIC:
         raise IntegrityError(f"log entry {where} is truncated or not a log entry ({len(data)} bytes)")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Union
 
 from ..errors import Conflict, NotFound, SerializationError
-from ..fsutil import make_dirs, write_atomic
+from ..fsutil import write_atomic
 from ..ids import new_id
 from ..names import check_id, check_name
 from ..objects import chunking
@@ -132,10 +132,7 @@ class Run:
         pack: dict[bytes, bytes],
         forked_from: list[str] | None = None,
     ) -> Checkpoint:
-        lock_path = self.store.lock_path(self.name)
-        if not lock_path.parent.is_dir():
-            make_dirs(lock_path.parent, sync=False)
-        with flock(lock_path, EXCLUSIVE):
+        with flock(self.store.lock_path(self.name), EXCLUSIVE):
             head = self.head_id()
             if parent is not HEAD and parent != head:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")

@@ -18,7 +18,7 @@ from ..names import ID, check_name
 from ..objects.blobs import BlobReader, Location
 from ..objects.db import ObjectDB
 from .config import encode_config, new_config, read_config
-from .entries import Entry, decode_entry
+from .entries import Entry, decode_entry_at
 from .locks import SHARED, flock
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class Store:
         another process, leaves either no config (and only the store's own names) or a complete one.
         """
         config_path = self.root / "config"
-        layout = (self.objects_dir, self.runs_dir, self.locks_dir, self.tmp_dir, self.remotes_dir)
+        layout = (self.objects_dir, self.runs_dir, self.locks_dir / "runs", self.tmp_dir, self.remotes_dir)
         if not config_path.is_file():
             own = {path.name for path in layout} | {"config"}  # config: another process just created the store
             if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):
@@ -178,11 +178,10 @@ class Store:
         where = f"{run}@{checkpoint_id}"
         try:
             data = path.read_bytes()
-            entry = decode_entry(data, f"{where} ({path})")
         except FileNotFoundError:
             entry = self._fetch_entry(run, checkpoint_id)
-        if entry.manifest.run != run or entry.manifest.id != checkpoint_id:
-            raise FormatError(f"log entry {where} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
+        else:
+            entry = decode_entry_at(data, run, checkpoint_id, f"{where} ({path})")
         self.cache_entry(key, entry)
         return entry
 
@@ -196,9 +195,7 @@ class Store:
         data = self.source.fetch_entry(run, checkpoint_id) if self.source is not None else None
         if data is None:
             raise NotFound(f"checkpoint {checkpoint_id} not found in run {run!r}")
-        entry = decode_entry(data, f"remote {run}@{checkpoint_id}")
-        if entry.manifest.run != run or entry.manifest.id != checkpoint_id:
-            raise FormatError(f"remote log entry {run}@{checkpoint_id} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
+        entry = decode_entry_at(data, run, checkpoint_id, f"remote {run}@{checkpoint_id}")
         self.install_entry(run, checkpoint_id, data)
         return entry
 

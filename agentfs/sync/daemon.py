@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from ..ids import id_time_ns
-from .push import Pusher
+from .push import Pusher, lag_seconds
 from .remote import Remote, redact
 
 if TYPE_CHECKING:
@@ -149,14 +148,13 @@ class SyncDaemon:
             pending = self.pusher.pending()
         else:
             pending = [loc for loc in self.pusher.last_scan if loc not in self.pusher.index.entries]
-        oldest = min((id_time_ns(cid) for _run, cid in pending), default=None)
         return {
             "url": self.url,
             "last_push": self.last_push,
             "last_error": self.last_error,
             "consecutive_errors": self.consecutive_errors,
             "lag_checkpoints": len(pending),
-            "lag_seconds": 0.0 if oldest is None else max(0.0, time.time() - oldest / 1e9),
+            "lag_seconds": lag_seconds(pending),
             "running": self._thread is not None and self._thread.is_alive() and not self._halt.is_set(),
             "pushed_entries": self.pushed_entries,
             "uploaded_objects": self.uploaded_objects,

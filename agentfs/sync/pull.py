@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ..errors import FormatError
-from ..objects import codec
 from ..objects.blobs import LOOSE, TREE, Location, read_node
-from ..store.entries import Entry, decode_entry
+from ..store.entries import Entry, decode_entry_at
 from .remote import Remote
 
 if TYPE_CHECKING:
@@ -62,10 +61,7 @@ def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
     raw = remote.fetch_entry(*loc)
     if raw is None:
         raise FormatError(f"remote {remote.url}: checkpoint {loc[0]}@{loc[1]} vanished while pulling")
-    entry = decode_entry(raw, f"remote {loc[0]}@{loc[1]}")
-    if (entry.manifest.run, entry.manifest.id) != loc:
-        raise FormatError(f"remote {remote.url}: log entry {loc[0]}@{loc[1]} holds {entry.manifest.run}@{entry.manifest.id}")
-    return raw, entry
+    return raw, decode_entry_at(raw, *loc, f"remote {remote.url} {loc[0]}@{loc[1]}")
 
 
 def _fetch_closure(store: Store, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats) -> None:
@@ -95,8 +91,7 @@ def _fetch_object(store: Store, remote: Remote, oid: bytes) -> int:
     blob = remote.fetch_object(oid)
     if blob is None:
         raise FormatError(f"remote {remote.url} lacks object {oid.hex()}")
-    codec.decode(blob, oid, f"remote object {oid.hex()}")
-    store.db.install(oid, blob)
+    store.db.install(oid, blob, f"remote object {oid.hex()}")
     return len(blob)
 
 

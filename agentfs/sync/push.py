@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from ..ids import id_time_ns
 from ..objects.blobs import Location
 from ..store.config import encode_config
 from ..store.entries import Entry
@@ -32,6 +33,12 @@ class PushStats:
     objects_present: int = 0
     bytes: int = 0
     seconds: float = 0.0
+
+
+def lag_seconds(pending: list[Location]) -> float:
+    """Age of the oldest checkpoint the remote lacks (its id holds its time); 0 when none."""
+    oldest = min((id_time_ns(cid) for _run, cid in pending), default=None)
+    return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1e9)
 
 
 class Pusher:
