@@ -4,16 +4,19 @@ from .errors import (
     AgentFSError,
     Conflict,
     FormatError,
+    InFlight,
     IntegrityError,
     InvalidName,
     NotFound,
     ObjectMissing,
     RemoteError,
+    SchemaError,
     SerializationError,
 )
 from .serialization import register
 from .store.checkpoint import Artifact, Checkpoint
 from .store.run import Run
+from .store.schema import Schema
 from .store.store import Store, open_store
 
 open = open_store
@@ -24,12 +27,15 @@ __all__ = [
     "Checkpoint",
     "Conflict",
     "FormatError",
+    "InFlight",
     "IntegrityError",
     "InvalidName",
     "NotFound",
     "ObjectMissing",
     "RemoteError",
     "Run",
+    "Schema",
+    "SchemaError",
     "SerializationError",
     "Store",
     "open",

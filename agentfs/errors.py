@@ -38,5 +38,13 @@ class Conflict(AgentFSError, RuntimeError):
     """`commit(parent=...)` found that the head of the run had moved."""
 
 
+class InFlight(Conflict):
+    """A journaled call that started and never recorded an end: it may or may not have happened."""
+
+
+class SchemaError(AgentFSError, ValueError):
+    """A checkpoint whose schema version this code cannot load (newer, or no migration path)."""
+
+
 class RemoteError(AgentFSError, OSError):
     """A remote operation that failed after its retries."""

@@ -18,15 +18,17 @@ from ..serialization import decode_body, decode_value
 from .manifest import VALUE_STATE, Manifest
 
 if TYPE_CHECKING:
+    from .schema import Schema
     from .store import Store
 
 
 class Checkpoint:
     """One committed checkpoint of a run. `state` is decoded on first access, every byte verified."""
 
-    def __init__(self, store: Store, manifest: Manifest) -> None:
+    def __init__(self, store: Store, manifest: Manifest, schema: Schema | None = None) -> None:
         self._store = store
         self.manifest = manifest
+        self._schema = schema
 
     @property
     def id(self) -> str:
@@ -53,18 +55,48 @@ class Checkpoint:
         source = self.manifest.forked_from
         return (source[0], source[1]) if source else None
 
+    @property
+    def schema_version(self) -> int | None:
+        """The schema version the state was committed with (None: committed without a schema)."""
+        return self.manifest.schema
+
     @cached_property
     def metadata(self) -> dict[str, Any]:
         return decode_value(self.manifest.metadata, f"metadata of {self}")  # type: ignore[no-any-return]
 
     @cached_property
     def state(self) -> Any:
+        """The state, lifted to the run's schema version when it was committed with an older one."""
+        if self._migrating:
+            assert self._schema is not None
+            return self._schema.migrate(self.stored_state, self.manifest.schema, f"checkpoint {self}")
+        return self.stored_state
+
+    @cached_property
+    def stored_state(self) -> Any:
+        """The state exactly as committed, without migrations."""
         if self.manifest.state_kind == VALUE_STATE:
-            return self.value("")
-        return {key: self.value(key) for key in self.manifest.state}
+            return self._stored_value("")
+        return {key: self._stored_value(key) for key in self.manifest.state}
+
+    @cached_property
+    def _migrating(self) -> bool:
+        if self._schema is None:
+            return False
+        return self._schema.check(self.manifest.schema, f"checkpoint {self}") < self._schema.version
 
     def value(self, key: str) -> Any:
         """One key of a mapping state, decoded and verified on its own ("" for a non-mapping state)."""
+        if self._migrating:  # a migration sees the whole state: there is no per-key shortcut
+            state = self.state
+            if key == "" and self.manifest.state_kind == VALUE_STATE:
+                return state
+            if not isinstance(state, dict) or key not in state:
+                raise NotFound(f"state key {key!r} not found in checkpoint {self} (after migration)")
+            return state[key]
+        return self._stored_value(key)
+
+    def _stored_value(self, key: str) -> Any:
         if key not in self.manifest.state:
             raise NotFound(f"state key {key!r} not found in checkpoint {self}")
         fmt, count, ref = self.manifest.state[key]

@@ -31,6 +31,7 @@ class Manifest:
     state: dict[str, ValueRef]  # for VALUE_STATE the single key "" holds the value
     artifacts: dict[str, Ref]
     forked_from: list[str] | None = None
+    schema: int | None = None  # the schema version the state was written with (absent: unversioned)
 
     def to_bytes(self) -> bytes:
         record = {
@@ -46,6 +47,8 @@ class Manifest:
         }
         if self.forked_from is not None:
             record["forked_from"] = self.forked_from
+        if self.schema is not None:
+            record["schema"] = self.schema
         return msgpack.packb(record, use_bin_type=True)
 
     @classmethod
@@ -94,6 +97,9 @@ def _validate(record: Any, where: str) -> Manifest:
             if not (isinstance(forked_from, list) and len(forked_from) == 2):
                 raise FormatError(f"{where}: manifest field 'forked_from' is malformed")
             _named(lambda: (check_name(forked_from[0], "run"), check_id(forked_from[1])), "forked_from", where)
+        schema = record.get("schema")
+        if schema is not None and (type(schema) is not int or schema < 1):
+            raise FormatError(f"{where}: manifest field 'schema' is malformed: {str(schema)[:80]!r}")
         state = _field(record, "state", list, where)
         if len(state) != 2 or state[0] not in (MAP_STATE, VALUE_STATE) or not isinstance(state[1], dict):
             raise FormatError(f"{where}: manifest field 'state' is malformed")
@@ -120,4 +126,5 @@ def _validate(record: Any, where: str) -> Manifest:
         state=state[1],
         artifacts=artifacts,
         forked_from=forked_from,
+        schema=schema,
     )

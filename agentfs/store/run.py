@@ -6,9 +6,10 @@ import io
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import timedelta
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Union
+from typing import IO, TYPE_CHECKING, Any, TypeVar, Union
 
 from ..errors import Conflict, NotFound, SerializationError
 from ..fsutil import write_atomic
@@ -24,6 +25,9 @@ from .locks import EXCLUSIVE, flock
 from .manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 
 if TYPE_CHECKING:
+    from .journal import Journal, ToolCall
+    from .retention import PruneReport
+    from .schema import Schema
     from .store import Store
 
 ArtifactSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
@@ -36,12 +40,14 @@ class _Head:
 
 HEAD: Any = _Head()
 HOST = socket.gethostname()  # commit's default parent: whatever the head is when the entry is appended
+T = TypeVar("T")
 
 
 class Run:
-    def __init__(self, store: Store, name: str) -> None:
+    def __init__(self, store: Store, name: str, schema: Schema | None = None) -> None:
         self.store = store
         self.name = name
+        self.schema = schema
 
     def __repr__(self) -> str:
         return f"<agentfs.Run {self.name!r}>"
@@ -55,7 +61,7 @@ class Run:
 
     def get(self, checkpoint_id: str) -> Checkpoint:
         check_id(checkpoint_id)
-        return Checkpoint(self.store, self.store.read_entry(self.name, checkpoint_id).manifest)
+        return Checkpoint(self.store, self.store.read_entry(self.name, checkpoint_id).manifest, self.schema)
 
     def latest(self) -> Checkpoint | None:
         head = self.head_id()
@@ -92,7 +98,8 @@ class Run:
             state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
             artifact_refs = {name: _put_artifact(blobs, source) for name, source in sources.items()}
             writer.finish()
-            checkpoint = self._append(parent, kind, state_refs, artifact_refs, encoded_metadata, blobs.pack)
+            schema = None if self.schema is None else self.schema.version
+            checkpoint = self._append(parent, kind, state_refs, artifact_refs, encoded_metadata, blobs.pack, schema=schema)
         self.store.db.mark_referenced(writer.seen)
         return checkpoint
 
@@ -110,8 +117,43 @@ class Run:
                 source.metadata,
                 {},
                 forked_from=[self.name, checkpoint_id],
+                schema=source.schema,
             )
         return target
+
+    # the journal of tool calls (see journal.py)
+
+    @property
+    def journal(self) -> Journal:
+        from .journal import Journal
+
+        return Journal(self)
+
+    def tool_call(self, name: str, args: Any = None, *, key: str | None = None) -> ToolCall:
+        """Journal one call: `with run.tool_call("search", {"q": q}, key=...) as call: call.result = ...`."""
+        return self.journal.tool_call(name, args, key=key)
+
+    def once(self, key: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)` unless `key` already succeeded in this run's journal: then its recorded result."""
+        return self.journal.once(key, fn, *args, **kwargs)
+
+    # retention (see retention.py)
+
+    def prune(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
+        """Remove all but the newest `keep_last` checkpoints and those younger than `keep_within`.
+
+        A checkpoint that a kept one (of any run) borrows data from or was forked from is kept too.
+        The objects only removed checkpoints used are freed by the next `store.gc()`.
+        """
+        from .retention import prune
+
+        return prune(self, keep_last=keep_last, keep_within=keep_within)
+
+    def delete(self) -> PruneReport:
+        """Remove every checkpoint of the run (but those other runs' kept checkpoints need) and its journal."""
+        from .retention import delete
+
+        return delete(self)
 
     def _reusable(self, head: str | None) -> dict[bytes, Ref]:
         """Small objects the head already packed: an unchanged key costs nothing in the next entry."""
@@ -131,6 +173,7 @@ class Run:
         metadata: bytes,
         pack: dict[bytes, bytes],
         forked_from: list[str] | None = None,
+        schema: int | None = None,
     ) -> Checkpoint:
         with flock(self.store.lock_path(self.name), EXCLUSIVE):
             head = self.head_id()
@@ -147,13 +190,14 @@ class Run:
                 state=state,
                 artifacts=artifacts,
                 forked_from=forked_from,
+                schema=schema,
             )
             path = self.store.entry_path(self.name, manifest.id)
             data, entry = encode_entry(manifest, pack)
             write_atomic(self.store.tmp_dir, path, data, sync=self.store.sync_writes)
         self.store.heads[self.name] = manifest.id
         self.store.cache_entry((self.name, manifest.id), entry)
-        return Checkpoint(self.store, manifest)
+        return Checkpoint(self.store, manifest, self.schema)
 
 
 def _encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:

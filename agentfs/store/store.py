@@ -23,8 +23,11 @@ from .locks import SHARED, flock
 
 if TYPE_CHECKING:
     from ..sync.daemon import SyncDaemon
+    from .checkpoint import Checkpoint
     from .maintenance import GcReport, VerifyReport
     from .run import Run
+    from .schema import Schema
+    from .stats import StoreStats
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -40,6 +43,8 @@ class Source(Protocol):
     def list_ids(self, run: str) -> list[str]: ...
     def head_id(self, run: str) -> str | None: ...
     def list_runs(self) -> list[str]: ...
+    def list_journal(self, run: str) -> list[str]: ...
+    def fetch_journal(self, run: str, record_id: str) -> bytes | None: ...
     def attach(self, store: Store) -> None: ...
 
 
@@ -117,10 +122,11 @@ class Store:
 
     # runs and their logs
 
-    def run(self, name: str) -> Run:
+    def run(self, name: str, *, schema: Schema | None = None) -> Run:
+        """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
         from .run import Run
 
-        return Run(self, check_name(name, "run"))
+        return Run(self, check_name(name, "run"), schema)
 
     def runs(self) -> list[str]:
         """Names of every run with at least one checkpoint (here or on the remote)."""
@@ -227,6 +233,22 @@ class Store:
         from .maintenance import gc
 
         return gc(self, grace)
+
+    def watch(self, run: str | None = None, *, timeout: float | None = None) -> Iterator[Checkpoint]:
+        """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.
+
+        Starts from now: checkpoints already committed are not yielded. Stops after `timeout`
+        seconds without a new checkpoint (default: never); closing the iterator stops watching.
+        """
+        from .watch import watch
+
+        return watch(self, run, timeout=timeout)
+
+    def stats(self) -> StoreStats:
+        """Checkpoints and bytes per run, dedup ratio, journal size, sync lag per remote."""
+        from .stats import stats
+
+        return stats(self)
 
     def sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
         """Start a background thread that pushes every commit to `url`; use it as a context manager."""
