@@ -137,6 +137,10 @@ class Run:
         """`fn(*args, **kwargs)` unless `key` already succeeded in this run's journal: then its recorded result."""
         return self.journal.once(key, fn, *args, **kwargs)
 
+    def tool(self, name: str | None = None, *, key: Callable[..., str] | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator: each call goes through `once`, keyed by `key(*args, **kwargs)` (default: name + hash of the args)."""
+        return self.journal.tool(name, key=key)
+
     # retention (see retention.py)
 
     def prune(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
