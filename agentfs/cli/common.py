@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import agentfs
 
-from ..errors import NotFound
+from ..errors import FormatError, NotFound
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -54,3 +55,26 @@ def resolve(store: agentfs.Store, target: str) -> agentfs.Checkpoint:
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
+
+
+def storage_options(text: str | None) -> dict[str, Any]:
+    """--storage-options JSON as a dict."""
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except ValueError as exc:
+        raise FormatError(f"--storage-options is not valid JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise FormatError("--storage-options must be a JSON object")
+    return options

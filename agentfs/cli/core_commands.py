@@ -1,4 +1,4 @@
-"""The local commands: init, runs, log, show, cat, diff, verify, gc."""
+"""The local commands: init, runs, log, show, cat, diff, verify."""
 
 from __future__ import annotations
 
@@ -54,22 +54,6 @@ def register(subparsers: Subparsers) -> None:
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_verify)
 
-    parser = subparsers.add_parser("gc", help="delete objects no checkpoint references")
-    parser.add_argument(
-        "--grace", type=_seconds, default=3600.0, metavar="SECONDS", help="keep objects touched this recently (default: 3600)"
-    )
-    add_json_flag(parser)
-    parser.set_defaults(handler=cmd_gc)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
-    return value
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -265,16 +249,3 @@ def cmd_verify(args: argparse.Namespace) -> int:
         verdict = "ok" if report.ok else f"{len(report.problems)} problems"
         output.line(f"verified {report.objects} objects, {report.entries} checkpoints: {verdict}")
     return OK if report.ok else DIFFERENT
-
-
-def cmd_gc(args: argparse.Namespace) -> int:
-    with open_existing(args) as store:
-        report = store.gc(grace=args.grace)
-    if args.json:
-        output.emit_json(
-            {"deleted": report.deleted, "bytes_freed": report.bytes_freed, "kept": report.kept, "temp_deleted": report.temp_deleted}
-        )
-    else:
-        freed = output.size(report.bytes_freed)
-        output.line(f"deleted {report.deleted} objects ({freed}), kept {report.kept}, removed {report.temp_deleted} temp files")
-    return OK

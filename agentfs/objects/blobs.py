@@ -151,7 +151,11 @@ class _Prepended:
 
 
 def read_node(db: ObjectDB, oid: bytes, where: str) -> list[list[Any]]:
-    data = db.read(oid)  # a corrupt node is an IntegrityError from here, not a malformed one
+    return parse_node(db.read(oid), oid, where)  # a corrupt node is an IntegrityError from read, not a malformed one
+
+
+def parse_node(data: bytes, oid: bytes, where: str) -> list[list[Any]]:
+    """A tree node's children [[oid, size], ...], from its verified bytes."""
     try:
         children = msgpack.unpackb(data, raw=False, use_list=True)
     except (ValueError, msgpack.UnpackException) as exc:

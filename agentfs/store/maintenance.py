@@ -50,6 +50,7 @@ class GcReport:
     bytes_freed: int = 0
     kept: int = 0
     temp_deleted: int = 0
+    pruned: int = 0  # checkpoints the retention policy removed first
 
 
 def _check_object(store: Store, oid: bytes) -> Problem | None:
@@ -82,6 +83,7 @@ def verify(store: Store) -> VerifyReport:
             good.discard(oid)
             report.problems.append(problem)
     partial = store.source is not None or any(store.remotes_dir.glob("*/pulled"))
+    retired = _check_records(store, report)
     nodes_checked: set[bytes] = set()
     for run, checkpoint_id in local_entries(store):
         report.entries += 1
@@ -97,11 +99,34 @@ def verify(store: Store) -> VerifyReport:
             except AgentFSError as exc:
                 report.problems.append(Problem("corrupt", where, str(exc)))
         parent = entry.manifest.parent
-        if parent is not None and not partial and not store.entry_path(run, parent).is_file():
+        if parent is not None and not partial and not store.entry_path(run, parent).is_file() and parent not in retired.get(run, ()):
             report.problems.append(Problem("missing", where, f"parent checkpoint {parent} is missing"))
         for label, ref in entry.refs():
             report.problems.extend(_check_ref(store, ref, (run, checkpoint_id), f"{where} {label}", good, nodes_checked, partial))
     return report
+
+
+def _check_records(store: Store, report: VerifyReport) -> dict[str, set[str]]:
+    """Check retirement and journal records; the ids retention removed on purpose, per run."""
+    from .journal import decode_record, journal_dir, local_journal_records
+    from .retention import decode_retirement, local_retirements, retired_dir
+
+    retired: dict[str, set[str]] = {}
+    for run, record_id in local_retirements(store):
+        where = f"{run} retired/{record_id}"
+        try:
+            record = decode_retirement((retired_dir(store, run) / record_id).read_bytes(), run, record_id, where)
+        except (AgentFSError, OSError) as exc:
+            report.problems.append(Problem("corrupt", where, str(exc)))
+            continue
+        retired.setdefault(run, set()).update(record.checkpoints)
+    for run, record_id in local_journal_records(store):
+        where = f"{run} journal/{record_id}"
+        try:
+            decode_record((journal_dir(store, run) / record_id).read_bytes(), run, record_id, where)
+        except (AgentFSError, OSError) as exc:
+            report.problems.append(Problem("corrupt", where, str(exc)))
+    return retired
 
 
 def _check_ref(

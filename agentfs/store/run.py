@@ -87,12 +87,16 @@ class Run:
         encoded_metadata = encode_value(dict(metadata or {}), "metadata")
         sources = _check_artifacts(artifacts or {})
         with self.store.writing():
+            self.store.drop_stale_references()
             if parent is not HEAD:
                 head = self.head_id()
                 if parent != head:  # checked again under the run lock; this only saves writing objects in vain
                     raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
             else:  # any earlier entry of the run is as good to borrow from: skip listing the log
-                head = self.store.heads.get(self.name) or self.head_id()
+                hint = self.store.heads.get(self.name)
+                # a hint another process pruned meanwhile must not be borrowed from: prune holds the gc lock
+                # exclusively, so an entry that exists now stays until this commit's entry is appended
+                head = hint if hint is not None and self.store.entry_path(self.name, hint).exists() else self.head_id()
             writer = ObjectWriter(self.store.db, self.store.pool)
             blobs = BlobWriter(writer, self._reusable(head))
             state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
@@ -105,10 +109,12 @@ class Run:
 
     def fork(self, checkpoint_id: str, name: str) -> Run:
         """A new run whose first checkpoint is `checkpoint_id` of this run (no data is copied)."""
-        source = self.get(checkpoint_id).manifest
         target = self.store.run(check_name(name, "run"))
         home = (self.name, checkpoint_id)
-        with self.store.writing():
+        with self.store.writing():  # prune holds it exclusively: the source cannot go while the fork borrows from it
+            source = self.get(checkpoint_id).manifest
+            if not self.store.entry_path(*home).exists():
+                raise NotFound(f"checkpoint {checkpoint_id} not found in run {self.name!r} (pruned)")
             target._append(
                 None,
                 source.state_kind,

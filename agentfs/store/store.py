@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -63,6 +64,8 @@ class Store:
         self.tmp_dir = root / "tmp"
         self.remotes_dir = root / "remotes"
         self.gc_lock_path = self.locks_dir / "gc.lock"
+        self.pruned_path = self.locks_dir / "pruned"  # replaced by every prune: see drop_stale_references
+        self._pruned_seen: tuple[int, int] | None = None
         self.config = self._open_config()
         self.source = source
         self.db = ObjectDB(self.objects_dir, self.tmp_dir, sync=self.sync_writes)
@@ -170,7 +173,10 @@ class Store:
     def ids(self, run: str) -> list[str]:
         ids = set(self.local_ids(run))
         if self.source is not None:
-            ids.update(self.source.list_ids(run))  # the remote lists only names that are ULIDs
+            from .retention import retired_ids
+
+            # the remote lists only names that are ULIDs; those pruned here stay on it until its gc
+            ids.update(set(self.source.list_ids(run)) - retired_ids(self, run))
         return sorted(ids)
 
     def read_entry(self, run: str, checkpoint_id: str) -> Entry:
@@ -190,6 +196,14 @@ class Store:
             entry = decode_entry_at(data, run, checkpoint_id, f"{where} ({path})")
         self.cache_entry(key, entry)
         return entry
+
+    def forget(self, run: str, checkpoint_ids: list[str]) -> None:
+        """Drop removed checkpoints from this process's caches."""
+        with self._lock:
+            for checkpoint_id in checkpoint_ids:
+                self._entries.pop((run, checkpoint_id), None)
+            if self.heads.get(run) in checkpoint_ids:
+                del self.heads[run]
 
     def cache_entry(self, key: Location, entry: Entry) -> None:
         with self._lock:
@@ -218,6 +232,22 @@ class Store:
         # flat and hashed: nested names would collide ("x" vs "x.lock/y") and may exceed NAME_MAX
         return self.locks_dir / "runs" / f"{hashlib.sha256(run.encode()).hexdigest()}.lock"
 
+    def drop_stale_references(self) -> None:
+        """Forget which objects committed entries reference if any process pruned since we last looked.
+
+        The commit's ObjectWriter skips checking objects it knows referenced; after a prune a gc may
+        have deleted them. Called with the gc lock held shared, and prune replaces the file while
+        holding it exclusively, so no prune can slip between this look and the entry's append.
+        """
+        try:
+            stat = os.stat(self.pruned_path)
+            seen: tuple[int, int] | None = (stat.st_ino, stat.st_mtime_ns)
+        except FileNotFoundError:
+            seen = None
+        if seen != self._pruned_seen:
+            self.db.referenced.clear()
+            self._pruned_seen = seen
+
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its log entry; gc deletes under it exclusively."""
         return flock(self.gc_lock_path, SHARED)
@@ -229,10 +259,22 @@ class Store:
 
         return verify(self)
 
-    def gc(self, grace: float = 3600.0) -> GcReport:
+    def gc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
+        """Apply the retention policy in config (unless `policy=False`), then delete unreferenced objects
+        last touched over `grace` seconds ago."""
         from .maintenance import gc
+        from .retention import apply_policy
 
-        return gc(self, grace)
+        pruned = apply_policy(self) if policy else []
+        report = gc(self, grace)
+        report.pruned = sum(len(p.removed) for p in pruned)
+        return report
+
+    def set_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
+        """Store-wide retention that `gc` applies to every run (LangGraph threads excepted); no argument clears it."""
+        from .retention import set_policy
+
+        return set_policy(self, keep_last, keep_within)
 
     def watch(self, run: str | None = None, *, timeout: float | None = None) -> Iterator[Checkpoint]:
         """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.

@@ -24,6 +24,10 @@ class PushIndex:
         self._lock = threading.Lock()
         self.objects = self._load_objects()
         self.entries = self._load_entries()
+        self.records = {(kind, run, rid) for kind, run, rid in (line.split(" ") for line in self._lines("records"))}
+        # entries a remote gc removed (retired): not pushed again unless a new entry borrows from them
+        self.gone = {(run, cid) for run, _, cid in (line.rpartition(" ") for line in self._lines("gone"))}
+        self.gc_seen = set(self._lines("gc"))  # remote gc runs whose plans this index has applied
 
     def _load_objects(self) -> set[bytes]:
         path = self.directory / "objects"
@@ -32,10 +36,12 @@ class PushIndex:
         return {data[i : i + OID_SIZE] for i in range(0, usable, OID_SIZE)}
 
     def _load_entries(self) -> set[tuple[str, str]]:
-        path = self.directory / "entries"
+        return {(run, checkpoint_id) for run, _, checkpoint_id in (line.rpartition(" ") for line in self._lines("entries"))}
+
+    def _lines(self, name: str) -> list[str]:
+        path = self.directory / name
         text = path.read_text() if path.exists() else ""
-        lines = text.split("\n")[:-1]  # the part after the last newline is a torn record
-        return {(run, checkpoint_id) for run, _, checkpoint_id in (line.rpartition(" ") for line in lines)}
+        return text.split("\n")[:-1]  # the part after the last newline is a torn record
 
     def _append(self, name: str, data: bytes) -> None:
         path = self.directory / name
@@ -57,6 +63,35 @@ class PushIndex:
             if fresh:
                 self._append("entries", "".join(f"{run} {cid}\n" for run, cid in fresh).encode())
                 self.entries.update(fresh)
+
+    def add_records(self, records: list[tuple[str, str, str]]) -> None:
+        with self._lock:
+            fresh = [record for record in records if record not in self.records]
+            if fresh:
+                self._append("records", "".join(f"{kind} {run} {rid}\n" for kind, run, rid in fresh).encode())
+                self.records.update(fresh)
+
+    def apply_gc(self, gc_id: str, objects: set[bytes], entries: set[tuple[str, str]]) -> None:
+        """Forget what a remote gc deleted, so it is uploaded again if a new checkpoint needs it.
+
+        The objects file is rewritten whole (atomically) before the gc is recorded as applied:
+        a crash in between applies it again, which is harmless.
+        """
+        with self._lock:
+            if objects & self.objects:
+                self.objects -= objects
+                write_atomic(self.tmp, self.directory / "objects", b"".join(sorted(self.objects)), sync=False, exclusive=False)
+            fresh = sorted(entries - self.gone)
+            if fresh:
+                self._append("gone", "".join(f"{run} {cid}\n" for run, cid in fresh).encode())
+                self.gone.update(fresh)
+            self._append("gc", f"{gc_id}\n".encode())
+            self.gc_seen.add(gc_id)
+
+    def restored(self, entry: tuple[str, str]) -> None:
+        """A gone entry pushed again (a new checkpoint borrows from it)."""
+        with self._lock:
+            self.gone.discard(entry)
 
     def write_status(self, status: dict[str, Any]) -> None:
         write_atomic(self.tmp, self.directory / "status.json", json.dumps(status, indent=2).encode(), sync=False, exclusive=False)

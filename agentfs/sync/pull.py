@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ..errors import FormatError
+from ..fsutil import write_atomic
 from ..objects.blobs import LOOSE, TREE, Location, read_node
 from ..store.entries import Entry, decode_entry_at
-from .remote import Remote
+from ..store.journal import decode_record, install_record, journal_dir
+from ..store.retention import decode_retirement, retired_dir
+from .remote import JOURNAL, RETIRED, Remote
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -24,6 +27,7 @@ BATCH = 256
 class PullStats:
     entries: int = 0
     objects: int = 0
+    records: int = 0  # journal and retirement records
     bytes: int = 0
 
 
@@ -39,7 +43,29 @@ def pull(store: Store, remote: Remote, runs: list[str] | None = None, *, progres
             batch = missing[start : start + BATCH]
             _pull_batch(store, remote, pool, batch, stats)
             bar.update(len(batch))
+        records = [r for r in remote.list_all_records((JOURNAL, RETIRED)) if runs is None or r[1] in runs]
+        for size in pool.map(lambda record: _pull_record(store, remote, *record), records):
+            stats.records += size > 0
+            stats.bytes += size
     return stats
+
+
+def _pull_record(store: Store, remote: Remote, kind: str, run: str, record_id: str) -> int:
+    """A journal or retirement record the store lacks, verified; its size, or 0 if the store had it."""
+    path = journal_dir(store, run) / record_id if kind == JOURNAL else retired_dir(store, run) / record_id
+    if path.is_file():
+        return 0
+    data = remote.fetch_record(kind, run, record_id)
+    if data is None:
+        return 0  # removed by a remote gc since it was listed
+    where = f"remote {remote.url} {run} {kind}/{record_id}"
+    if kind == JOURNAL:
+        decode_record(data, run, record_id, where)
+        install_record(store, run, record_id, data)
+    else:
+        decode_retirement(data, run, record_id, where)
+        write_atomic(store.tmp_dir, path, data, sync=store.sync_writes)
+    return len(data)
 
 
 def _pull_batch(store: Store, remote: Remote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:

@@ -16,9 +16,12 @@ from ..ids import id_time_ns
 from ..objects.blobs import Location
 from ..store.config import encode_config
 from ..store.entries import Entry
+from ..store.journal import journal_dir, local_journal_records
 from ..store.maintenance import local_entries
+from ..store.retention import local_retirements, retired_dir
 from .index import PushIndex, remember_url
-from .remote import Remote
+from .remote import JOURNAL, RETIRED, Remote
+from .remote_gc import GcBarrier
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -31,6 +34,7 @@ class PushStats:
     entries: int = 0
     objects: int = 0
     objects_present: int = 0
+    records: int = 0  # journal and retirement records
     bytes: int = 0
     seconds: float = 0.0
 
@@ -51,6 +55,7 @@ class Pusher:
         remote.index = self.index
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
+        self.barrier = GcBarrier(remote, self.index)
         self.last_scan: list[Location] = []  # what the last push found pending: status without a rescan
         self._stats_lock = threading.Lock()
 
@@ -59,14 +64,27 @@ class Pusher:
         known = self.index.entries
         return sorted((loc for loc in local_entries(self.store) if loc not in known), key=lambda loc: (loc[1], loc[0]))
 
+    def pending_records(self) -> list[tuple[str, str, str]]:
+        """Journal and retirement records the remote is not known to hold."""
+        local = [(JOURNAL, *loc) for loc in local_journal_records(self.store)]
+        local += [(RETIRED, *loc) for loc in local_retirements(self.store)]
+        return [record for record in local if record not in self.index.records]
+
     def push(self, *, progress: bool = False, stop: threading.Event | None = None) -> PushStats:
         started = time.monotonic()
         stats = PushStats()
         pending = self.pending()
         self.last_scan = pending
-        if not pending:
+        records = self.pending_records()
+        if not pending and not records:
             return stats
         self._ensure_config()
+        if records:
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
+                for _ in pool.map(lambda record: self._push_record(record, stats), records):
+                    pass
+        if not pending:
+            return stats
         bar = tqdm(total=len(pending), unit="checkpoint", desc=f"push {self.remote.url}", disable=not (progress and sys.stderr.isatty()))
         with bar, ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
             for start in range(0, len(pending), BATCH):
@@ -91,6 +109,19 @@ class Pusher:
 
     def _push_batch(self, pool: ThreadPoolExecutor, batch: list[Location], stats: PushStats, stop: threading.Event | None) -> None:
         entries = {loc: self.store.read_entry(*loc) for loc in batch}
+        self.barrier.check(stop, force=True)
+        self._push_objects(pool, entries, stats, stop)
+        for wave in self._waves(entries):
+            if stop is not None and stop.is_set():
+                return
+            if self.barrier.check(stop):  # a remote gc finished since the objects went up: some may be gone
+                self._push_objects(pool, entries, stats, stop)
+            for _ in pool.map(lambda loc: self._push_entry(loc, stats), wave):
+                pass
+
+    def _push_objects(
+        self, pool: ThreadPoolExecutor, entries: dict[Location, Entry], stats: PushStats, stop: threading.Event | None
+    ) -> None:
         needed: list[bytes] = []
         seen: set[bytes] = set()
         for (run, checkpoint_id), entry in entries.items():
@@ -99,11 +130,20 @@ class Pusher:
                 needed.extend(oid for oid in self.store.blobs.loose_oids(ref, where, seen) if oid not in self.index.objects)
         for _ in pool.map(lambda oid: self._push_object(oid, stats, stop), needed):
             pass
-        for wave in self._waves(entries):
-            if stop is not None and stop.is_set():
-                return
-            for _ in pool.map(lambda loc: self._push_entry(loc, stats), wave):
-                pass
+
+    def _push_record(self, record: tuple[str, str, str], stats: PushStats) -> None:
+        kind, run, record_id = record
+        directory = journal_dir(self.store, run) if kind == JOURNAL else retired_dir(self.store, run)
+        try:
+            data = (directory / record_id).read_bytes()
+        except FileNotFoundError:
+            return  # removed by retention since it was listed
+        created = self.remote.create(self.remote.record_key(kind, run, record_id), data)
+        self.index.add_records([record])
+        if created:
+            with self._stats_lock:
+                stats.records += 1
+                stats.bytes += len(data)
 
     def _push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
         if stop is not None and stop.is_set():
@@ -136,9 +176,12 @@ class Pusher:
                 if dep in entries:
                     continue
                 needs.discard(dep)
-                if dep not in self.index.entries and not self.remote.exists(self.remote.entry_key(*dep)):
-                    # borrowed from an entry outside this batch that is not up yet (a fork of another run)
+                missing = dep not in self.index.entries and not self.remote.exists(self.remote.entry_key(*dep))
+                if dep in self.index.gone or missing:
+                    # borrowed from an entry outside this batch that is not up yet (a fork of another run),
+                    # or that a remote gc removed as retired: this new checkpoint needs it back
                     self._push_entry_now(dep)
+                    self.index.restored(dep)
         done: set[Location] = set()
         remaining = dict(deps)
         while remaining:

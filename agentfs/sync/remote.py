@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import logging
 import posixpath
@@ -27,6 +28,26 @@ log = logging.getLogger("agentfs.sync")
 MAX_ENTRY = 64 << 20
 MAX_OBJECT = 32 << 20
 FILE_LIKE = {"file", "local"}
+
+
+LOG, JOURNAL, RETIRED = "log", "journal", "retired"
+RECORD_KINDS = (LOG, JOURNAL, RETIRED)
+OID_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def modified(info: dict[str, Any]) -> float:
+    """Last-modified time from an fsspec info dict: s3fs, gcsfs, local and memory name it differently."""
+    for field in ("LastModified", "updated", "mtime", "created"):
+        value = info.get(field)
+        if value is None:
+            continue
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        if isinstance(value, datetime.datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)).timestamp()
+    raise RemoteError(f"remote object {info.get('name')!r} has no modification time")
 
 
 def redact(url: str) -> str:
@@ -75,6 +96,10 @@ class Remote:
     def entry_key(self, run: str, checkpoint_id: str) -> str:
         return self.key("runs", run, "log", checkpoint_id)
 
+    def record_key(self, kind: str, run: str, record_id: str) -> str:
+        """A journal or retirement record: runs/<run>/journal/<id>, runs/<run>/retired/<id>."""
+        return self.key("runs", run, kind, record_id)
+
     # reading (untrusted: callers verify every byte)
 
     def read(self, key: str, limit: int) -> bytes | None:
@@ -91,6 +116,18 @@ class Remote:
         if data is not None and self.index is not None:
             self.index.add_entries([(run, checkpoint_id)])  # so a push to this remote never sends it back
         return data
+
+    def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None:
+        data = self.read(self.record_key(kind, check_name(run), check_id(record_id)), MAX_ENTRY)
+        if data is not None and self.index is not None:
+            self.index.add_records([(kind, run, record_id)])
+        return data
+
+    def fetch_journal(self, run: str, record_id: str) -> bytes | None:
+        return self.fetch_record(JOURNAL, run, record_id)
+
+    def list_journal(self, run: str) -> list[str]:
+        return self.list_ids(run, JOURNAL)
 
     def fetch_object(self, oid: bytes) -> bytes | None:
         data = self.read(self.object_key(oid), MAX_OBJECT)
@@ -112,8 +149,8 @@ class Remote:
     def exists(self, key: str) -> bool:
         return bool(self.fs.exists(key))
 
-    def list_ids(self, run: str) -> list[str]:
-        prefix = self.key("runs", check_name(run), "log")
+    def list_ids(self, run: str, kind: str = LOG) -> list[str]:
+        prefix = self.key("runs", check_name(run), kind)
         self.fs.invalidate_cache(prefix)
         try:
             names = [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(prefix, detail=False)]
@@ -124,7 +161,7 @@ class Remote:
             if ID.fullmatch(name):
                 ids.append(name)
             else:
-                log.warning("remote %s: ignoring %r in the log of run %r: not a checkpoint id", self.url, name, run)
+                log.warning("remote %s: ignoring %r in %s/ of run %r: not an id", self.url, name, kind, run)
         return sorted(ids)
 
     def head_id(self, run: str) -> str | None:
@@ -164,6 +201,10 @@ class Remote:
 
     def list_all_entries(self) -> list[tuple[str, str]]:
         """(run, id) of every well-named log entry; other keys are logged and ignored."""
+        return [(run, record_id) for kind, run, record_id in self.list_all_records() if kind == LOG]
+
+    def list_all_records(self, kinds: tuple[str, ...] = RECORD_KINDS) -> list[tuple[str, str, str]]:
+        """(kind, run, id) of every well-named key under runs/: log entries, journal and retirement records."""
         prefix = self.key("runs")
         self.fs.invalidate_cache(prefix)
         try:
@@ -173,12 +214,33 @@ class Remote:
         found = []
         for key in keys:
             relative = key[len(prefix) :].strip("/").split("/")
-            if len(relative) >= 3 and relative[-2] == "log" and ID.fullmatch(relative[-1]):
+            if len(relative) >= 3 and relative[-2] in kinds and ID.fullmatch(relative[-1]):
                 try:
-                    found.append((check_name("/".join(relative[:-2])), relative[-1]))
+                    found.append((relative[-2], check_name("/".join(relative[:-2])), relative[-1]))
                 except InvalidName:
                     log.warning("remote %s: ignoring key %r: not a valid run", self.url, key)
         return found
+
+    def list_objects(self) -> dict[bytes, float]:
+        """Every well-named object on the remote, with its last-modified time (seconds since the epoch)."""
+        prefix = self.key("objects")
+        self.fs.invalidate_cache(prefix)
+        try:
+            infos = self.fs.find(prefix, detail=True)
+        except FileNotFoundError:
+            return {}
+        found = {}
+        for key, info in infos.items():
+            name = "".join(key[len(prefix) :].strip("/").split("/"))
+            if OID_HEX.fullmatch(name):
+                found[bytes.fromhex(name)] = modified(info)
+        return found
+
+    def delete(self, key: str) -> None:
+        try:
+            self.fs.rm_file(key)
+        except FileNotFoundError:
+            return
 
     # writing: nothing on the remote is ever overwritten
 

@@ -1,0 +1,143 @@
+"""prune, delete, retention and gc: what a store (or a remote) keeps, and what it lets go."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+from typing import Any
+
+from ..store.retention import PruneReport, policy
+from ..sync.remote import Remote
+from ..sync.remote_gc import SETTLE, remote_gc
+from . import output
+from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, seconds, storage_options
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration(text: str) -> float:
+    """Seconds, or a number with a unit: 90, 45s, 30m, 12h, 7d, 2w."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw]?)", text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 3600, 30m, 12h, 7d)")
+    return float(match.group(1)) * UNITS[match.group(2) or "s"]
+
+
+def _keep_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count >= 1")
+    return value
+
+
+def _add_keep_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep-last", type=_keep_count, metavar="N", help="keep the newest N checkpoints")
+    parser.add_argument("--keep-within", type=duration, metavar="DURATION", help="keep checkpoints younger than this (30m, 12h, 7d)")
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser("prune", help="remove a run's older checkpoints (never the head, nor what kept ones need)")
+    parser.add_argument("run", metavar="RUN")
+    _add_keep_arguments(parser)
+    add_json_flag(parser)
+    parser.set_defaults(handler=cmd_prune)
+
+    parser = subparsers.add_parser("delete", help="remove a run: its checkpoints (but what other runs need) and its journal")
+    parser.add_argument("run", metavar="RUN")
+    add_json_flag(parser)
+    parser.set_defaults(handler=cmd_delete)
+
+    parser = subparsers.add_parser("retention", help="show or set the store-wide policy that gc applies to every run")
+    _add_keep_arguments(parser)
+    parser.add_argument("--clear", action="store_true", help="remove the policy")
+    add_json_flag(parser)
+    parser.set_defaults(handler=cmd_retention)
+
+    parser = subparsers.add_parser("gc", help="apply the retention policy, then delete objects no checkpoint references")
+    parser.add_argument(
+        "--grace", type=seconds, default=3600.0, metavar="SECONDS", help="keep objects touched this recently (default: 3600)"
+    )
+    parser.add_argument("--no-policy", action="store_true", help="do not apply the retention policy first")
+    parser.add_argument("--remote", metavar="URL", help="collect garbage on this remote instead (safe while others push)")
+    parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
+    parser.add_argument(
+        "--settle", type=seconds, default=SETTLE, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
+    )
+    add_json_flag(parser)
+    parser.set_defaults(handler=cmd_gc)
+
+
+def _report(report: PruneReport, args: argparse.Namespace) -> None:
+    if args.json:
+        output.emit_json(dataclasses.asdict(report))
+        return
+    line = f"{report.run}: removed {len(report.removed)} checkpoints, kept {report.kept}"
+    if report.needed:
+        line += f" ({len(report.needed)} only because kept checkpoints need them)"
+    if report.journal_removed:
+        line += f", removed {report.journal_removed} journal records"
+    output.line(line + "; `agentfs gc` frees their objects")
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    if args.keep_last is None and args.keep_within is None:
+        print("agentfs: error: prune needs --keep-last N, --keep-within DURATION or both", file=sys.stderr)
+        return USAGE
+    with open_existing(args) as store:
+        _report(store.run(args.run).prune(keep_last=args.keep_last, keep_within=args.keep_within), args)
+    return OK
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with open_existing(args) as store:
+        _report(store.run(args.run).delete(), args)
+    return OK
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    with open_existing(args) as store:
+        if args.clear or args.keep_last is not None or args.keep_within is not None:
+            store.set_retention(None if args.clear else args.keep_last, None if args.clear else args.keep_within)
+        current = policy(store)
+    if args.json:
+        output.emit_json({"retention": current})
+    elif current is None:
+        output.line("no retention policy: gc keeps every checkpoint")
+    else:
+        rules = [f"the newest {current['keep_last']}" if current.get("keep_last") else "", _within(current.get("keep_within"))]
+        output.line("gc keeps, in every run but langgraph/ threads: " + " and ".join(r for r in rules if r) + ", and the head")
+    return OK
+
+
+def _within(value: Any) -> str:
+    return "" if value is None else f"those younger than {value:g}s"
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    if args.remote is not None:
+        with open_existing(args) as store:
+            remote = Remote(args.remote, storage_options(args.storage_options))
+            report = remote_gc(remote, store, grace=args.grace, settle=args.settle)
+        if args.json:
+            output.emit_json(dataclasses.asdict(report))
+        else:
+            output.line(
+                f"{remote.url}: deleted {report.entries_deleted} retired checkpoints, {report.journal_deleted} journal records, "
+                f"{report.objects_deleted} objects ({output.size(report.bytes_freed)}); kept {report.kept_young} young unreferenced objects"
+            )
+        return OK
+    with open_existing(args) as store:
+        report_local = store.gc(grace=args.grace, policy=not args.no_policy)
+    if args.json:
+        output.emit_json(dataclasses.asdict(report_local))
+    else:
+        local = report_local
+        pruned = f"pruned {local.pruned} checkpoints by the retention policy, " if local.pruned else ""
+        freed = output.size(local.bytes_freed)
+        output.line(f"{pruned}deleted {local.deleted} objects ({freed}), kept {local.kept}, removed {local.temp_deleted} temp files")
+    return OK

@@ -1,0 +1,264 @@
+"""Retention: prune a run to its newest checkpoints, delete a run, apply the store's policy.
+
+Removing a checkpoint first writes a retirement record, `runs/<run>/retired/<id>`, naming what
+goes; then its log entry is unlinked. Records are pushed like entries, so a remote learns what to
+drop (remote gc), and verify can tell a pruned parent from a lost one.
+
+"AFR" | version (1 byte, = 1) | sha256(body) (32 bytes) | body
+body = msgpack {"format": 1, "run", "id", "created", "writer", "checkpoints": [id...], "journal": [id...]}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import time
+from collections.abc import Iterable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from ..errors import AgentFSError, FormatError, IntegrityError
+from ..fsutil import fsync_dir, write_atomic
+from ..ids import id_time_ns, new_id
+from ..names import ID, check_id, check_name
+from ..objects.blobs import Location
+from .config import encode_config, read_config
+from .locks import EXCLUSIVE, flock
+from .maintenance import local_entries
+
+if TYPE_CHECKING:
+    from .run import Run
+    from .store import Store
+
+MAGIC = b"AFR"
+VERSION = 1
+HEADER = 4 + 32
+MANAGED_PREFIXES = ("langgraph/",)  # runs whose owner keeps its own retention: the store policy skips them
+
+
+@dataclasses.dataclass
+class PruneReport:
+    run: str
+    kept: int = 0
+    removed: list[str] = dataclasses.field(default_factory=list)
+    needed: list[str] = dataclasses.field(default_factory=list)  # past the policy, kept because a kept checkpoint needs them
+    journal_removed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Retirement:
+    run: str
+    id: str
+    created: int
+    checkpoints: list[str]
+    journal: list[str]
+
+
+def retired_dir(store: Store, run: str) -> Path:
+    return store.runs_dir.joinpath(*run.split("/"), "retired")
+
+
+def encode_retirement(record: Retirement, writer: dict[str, Any]) -> bytes:
+    body = msgpack.packb(
+        {
+            "format": 1,
+            "run": record.run,
+            "id": record.id,
+            "created": record.created,
+            "writer": writer,
+            "checkpoints": record.checkpoints,
+            "journal": record.journal,
+        },
+        use_bin_type=True,
+    )
+    return MAGIC + bytes((VERSION,)) + hashlib.sha256(body).digest() + body
+
+
+def decode_retirement(data: bytes, run: str, record_id: str, where: str) -> Retirement:
+    """A retirement record, refused unless intact and naming the run and id its path names."""
+    if len(data) < HEADER or data[:3] != MAGIC:
+        raise IntegrityError(f"retirement record {where} is truncated or not a retirement record ({len(data)} bytes)")
+    if data[3] != VERSION:
+        raise FormatError(f"retirement record {where} has format version {data[3]}, this agentfs reads {VERSION}")
+    body = data[HEADER:]
+    if hashlib.sha256(body).digest() != data[4:HEADER]:
+        raise IntegrityError(f"retirement record {where} does not match its checksum (corrupt)")
+    try:
+        record = msgpack.unpackb(body, raw=False, strict_map_key=True)
+        fields = (record["run"], record["id"], record["created"], record["checkpoints"], record["journal"])
+        ok = record.get("format") == 1 and isinstance(fields[2], int) and all(isinstance(f, list) for f in fields[3:])
+        if ok:
+            check_name(fields[0])
+            for checkpoint_id in [fields[1], *fields[3], *fields[4]]:
+                check_id(checkpoint_id)
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+        raise FormatError(f"retirement record {where} is malformed: {exc}") from None
+    if not ok or (fields[0], fields[1]) != (run, record_id):
+        raise FormatError(f"retirement record {where} is malformed or names another run or id")
+    return Retirement(*fields)
+
+
+def local_retirements(store: Store) -> Iterator[tuple[str, str]]:
+    """(run, id) of every retirement record in the store."""
+    for directory in store.runs_dir.glob("**/retired"):
+        if not directory.is_dir():
+            continue
+        run = directory.parent.relative_to(store.runs_dir).as_posix()
+        for name in sorted(os.listdir(directory)):
+            if ID.fullmatch(name):
+                yield run, name
+
+
+def read_retirements(store: Store, run: str) -> list[Retirement]:
+    directory = retired_dir(store, run)
+    try:
+        names = sorted(n for n in os.listdir(directory) if ID.fullmatch(n))
+    except FileNotFoundError:
+        return []
+    return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in names]
+
+
+def retired_ids(store: Store, run: str) -> set[str]:
+    """Checkpoint ids of `run` that retention removed on purpose."""
+    return {cid for record in read_retirements(store, run) for cid in record.checkpoints}
+
+
+def _needs(store: Store, locations: Iterable[Location], out: set[Location]) -> None:
+    """Add the checkpoints each entry cannot load without: the entries it borrows packed objects from, its fork point."""
+    for location in locations:
+        try:
+            entry = store.read_entry(*location)
+        except AgentFSError:
+            continue  # unreadable: verify reports it; it needs nothing we could keep for it
+        out.update(entry.borrowed())
+        if entry.manifest.forked_from is not None:
+            out.add((entry.manifest.forked_from[0], entry.manifest.forked_from[1]))
+
+
+def _seconds(keep_within: timedelta | float | None) -> float | None:
+    if keep_within is None:
+        return None
+    seconds = keep_within.total_seconds() if isinstance(keep_within, timedelta) else float(keep_within)
+    if seconds < 0:
+        raise ValueError(f"keep_within must not be negative, got {keep_within!r}")
+    return seconds
+
+
+def prune(run: Run, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
+    if keep_last is None and keep_within is None:
+        raise ValueError("prune needs keep_last, keep_within or both")
+    if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
+        raise ValueError(f"keep_last must be an int >= 1 (the head is always kept), got {keep_last!r}")
+    within = _seconds(keep_within)
+    ids = run.store.local_ids(run.name)
+    cutoff = None if within is None else time.time_ns() - int(within * 1e9)
+    keep = set(ids[-keep_last:]) if keep_last else set()
+    keep.update(i for i in ids if cutoff is not None and id_time_ns(i) >= cutoff)
+    keep.update(ids[-1:])  # the head: a commit in flight may borrow from it
+    return _retire(run.store, run.name, [i for i in ids if i not in keep], journal=False)
+
+
+def delete(run: Run) -> PruneReport:
+    return _retire(run.store, run.name, run.store.local_ids(run.name), journal=True)
+
+
+def _retire(store: Store, run: str, candidates: list[str], *, journal: bool) -> PruneReport:
+    """Remove `candidates` of `run` but those a remaining checkpoint of any run needs.
+
+    The needs of every entry are read first without blocking commits; then, under the gc lock held
+    exclusively (no commit is between choosing what to borrow and appending its entry), the needs
+    of entries committed meanwhile are added and only what is still unneeded goes.
+    """
+    report = PruneReport(run)
+    doomed = {(run, cid) for cid in candidates}
+    seen = set(local_entries(store))
+    needed: set[Location] = set()
+    _needs(store, seen - doomed, needed)
+    with flock(store.gc_lock_path, EXCLUSIVE):
+        now = set(local_entries(store))
+        _needs(store, now - seen - doomed, needed)
+        going = sorted(cid for r, cid in doomed - needed if (r, cid) in now)
+        report.needed = sorted(cid for r, cid in doomed & needed)
+        report.kept = sum(1 for r, _cid in now if r == run) - len(going)
+        journal_ids = _journal_ids(store, run) if journal else []
+        if going or journal_ids:
+            record = Retirement(run, new_id(), time.time_ns(), going, journal_ids)
+            path = retired_dir(store, run) / record.id
+            write_atomic(store.tmp_dir, path, encode_retirement(record, _writer(store)), sync=store.sync_writes)
+            write_atomic(store.tmp_dir, store.pruned_path, record.id.encode(), sync=False, exclusive=False)
+            _unlink(store, [store.entry_path(run, cid) for cid in going])
+            _unlink(store, [_journal_path(store, run, jid) for jid in journal_ids])
+            store.forget(run, going)
+        report.removed = going
+        report.journal_removed = len(journal_ids)
+    return report
+
+
+def _journal_ids(store: Store, run: str) -> list[str]:
+    from .journal import journal_dir
+
+    try:
+        return sorted(n for n in os.listdir(journal_dir(store, run)) if ID.fullmatch(n))
+    except FileNotFoundError:
+        return []
+
+
+def _journal_path(store: Store, run: str, record_id: str) -> Path:
+    from .journal import journal_dir
+
+    return journal_dir(store, run) / record_id
+
+
+def _unlink(store: Store, paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+    if store.sync_writes:
+        for directory in {p.parent for p in paths if p.parent.exists()}:
+            fsync_dir(directory)
+
+
+def _writer(store: Store) -> dict[str, Any]:
+    from .run import HOST
+
+    return {"store": store.id, "host": HOST, "pid": os.getpid()}
+
+
+# the store-wide policy, kept in config under "retention" and applied by gc
+
+
+def policy(store: Store) -> dict[str, Any] | None:
+    """The retention policy in the store's config now (another process may have changed it)."""
+    value = read_config(store.root / "config").get("retention")
+    return value if isinstance(value, dict) else None
+
+
+def set_policy(store: Store, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
+    """Set (or, with neither argument, clear) the policy gc applies to every run but MANAGED_PREFIXES ones."""
+    if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
+        raise ValueError(f"keep_last must be an int >= 1, got {keep_last!r}")
+    within = _seconds(keep_within)
+    value = None if keep_last is None and within is None else {"keep_last": keep_last, "keep_within": within}
+    with flock(store.locks_dir / "config.lock", EXCLUSIVE):  # two writers would each drop the other's other fields
+        config = read_config(store.root / "config")
+        if value is None:
+            config.pop("retention", None)
+        else:
+            config["retention"] = value
+        write_atomic(store.tmp_dir, store.root / "config", encode_config(config), sync=store.sync_writes, exclusive=False)
+    store.config = config
+    return value
+
+
+def apply_policy(store: Store) -> list[PruneReport]:
+    rules = policy(store)
+    if rules is None:
+        return []
+    reports = []
+    for name in sorted(store._local_runs()):
+        if not name.startswith(MANAGED_PREFIXES):
+            reports.append(prune(store.run(name), keep_last=rules.get("keep_last"), keep_within=rules.get("keep_within")))
+    return reports

@@ -1,0 +1,321 @@
+"""Remote gc: drop retired checkpoints and unreferenced objects from a remote while others push.
+
+The hazard: a pusher skips uploading an object its index says the remote holds, so if gc deleted
+that object between the pusher's look at the index and its entry landing, the entry would point at
+nothing. The rule that closes it, in three markers under `gc/` on the remote:
+
+1. `<gc>.intent`: gc announces itself, then waits `settle` seconds before its final listing.
+   A pusher looks at `gc/` at most RECHECK seconds before it puts an entry, so an entry put by a
+   pusher that had not yet seen the intent lands before the final listing, which marks what it uses.
+2. `<gc>.plan`: what gc will delete (unreferenced objects older than `grace`, retired entries no
+   remaining entry needs, retired journal records), and the time after which it deletes nothing more.
+3. `<gc>.done`: deletion finished. A pusher that has seen an intent puts no entry until the plan is
+   done (or past its deadline, or the intent is abandoned), then forgets the planned objects in its
+   index, so it uploads any of them a new checkpoint needs again.
+
+Clocks of gc and pushers may differ by up to CLOCK_MARGIN seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AgentFSError, FormatError, RemoteError
+from ..ids import new_id
+from ..names import ID, check_id, check_name
+from ..objects import codec
+from ..objects.blobs import LOOSE, TREE, Location, parse_node, read_node
+from ..store.entries import Entry, decode_entry_at
+from ..store.retention import decode_retirement
+from .remote import JOURNAL, LOG, OID_HEX, RETIRED, Remote
+
+if TYPE_CHECKING:
+    from ..store.store import Store
+    from .index import PushIndex
+
+log = logging.getLogger("agentfs.sync")
+SETTLE = 30.0
+SLACK = 120.0  # gc gives up, deleting nothing, unless its plan is out this long after settling
+DEADLINE = 600.0  # gc deletes nothing more this long after its plan
+RECHECK = 5.0  # a pusher looks at gc/ again before an entry once its last look is this old
+CLOCK_MARGIN = 60.0
+POLL = 0.5
+
+
+@dataclasses.dataclass
+class RemoteGcReport:
+    gc_id: str
+    entries: int = 0  # log entries on the remote when gc started
+    entries_deleted: int = 0
+    journal_deleted: int = 0
+    objects: int = 0
+    objects_deleted: int = 0
+    bytes_freed: int = 0
+    kept_young: int = 0  # unreferenced but younger than the grace period
+
+
+def _marker(remote: Remote, name: str) -> str:
+    return remote.key("gc", name)
+
+
+def _put_json(remote: Remote, name: str, record: dict[str, Any]) -> None:
+    if not remote.create(_marker(remote, name), json.dumps(record).encode()):
+        raise RemoteError(f"remote {remote.url}: gc marker {name} already exists")
+
+
+def _get_json(remote: Remote, name: str) -> dict[str, Any]:
+    data = remote.read(_marker(remote, name), 256 << 20)
+    try:
+        record = json.loads(data) if data is not None else None
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        raise FormatError(f"remote {remote.url}: gc marker {name} is missing or malformed")
+    return record
+
+
+def list_markers(remote: Remote) -> dict[str, set[str]]:
+    """gc id -> the markers it has written ("intent", "plan", "done")."""
+    prefix = remote.key("gc")
+    remote.fs.invalidate_cache(prefix)
+    try:
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in remote.fs.ls(prefix, detail=False)]
+    except FileNotFoundError:
+        return {}
+    markers: dict[str, set[str]] = {}
+    for name in names:
+        gc_id, _, kind = name.partition(".")
+        if ID.fullmatch(gc_id) and kind in ("intent", "plan", "done"):
+            markers.setdefault(gc_id, set()).add(kind)
+    return markers
+
+
+class Marks:
+    """What the remote's live checkpoints reference, built from its entries (local copies when the store has them)."""
+
+    def __init__(self, remote: Remote, store: Store | None, pool: ThreadPoolExecutor) -> None:
+        self.remote = remote
+        self.store = store
+        self.pool = pool
+        self.entries: set[Location] = set()
+        self.retired: set[Location] = set()
+        self.retired_journal: set[Location] = set()
+        self.journal: set[Location] = set()
+        self.kept: set[Location] = set()
+        self.objects: set[bytes] = set()
+        self._decoded: dict[Location, Entry] = {}
+        self._lock = threading.Lock()
+
+    def scan(self, records: Iterable[tuple[str, str, str]]) -> None:
+        """Take in listed keys; mark everything the entries that stay (live, or needed by a live one) use."""
+        fresh = [(kind, (run, rid)) for kind, run, rid in records]
+        for kind, loc in fresh:
+            if kind == RETIRED:
+                self._retirement(loc)
+        for kind, loc in fresh:
+            if kind == JOURNAL:
+                self.journal.add(loc)
+        new_entries = {loc for kind, loc in fresh if kind == LOG} - self.entries
+        self.entries |= new_entries
+        self._keep([loc for loc in new_entries if loc not in self.retired])
+
+    def _retirement(self, loc: Location) -> None:
+        data = self.remote.fetch_record(RETIRED, *loc)
+        try:
+            if data is None:
+                raise FormatError("vanished")
+            record = decode_retirement(data, *loc, f"remote {self.remote.url} {loc[0]} retired/{loc[1]}")
+        except AgentFSError as exc:  # ignoring it only keeps more: safe
+            log.warning("remote gc: ignoring retirement record %s@%s: %s", loc[0], loc[1], exc)
+            return
+        self.retired.update((loc[0], cid) for cid in record.checkpoints)
+        self.retired_journal.update((loc[0], jid) for jid in record.journal)
+
+    def _keep(self, frontier: list[Location]) -> None:
+        while frontier:
+            todo = [loc for loc in frontier if loc not in self.kept]
+            self.kept.update(todo)
+            entries = list(self.pool.map(self._entry, todo))
+            frontier = []
+            for entry in entries:
+                needs = set(entry.borrowed())
+                if entry.manifest.forked_from is not None:
+                    needs.add((entry.manifest.forked_from[0], entry.manifest.forked_from[1]))
+                frontier.extend(dep for dep in needs if dep in self.entries and dep not in self.kept)
+            for _ in self.pool.map(self._mark_entry, entries):
+                pass
+
+    def _entry(self, loc: Location) -> Entry:
+        if self.store is not None and self.store.entry_path(*loc).is_file():
+            return self.store.read_entry(*loc)
+        data = self.remote.read(self.remote.entry_key(*loc), 64 << 20)
+        if data is None:
+            raise RemoteError(f"remote {self.remote.url}: entry {loc[0]}@{loc[1]} vanished during gc (another gc?)")
+        return decode_entry_at(data, *loc, f"remote {self.remote.url} {loc[0]}@{loc[1]}")  # malformed: gc stops
+
+    def _mark_entry(self, entry: Entry) -> None:
+        for _label, ref in entry.refs():
+            if ref[0] == LOOSE:
+                self._add(ref[1])
+            elif ref[0] == TREE:
+                self._mark_tree(ref[1], ref[3])
+
+    def _add(self, oid: bytes) -> bool:
+        with self._lock:
+            if oid in self.objects:
+                return False
+            self.objects.add(oid)
+            return True
+
+    def _mark_tree(self, oid: bytes, depth: int) -> None:
+        if not self._add(oid):
+            return
+        for child, _size in self._node(oid):
+            if depth > 1:
+                self._mark_tree(child, depth - 1)
+            else:
+                self._add(child)
+
+    def _node(self, oid: bytes) -> list[list[Any]]:
+        where = f"tree node {oid.hex()}"
+        if self.store is not None and self.store.db.exists(oid):
+            return read_node(self.store.db, oid, where)
+        blob = self.remote.read(self.remote.object_key(oid), 32 << 20)
+        if blob is None:
+            raise RemoteError(f"remote {self.remote.url}: {where} is missing; run `agentfs verify --remote` (gc stopped)")
+        return parse_node(codec.decode(blob, oid, f"remote {where}"), oid, where)
+
+
+def remote_gc(
+    remote: Remote,
+    store: Store | None = None,
+    *,
+    grace: float = 3600.0,
+    settle: float = SETTLE,
+    slack: float = SLACK,
+    deadline: float = DEADLINE,
+    workers: int = 16,
+) -> RemoteGcReport:
+    """Delete what no remaining remote entry references; safe while other machines push (see module doc)."""
+    gc_id = new_id()
+    report = RemoteGcReport(gc_id)
+    started = time.time()
+    writer = {"host": socket.gethostname(), "pid": os.getpid()}
+    _put_json(remote, f"{gc_id}.intent", {"format": 1, "created": started, "settle": settle, "slack": slack, **writer})
+    with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-gc") as pool:
+        try:
+            marks = Marks(remote, store, pool)
+            marks.scan(remote.list_all_records())
+            time.sleep(max(0.0, started + settle - time.time()))
+            marks.scan(remote.list_all_records())  # entries pushed meanwhile: what they use stays
+            listed = remote.list_objects()
+        except BaseException as exc:
+            _put_json(remote, f"{gc_id}.done", {"format": 1, "aborted": f"{type(exc).__name__}: {exc}"[:500]})
+            raise
+        doomed_entries = sorted(marks.entries - marks.kept)
+        doomed_journal = sorted(marks.journal & marks.retired_journal)
+        cutoff = time.time() - grace
+        doomed_objects = sorted(oid for oid, mtime in listed.items() if oid not in marks.objects and mtime < cutoff)
+        report.entries, report.objects = len(marks.entries), len(listed)
+        report.kept_young = sum(1 for oid, mtime in listed.items() if oid not in marks.objects and mtime >= cutoff)
+        if time.time() > started + settle + slack:
+            _put_json(remote, f"{gc_id}.done", {"format": 1, "aborted": "marking took longer than the slack"})
+            raise RemoteError(f"remote gc of {remote.url} took over {slack:.0f}s to mark after settling; nothing deleted")
+        stop_at = time.time() + deadline
+        plan = {
+            "format": 1,
+            "created": time.time(),
+            "deadline": stop_at,
+            "objects": [oid.hex() for oid in doomed_objects],
+            "entries": [list(loc) for loc in doomed_entries],
+            "journal": [list(loc) for loc in doomed_journal],
+        }
+        _put_json(remote, f"{gc_id}.plan", plan)
+        keys = [remote.record_key(JOURNAL, *loc) for loc in doomed_journal] + [remote.entry_key(*loc) for loc in doomed_entries]
+        for _ in pool.map(lambda key: _delete_before(remote, key, stop_at), keys):
+            pass
+        report.journal_deleted, report.entries_deleted = len(doomed_journal), len(doomed_entries)
+        sizes = pool.map(lambda oid: _delete_object(remote, oid, stop_at), doomed_objects)
+        report.bytes_freed = sum(sizes)
+        report.objects_deleted = len(doomed_objects)
+    _put_json(remote, f"{gc_id}.done", {"format": 1, "created": time.time(), **dataclasses.asdict(report)})
+    return report
+
+
+def _delete_before(remote: Remote, key: str, stop_at: float) -> None:
+    if time.time() > stop_at:
+        raise RemoteError(f"remote gc of {remote.url} passed its deadline; the rest is left for the next gc")
+    remote.delete(key)
+
+
+def _delete_object(remote: Remote, oid: bytes, stop_at: float) -> int:
+    key = remote.object_key(oid)
+    try:
+        size = int(remote.fs.size(key))
+    except FileNotFoundError:
+        return 0
+    _delete_before(remote, key, stop_at)
+    return size
+
+
+class GcBarrier:
+    """The pusher's side of the rule: look at gc/ before putting entries; wait out a running gc; apply its plan."""
+
+    def __init__(self, remote: Remote, index: PushIndex) -> None:
+        self.remote = remote
+        self.index = index
+        self.checked = float("-inf")  # monotonic time of the last look, taken before the listing
+
+    def check(self, stop: threading.Event | None = None, force: bool = False) -> bool:
+        """True if a finished gc changed the index: objects it vouched for may be gone."""
+        if not force and time.monotonic() - self.checked < RECHECK:
+            return False
+        changed = False
+        while True:
+            looked = time.monotonic()
+            pending = {g: kinds for g, kinds in list_markers(self.remote).items() if g not in self.index.gc_seen}
+            running = [g for g, kinds in sorted(pending.items()) if not self._settled(g, kinds)]
+            for gc_id, _kinds in sorted(pending.items()):
+                if gc_id not in running:
+                    changed |= self._apply(gc_id, pending[gc_id])
+            if not running:
+                self.checked = looked
+                return changed
+            log.info("agentfs sync: waiting for remote gc %s on %s to finish", running[0], self.remote.url)
+            if stop is not None and stop.wait(POLL):
+                raise InterruptedError("push stopped while a remote gc was running")
+            if stop is None:
+                time.sleep(POLL)
+
+    def _settled(self, gc_id: str, kinds: set[str]) -> bool:
+        if "done" in kinds:
+            return True
+        now = time.time()
+        if "plan" in kinds:
+            return now > float(_get_json(self.remote, f"{gc_id}.plan").get("deadline", 0)) + CLOCK_MARGIN
+        intent = _get_json(self.remote, f"{gc_id}.intent")  # no plan in time: that gc gave up or died, deleting nothing
+        abandoned_at = float(intent.get("created", 0)) + float(intent.get("settle", SETTLE)) + float(intent.get("slack", SLACK))
+        return now > abandoned_at + CLOCK_MARGIN
+
+    def _apply(self, gc_id: str, kinds: set[str]) -> bool:
+        objects: set[bytes] = set()
+        entries: set[Location] = set()
+        if "plan" in kinds:
+            plan = _get_json(self.remote, f"{gc_id}.plan")
+            try:
+                objects = {bytes.fromhex(h) for h in plan.get("objects", []) if isinstance(h, str) and OID_HEX.fullmatch(h)}
+                entries = {(check_name(run), check_id(cid)) for run, cid in plan.get("entries", [])}
+            except (ValueError, TypeError) as exc:
+                raise FormatError(f"remote {self.remote.url}: gc plan {gc_id} is malformed: {exc}") from None
+        changed = bool(objects & self.index.objects) or bool(entries - self.index.gone)
+        self.index.apply_gc(gc_id, objects, entries)
+        return changed
