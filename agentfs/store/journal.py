@@ -1,0 +1,627 @@
+"""The tool-call journal: an append-only, durable record of a run's tool calls, synced like its log.
+
+runs/<run>/journal/<id> holds one immutable record per event: a call's start, then its ok or error end.
+
+"AFJ" | version (1 byte) | sha256(body) (32 bytes) | body, body = a msgpack map (see Record.to_bytes)
+
+Each record is published whole (temp file, fsync, link) before the call that wrote it returns, so a
+crash leaves no torn record, only a temp file in tmp/. The checksum still catches damage: a damaged
+record is skipped, logged and listed in `Journal.damaged`, never misread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import hashlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgpack
+
+from ..errors import Conflict, FormatError, InFlight, IntegrityError, InvalidName, NotFound, SerializationError
+from ..fsutil import write_atomic
+from ..ids import id_time_ns, new_id
+from ..names import ID, check_name
+from ..serialization import decode_value, encode_value
+from .locks import EXCLUSIVE, flock
+from .run import HOST
+
+if TYPE_CHECKING:
+    from .run import Run
+    from .store import Store
+
+MAGIC = b"AFJ"
+VERSION = 1
+FORMAT = 1
+HEADER = 4 + 32
+START, OK, ERROR = "start", "ok", "error"
+IN_FLIGHT = "in_flight"
+ABANDONED = "agentfs.Abandoned"  # the error type abandon() records
+MAX_KEY = 1024
+MAX_MESSAGE = 4096
+MAX_VALUE = 16 << 20  # an encoded args or result; remotes cap a record at 64 MiB
+
+log = logging.getLogger("agentfs.journal")
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One journal event. A start's `call` is its own id; an end's is the id of the start it ends."""
+
+    run: str
+    id: str
+    kind: str  # START, OK or ERROR
+    key: str
+    call: str
+    name: str
+    created: int  # ns since the epoch
+    writer: dict[str, Any]  # {"store", "host", "pid"}
+    args: bytes | None = None  # start: the encoded args
+    result: bytes | None = None  # ok: the encoded result, unless
+    unrecorded: str | None = None  # ok: why the result could not be recorded
+    error: dict[str, str] | None = None  # error: {"type": "module.QualName", "message": str}
+
+    def to_bytes(self) -> bytes:
+        body: dict[str, Any] = {
+            "format": FORMAT,
+            "run": self.run,
+            "id": self.id,
+            "kind": self.kind,
+            "key": self.key,
+            "call": self.call,
+            "name": self.name,
+            "created": self.created,
+            "writer": self.writer,
+        }
+        for field in ("args", "result", "unrecorded", "error"):
+            if getattr(self, field) is not None:
+                body[field] = getattr(self, field)
+        data = msgpack.packb(body, use_bin_type=True)
+        return MAGIC + bytes((VERSION,)) + hashlib.sha256(data).digest() + data
+
+    @property
+    def created_at(self) -> dt.datetime:
+        return utc(self.created)
+
+    def value(self, field: str) -> Any:
+        """The decoded "args" (of a start) or "result" (of an ok end that recorded it)."""
+        data = getattr(self, field)
+        if data is None:
+            raise NotFound(f"journal record {self.run}/{self.id} ({self.kind}) holds no {field}")
+        return decode_value(data, f"journal record {self.run}/{self.id} {field}")
+
+
+def journal_dir(store: Store, run: str) -> Path:
+    return store.runs_dir.joinpath(*run.split("/"), "journal")
+
+
+def local_journal_records(store: Store) -> Iterator[tuple[str, str]]:
+    """(run, id) of every record file in the store.
+
+    runs/x/journal/ may also hold the directories of runs named x/journal or x/journal/<...>:
+    only regular files named by a ULID are records.
+    """
+    for directory in store.runs_dir.glob("**/journal"):
+        if directory.parent == store.runs_dir or not directory.is_dir():  # runs/journal is the run "journal"
+            continue
+        run = directory.parent.relative_to(store.runs_dir).as_posix()
+        try:
+            check_name(run, "run")
+        except InvalidName:
+            continue
+        with os.scandir(directory) as entries:
+            names = sorted(e.name for e in entries if ID.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+        for name in names:
+            yield run, name
+
+
+def decode_record(data: bytes, run: str, record_id: str, where: str) -> Record:
+    """The record in `data`, which must be record `record_id` of `run`; IntegrityError or FormatError otherwise.
+
+    `where` names the bytes' origin in messages ("journal record <where> ...").
+    """
+    where = f"journal record {where}"
+    if len(data) < HEADER or data[:3] != MAGIC:
+        raise IntegrityError(f"{where} is truncated or not a journal record ({len(data)} bytes)")
+    if data[3] != VERSION:
+        raise FormatError(f"{where} has format version {data[3]}, this agentfs reads {VERSION}")
+    body = data[HEADER:]
+    if hashlib.sha256(body).digest() != data[4:HEADER]:
+        raise IntegrityError(f"{where} does not match its checksum (corrupt)")
+    try:
+        fields = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise FormatError(f"{where} is not valid msgpack: {exc}") from None
+    record = _validate(fields, where)
+    if (record.run, record.id) != (run, record_id):
+        raise FormatError(f"{where} holds record {record.id} of run {record.run!r}")
+    return record
+
+
+def _validate(fields: Any, where: str) -> Record:
+    if type(fields) is not dict:
+        raise FormatError(f"{where} is not a map")
+
+    def get(name: str, kind: type) -> Any:
+        value = fields.get(name)
+        if type(value) is not kind:  # msgpack yields exact builtin types; this also refuses a bool for an int
+            raise FormatError(f"{where}: field {name!r} is malformed: {str(value)[:80]!r}")
+        return value
+
+    if get("format", int) != FORMAT:
+        raise FormatError(f"{where} has record format {fields['format']}, this agentfs reads {FORMAT}")
+    kind = get("kind", str)
+    if kind not in (START, OK, ERROR):
+        raise FormatError(f"{where}: unknown kind {kind[:40]!r}")
+    record_id, call = get("id", str), get("call", str)
+    if not ID.fullmatch(record_id) or not ID.fullmatch(call) or (kind == START) != (call == record_id):
+        raise FormatError(f"{where}: malformed id {record_id[:40]!r} or call {call[:40]!r}")
+    try:
+        run = check_name(get("run", str), "run")
+        key = check_key(get("key", str))
+        name = check_key(get("name", str), "tool name")
+    except InvalidName as exc:
+        raise FormatError(f"{where}: {exc}") from None
+    writer = get("writer", dict)
+    if not (type(writer.get("store")) is str and type(writer.get("host")) is str and type(writer.get("pid")) is int):
+        raise FormatError(f"{where}: field 'writer' is malformed")
+    record = Record(run=run, id=record_id, kind=kind, key=key, call=call, name=name, created=get("created", int), writer=writer)
+    if kind == START:
+        return dataclasses.replace(record, args=get("args", bytes))
+    if kind == OK:
+        if "result" in fields:
+            return dataclasses.replace(record, result=get("result", bytes))
+        return dataclasses.replace(record, unrecorded=get("unrecorded", str))
+    error = get("error", dict)
+    if not (type(error.get("type")) is str and type(error.get("message")) is str):
+        raise FormatError(f"{where}: field 'error' is malformed")
+    return dataclasses.replace(record, error={"type": error["type"], "message": error["message"]})
+
+
+def install_record(store: Store, run: str, record_id: str, data: bytes) -> bool:
+    """Add a record decode_record accepted (from a remote); records are never replaced."""
+    return write_atomic(store.tmp_dir, journal_dir(store, run) / record_id, data, sync=store.sync_writes)
+
+
+def check_key(key: object, what: str = "key") -> str:
+    """Keys and tool names are any str of 1 to 1024 characters (they never become paths)."""
+    if not isinstance(key, str):
+        raise InvalidName(f"journal {what} must be a str, got {type(key).__name__}: {key!r}"[:200])
+    if not key or len(key) > MAX_KEY:
+        raise InvalidName(f"journal {what} {key[:40]!r} must be 1 to {MAX_KEY} characters, not {len(key)}")
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        raise InvalidName(f"journal {what} {key[:40]!r} holds a lone surrogate, which is not UTF-8") from None
+    return key
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A key's latest attempt: its start record and the end record that names it (None while in flight).
+
+    `start` is None only when the start record is damaged but its end is readable.
+    """
+
+    key: str
+    start_id: str
+    attempts: int  # starts recorded for the key
+    start: Record | None = dataclasses.field(repr=False)
+    end: Record | None = dataclasses.field(repr=False)
+
+    @property
+    def status(self) -> str:
+        """OK, ERROR or IN_FLIGHT ("in_flight": started, no end recorded, so it may or may not have happened)."""
+        return IN_FLIGHT if self.end is None else self.end.kind
+
+    @property
+    def _record(self) -> Record:
+        record = self.start or self.end
+        assert record is not None  # a Call is built from at least one record
+        return record
+
+    @property
+    def run(self) -> str:
+        return self._record.run
+
+    @property
+    def name(self) -> str:
+        return self._record.name
+
+    @property
+    def writer(self) -> dict[str, Any]:
+        """Who started the call (who ended it, if the start record is damaged)."""
+        return dict(self._record.writer)
+
+    @property
+    def started(self) -> dt.datetime:
+        return self.start.created_at if self.start else utc(id_time_ns(self.start_id))
+
+    @property
+    def finished(self) -> dt.datetime | None:
+        return None if self.end is None else self.end.created_at
+
+    @property
+    def end_id(self) -> str | None:
+        return None if self.end is None else self.end.id
+
+    @property
+    def args(self) -> Any:
+        if self.start is None:
+            raise FormatError(f"{self}: its start record is damaged, so its args are unknown")
+        return self.start.value("args")
+
+    @property
+    def unrecorded(self) -> str | None:
+        """Why a successful call's result was not recorded (None if it was)."""
+        return None if self.end is None else self.end.unrecorded
+
+    @property
+    def result(self) -> Any:
+        """The recorded result of a successful call; raises for any other."""
+        if self.end is None:
+            raise in_flight_error(self)
+        if self.end.kind == ERROR:
+            raise NotFound(f"{self} ended with an error ({describe_error(self.error)}): it has no result")
+        if self.end.result is None:
+            raise SerializationError(
+                f"{self} succeeded, but its result was not recorded: {self.end.unrecorded}. "
+                "It counts as done; call it under a new key to run it again"
+            )
+        return self.end.value("result")
+
+    @property
+    def error(self) -> dict[str, str] | None:
+        return None if self.end is None or self.end.error is None else dict(self.end.error)
+
+    def __str__(self) -> str:
+        return f"call {self.key!r} of run {self.run!r}"
+
+
+def in_flight_error(call: Call) -> InFlight:
+    writer = call.writer
+    return InFlight(
+        f"{call} started at {call.started.isoformat(timespec='milliseconds')} on host {writer['host']} (pid {writer['pid']}) "
+        "and never recorded an end: it may or may not have happened. If that process is still running, wait for it; "
+        "if it died, check whether the call's side effect took place, then, to run it again, "
+        f"call run.journal.abandon({call.key!r}, reason) and retry"
+    )
+
+
+def calls_of(records: list[Record]) -> list[Call]:
+    """One Call per key, in the order of its first attempt. `records` must be in id order.
+
+    A key's latest attempt is its greatest start id, also counting starts known only from their
+    end (a damaged start record): the end still tells whether the call happened.
+    """
+    attempts: dict[str, list[str]] = {}  # key -> its start ids, in order
+    starts: dict[tuple[str, str], Record] = {}
+    ends: dict[tuple[str, str], Record] = {}
+    for record in records:
+        where = (record.key, record.call)
+        if record.kind == START:
+            starts[where] = record
+        elif where not in ends or (record.kind == OK and ends[where].kind != OK):  # abandoned, then it finished after all
+            ends[where] = record
+        known = attempts.setdefault(record.key, [])
+        if record.call not in known:
+            known.append(record.call)
+    calls = []
+    for key, ids in attempts.items():
+        latest = max(ids)
+        calls.append(Call(key, latest, len(ids), starts.get((key, latest)), ends.get((key, latest))))
+    return sorted(calls, key=lambda call: min(attempts[call.key]))
+
+
+class _Cache:
+    """What this process has read of one run's journal. Records are immutable, so each is decoded once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.records: dict[str, Record] = {}
+        self.damaged: dict[str, str] = {}  # id -> why it was skipped
+        self.last_id: str | None = None  # the greatest id this process wrote or read: new ids go after it
+
+
+_caches: weakref.WeakKeyDictionary[Store, dict[str, _Cache]] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def _cache_of(store: Store, run: str) -> _Cache:
+    with _caches_lock:
+        return _caches.setdefault(store, {}).setdefault(run, _Cache())
+
+
+class Journal:
+    """The tool-call journal of one run.
+
+    `once` and `tool_call` hold the run's journal lock only while they read the journal, decide and
+    record the start: the call itself runs unlocked. With a store opened with `remote=`, reading the
+    journal also fetches the records the remote holds (a remote error is raised, not ignored: the
+    record of a call made on another machine may be there).
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.store = run.store
+        self.dir = journal_dir(run.store, run.name)
+        self.lock_path = self.store.locks_dir / "runs" / f"{hashlib.sha256(run.name.encode()).hexdigest()}.journal.lock"
+        self._cache = _cache_of(run.store, run.name)
+
+    def __repr__(self) -> str:
+        return f"<agentfs.Journal of run {self.run.name!r}>"
+
+    @property
+    def damaged(self) -> list[tuple[str, str]]:
+        """(id, why) of each record skipped because it is damaged."""
+        with self._cache.lock:
+            return sorted(self._cache.damaged.items())
+
+    def records(self) -> list[Record]:
+        """Every readable record, in id order."""
+        self._refresh()
+        with self._cache.lock:
+            return [self._cache.records[i] for i in sorted(self._cache.records)]
+
+    def calls(self) -> list[Call]:
+        """One Call per key (its latest attempt), in the order of each key's first attempt."""
+        return calls_of(self.records())
+
+    def get(self, key: str) -> Call | None:
+        check_key(key)
+        return self._find(key)
+
+    def in_flight(self) -> list[Call]:
+        """Calls that started and recorded no end: each may or may not have happened."""
+        return [call for call in self.calls() if call.status == IN_FLIGHT]
+
+    def once(self, key: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)`, journaled under `key`; if `key` already succeeded, its recorded result instead.
+
+        The start is durable before `fn` runs, and the end before `once` returns. If `fn` raises, the
+        error is recorded and re-raised, and the next `once(key, ...)` runs `fn` again; a
+        KeyboardInterrupt or SystemExit records nothing, leaving the call in flight. A call in flight
+        (here or in another process, or left by a crash) raises InFlight: it may or may not have
+        happened. The args are recorded: ones that cannot be stored raise SerializationError
+        (naming the path, e.g. args[1]["client"]) before anything is written or called; wrap such
+        calls in a lambda: `once(key, lambda: fn(client, q))`.
+        """
+        return self._once(check_key(key), _name_of(fn), encode_args(args, kwargs), fn, args, kwargs)
+
+    def tool_call(self, name: str, args: Any = None, *, key: str | None = None) -> ToolCall:
+        """A context manager journaling one call (see ToolCall); without `key`, a fresh one (a pure audit record).
+
+        `with journal.tool_call("search", {"q": q}, key=k) as call:` then `if not call.done: call.result = ...`
+        """
+        encoded = _capped(encode_value(args, "args"), "args")
+        return ToolCall(self, check_key(name, "tool name"), encoded, check_key(key) if key is not None else f"call-{new_id()}")
+
+    def tool(self, name: str | None = None, *, key: Callable[..., str] | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator: each call goes through `once`, keyed by `key(*args, **kwargs)`, else by the
+        tool name and a hash of the arguments (so the same arguments are the same call)."""
+
+        def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+            label = _name_of(fn) if name is None else check_key(name, "tool name")
+
+            @functools.wraps(fn)
+            def journaled(*args: Any, **kwargs: Any) -> T:
+                encoded = encode_args(args, kwargs)
+                call_key = key(*args, **kwargs) if key is not None else f"{label}:{hashlib.sha256(encoded).hexdigest()[:32]}"
+                return self._once(check_key(call_key), label, encoded, fn, args, kwargs)
+
+            return journaled
+
+        return decorate
+
+    def abandon(self, key: str, reason: str) -> Call:
+        """End the in-flight call `key` as an error of type agentfs.Abandoned, so that the next `once`
+        runs it again. For an operator who checked that the call did not happen (or wants it again)."""
+        check_key(key)
+        with flock(self.lock_path, EXCLUSIVE):
+            call = self._find(key)
+            if call is None:
+                raise NotFound(f"no call with key {key!r} in the journal of run {self.run.name!r}")
+            if call.status != IN_FLIGHT:
+                raise Conflict(f"{call} is not in flight (its latest attempt ended: {call.status}); only a call in flight can be abandoned")
+            end = self._write(ERROR, key, call.name, call.start_id, error={"type": ABANDONED, "message": _clean(reason)})
+        return dataclasses.replace(call, end=end)
+
+    # internals
+
+    def _once(self, key: str, name: str, args: bytes, fn: Callable[..., T], positional: tuple[Any, ...], named: dict[str, Any]) -> T:
+        claimed = self._claim(key, name, args)
+        if isinstance(claimed, Call):
+            result: T = claimed.result
+            return result
+        try:
+            value = fn(*positional, **named)
+        except Exception as exc:
+            self._fail(claimed, exc)
+            raise
+        self._succeed(claimed, value)
+        return value
+
+    def _claim(self, key: str, name: str, args: bytes) -> Call | Record:
+        """Under the journal lock: the key's successful Call, or the start record of a new attempt."""
+        with flock(self.lock_path, EXCLUSIVE):
+            call = self._find(key)
+            if call is not None and call.status == OK:
+                return call
+            if call is not None and call.status == IN_FLIGHT:
+                raise in_flight_error(call)
+            return self._write(START, key, name, None, args=args)
+
+    def _succeed(self, start: Record, value: Any) -> None:
+        try:
+            result: bytes | None = _capped(encode_value(value, "result"), "result")
+            unrecorded = None
+        except SerializationError as exc:
+            result, unrecorded = None, _clean(str(exc))
+        self._write(OK, start.key, start.name, start.id, result=result, unrecorded=unrecorded)
+
+    def _fail(self, start: Record, exc: Exception) -> None:
+        kind = type(exc)
+        error = {"type": f"{kind.__module__}.{kind.__qualname__}", "message": _message(exc)}
+        self._write(ERROR, start.key, start.name, start.id, error=error)
+
+    def _find(self, key: str) -> Call | None:
+        self._refresh()
+        with self._cache.lock:
+            mine = [self._cache.records[i] for i in sorted(self._cache.records) if self._cache.records[i].key == key]
+        return next(iter(calls_of(mine)), None)
+
+    def _write(self, kind: str, key: str, name: str, call: str | None, **payload: Any) -> Record:
+        """Durably publish a new record; its id follows every id this process has written or read."""
+        cache = self._cache
+        while True:
+            with cache.lock:
+                record_id = new_id(after=cache.last_id)
+                cache.last_id = record_id
+            writer = {"store": self.store.id, "host": HOST, "pid": os.getpid()}
+            record = Record(self.run.name, record_id, kind, key, call or record_id, name, time.time_ns(), writer, **payload)
+            if write_atomic(self.store.tmp_dir, self.dir / record_id, record.to_bytes(), sync=self.store.sync_writes):
+                break
+            # hazard: another process can take the same id (new_id steps one past an id both knew): take the next one
+        with cache.lock:
+            cache.records[record_id] = record
+        return record
+
+    def _refresh(self) -> None:
+        """Decode the records this process has not read yet (fetching, with a remote, those only it holds)."""
+        try:
+            with os.scandir(self.dir) as entries:  # the directories of runs named <run>/journal/... may sit here too
+                local = {e.name for e in entries if ID.fullmatch(e.name) and e.is_file(follow_symlinks=False)}
+        except FileNotFoundError:
+            local = set()
+        source = self.store.source
+        remote: set[str] = set()
+        if source is not None:
+            from .retention import read_retirements
+
+            # records deleted here stay on the remote until its gc: never fetch them back
+            retired = {i for record in read_retirements(self.store, self.run.name) for i in record.journal}
+            remote = {i for i in source.list_journal(self.run.name) if ID.fullmatch(i)} - local - retired
+        cache = self._cache
+        with cache.lock:
+            for gone in (cache.records.keys() | cache.damaged.keys()) - local - remote:  # the run was deleted
+                cache.records.pop(gone, None)
+                cache.damaged.pop(gone, None)
+            for record_id in sorted(local - cache.records.keys() - cache.damaged.keys()):
+                path = self.dir / record_id
+                try:
+                    data = path.read_bytes()
+                except FileNotFoundError:  # deleted since it was listed
+                    continue
+                self._decode(data, record_id, f"{self.run.name}/{record_id} ({path})")
+            for record_id in sorted(remote - cache.records.keys() - cache.damaged.keys()):
+                assert source is not None  # remote is empty without a source
+                fetched = source.fetch_journal(self.run.name, record_id)
+                if fetched is not None and self._decode(fetched, record_id, f"{self.run.name}/{record_id} (remote)"):
+                    install_record(self.store, self.run.name, record_id, fetched)
+            if cache.records:
+                cache.last_id = max(filter(None, [cache.last_id, max(cache.records)]))
+
+    def _decode(self, data: bytes, record_id: str, where: str) -> bool:
+        """Cache the record in `data`, or list it as damaged (logged once); caller holds the cache lock."""
+        try:
+            self._cache.records[record_id] = decode_record(data, self.run.name, record_id, where)
+        except (IntegrityError, FormatError) as exc:
+            self._cache.damaged[record_id] = str(exc)
+            log.warning("skipping a damaged journal record: %s", exc)
+            return False
+        return True
+
+
+class ToolCall:
+    """One journaled call as a context manager (see Journal.tool_call).
+
+    If the key already succeeded, `done` is True, `result` holds the recorded result and nothing is
+    recorded. Otherwise the body sets `result`; leaving the block records it, or the exception
+    that left it (which propagates). A KeyboardInterrupt or SystemExit records nothing, leaving
+    the call in flight: it may or may not have happened.
+    """
+
+    def __init__(self, journal: Journal, name: str, args: bytes, key: str) -> None:
+        self.journal = journal
+        self.name = name
+        self.key = key
+        self.done = False
+        self.result: Any = None
+        self._args = args
+        self._start: Record | None = None
+
+    def __repr__(self) -> str:
+        return f"<agentfs.ToolCall {self.name!r} key={self.key!r} done={self.done}>"
+
+    def __enter__(self) -> ToolCall:
+        claimed = self.journal._claim(self.key, self.name, self._args)
+        if isinstance(claimed, Call):
+            self.result = claimed.result
+            self.done = True
+        else:
+            self._start = claimed
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
+        start, self._start = self._start, None
+        if start is None:
+            return
+        if exc is None:
+            self.journal._succeed(start, self.result)
+        elif isinstance(exc, Exception):
+            self.journal._fail(start, exc)
+
+
+def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    """once()'s args record, {"args": [...], "kwargs": {...}}, kwargs sorted so equal calls give equal bytes.
+
+    Built from the two halves so that an error names args[1][...] or kwargs["x"], not a path inside a wrapper.
+    """
+    positional = encode_value(list(args), "args")
+    named = encode_value(dict(sorted(kwargs.items())), "kwargs")
+    return _capped(b"\x82" + msgpack.packb("args") + positional + msgpack.packb("kwargs") + named, "args")  # \x82: a map of 2
+
+
+def _capped(data: bytes, what: str) -> bytes:
+    if len(data) > MAX_VALUE:
+        raise SerializationError(
+            f"{what} take {len(data)} bytes encoded, over the journal's {MAX_VALUE >> 20} MiB limit: "
+            "store large data as an artifact (run.commit(..., artifacts=...)) and journal its name"
+        )
+    return data
+
+
+def _name_of(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__qualname__  # a partial has neither
+    return _clean(str(name), MAX_KEY)
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not stop the error from being recorded
+        text = f"<{type(exc).__qualname__} whose str() failed>"
+    return _clean(text)
+
+
+def _clean(text: str, limit: int = MAX_MESSAGE) -> str:
+    # hazard: a lone surrogate (from a bytes path, say) cannot be packed as UTF-8
+    return text[:limit].encode("utf-8", "backslashreplace").decode("utf-8")[:limit]
+
+
+def describe_error(error: dict[str, str] | None) -> str:
+    return "" if error is None else f"{error['type']}: {error['message']}"
+
+
+def utc(ns: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc)
