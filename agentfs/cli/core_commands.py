@@ -14,7 +14,7 @@ from ..names import check_name
 from ..objects.blobs import INLINE, Ref, ref_size
 from ..store.manifest import ValueRef
 from . import output
-from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, store_path
+from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
 
 COPY_BLOCK = 1 << 20
 
@@ -51,6 +51,9 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=cmd_diff)
 
     parser = subparsers.add_parser("verify", help="re-hash every object and check every checkpoint (exit 1 if any problem)")
+    parser.add_argument("--remote", metavar="URL", help="check this remote instead: every entry decodes and what it uses is there")
+    parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
+    parser.add_argument("--deep", action="store_true", help="with --remote: also download and re-hash every object")
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_verify)
 
@@ -238,8 +241,14 @@ def _compare(
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    with open_existing(args) as store:
-        report = store.verify()
+    if args.remote is not None:
+        from ..sync.remote import Remote
+        from ..sync.remote_verify import verify_remote
+
+        report = verify_remote(Remote(args.remote, storage_options(args.storage_options)), deep=args.deep)
+    else:
+        with open_existing(args) as store:
+            report = store.verify()
     if args.json:
         problems = [{"kind": p.kind, "where": p.where, "detail": p.detail} for p in report.problems]
         output.emit_json({"ok": report.ok, "objects": report.objects, "checkpoints": report.entries, "problems": problems})

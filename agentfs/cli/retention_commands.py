@@ -10,7 +10,7 @@ from typing import Any
 
 from ..store.retention import PruneReport, policy
 from ..sync.remote import Remote
-from ..sync.remote_gc import SETTLE, remote_gc
+from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
 from . import output
 from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, seconds, storage_options
 
@@ -23,6 +23,13 @@ def duration(text: str) -> float:
     if match is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 3600, 30m, 12h, 7d)")
     return float(match.group(1)) * UNITS[match.group(2) or "s"]
+
+
+def _settle(text: str) -> float:
+    value = seconds(text)
+    if value < MIN_SETTLE:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least {MIN_SETTLE:g} s (pushers look at gc/ every {RECHECK:g} s)")
+    return value
 
 
 def _keep_count(text: str) -> int:
@@ -66,7 +73,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--remote", metavar="URL", help="collect garbage on this remote instead (safe while others push)")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument(
-        "--settle", type=seconds, default=SETTLE, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
+        "--settle", type=_settle, default=SETTLE, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
     )
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_gc)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from ..errors import NotFound
 from ..ids import id_time_ns
 from ..objects.blobs import Location
 from ..store.config import encode_config
@@ -91,7 +92,11 @@ class Pusher:
                 if stop is not None and stop.is_set():
                     break
                 batch = pending[start : start + BATCH]
-                self._push_batch(pool, batch, stats, stop)
+                try:
+                    self._push_batch(pool, batch, stats, stop)
+                except NotFound:  # a local prune and gc raced this batch: push what is still there
+                    batch = [loc for loc in batch if self.store.entry_path(*loc).is_file()]
+                    self._push_batch(pool, batch, stats, stop)  # true damage raises again
                 bar.update(len(batch))
         stats.seconds = time.monotonic() - started
         return stats

@@ -46,7 +46,8 @@ log = logging.getLogger("agentfs.sync")
 SETTLE = 30.0
 SLACK = 120.0  # gc gives up, deleting nothing, unless its plan is out this long after settling
 DEADLINE = 600.0  # gc deletes nothing more this long after its plan
-RECHECK = 5.0  # a pusher looks at gc/ again before an entry once its last look is this old
+RECHECK = 2.0  # a pusher looks at gc/ again before an entry once its last look is this old
+MIN_SETTLE = RECHECK + 1.0  # the rest of the settle period covers the entry's own PUT
 CLOCK_MARGIN = 60.0
 POLL = 0.5
 
@@ -206,6 +207,8 @@ def remote_gc(
     workers: int = 16,
 ) -> RemoteGcReport:
     """Delete what no remaining remote entry references; safe while other machines push (see module doc)."""
+    if settle < MIN_SETTLE:
+        raise ValueError(f"settle must be at least {MIN_SETTLE:g} s: pushers look at gc/ every {RECHECK:g} s")
     gc_id = new_id()
     report = RemoteGcReport(gc_id)
     started = time.time()

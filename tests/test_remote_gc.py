@@ -1,0 +1,182 @@
+"""Remote gc (acceptance 5): retired checkpoints and unreferenced objects leave a remote, safely while others push."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import agentfs
+from agentfs.cli.main import main as cli
+from agentfs.sync.pull import pull
+from agentfs.sync.push import Pusher
+from agentfs.sync.remote import Remote
+from agentfs.sync.remote_gc import GcBarrier, list_markers, remote_gc
+from agentfs.sync.remote_verify import verify_remote
+from tests.helpers import workload
+from tests.servers import RemoteSpec, make_s3_spec
+
+pytest_plugins = ["tests.servers"]
+HELPERS = Path(__file__).parent / "helpers"
+SETTLE = 3.0
+
+
+def _push(store: agentfs.Store, spec: RemoteSpec) -> None:
+    Pusher(store, Remote(spec.url, spec.storage_options), workers=4).push()
+
+
+def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, remote: RemoteSpec) -> None:
+    with agentfs.open(tmp_path / "a") as store:
+        run = store.run("agent")
+        ids = [run.commit(workload.make_state(step), artifacts=workload.make_artifacts(step)).id for step in range(12)]
+        _push(store, remote)
+        rem = Remote(remote.url, remote.storage_options)
+        objects_before = set(rem.list_objects())
+        young = remote_gc(rem, store, grace=3600, settle=SETTLE)
+        assert (young.entries_deleted, young.objects_deleted) == (0, 0)
+
+        report = run.prune(keep_last=3)
+        _push(store, remote)  # sends the retirement record
+        first = remote_gc(rem, store, grace=3600, settle=SETTLE)
+        assert first.entries_deleted == len(report.removed) and first.objects_deleted == 0 and first.kept_young > 0
+        assert sorted(rem.list_ids("agent")) == sorted(set(ids) - set(report.removed))
+        second = remote_gc(rem, store, grace=0, settle=SETTLE)
+        assert second.objects_deleted == first.kept_young > 0
+        assert set(rem.list_objects()) < objects_before
+        check = verify_remote(rem, deep=True)
+        assert check.ok, str(check)
+        assert {kinds for kinds in (frozenset(k) for k in list_markers(rem).values())} == {frozenset({"intent", "plan", "done"})}
+
+    with agentfs.open(tmp_path / "b", remote=remote.url, storage_options=remote.storage_options) as other:
+        latest = other.run("agent").latest()
+        assert latest is not None and latest.id == ids[-1] and latest.state == workload.make_state(11)
+    with agentfs.open(tmp_path / "c") as fresh:
+        pull(fresh, Remote(remote.url, remote.storage_options))
+        assert fresh.run("agent").ids() == sorted(set(ids) - set(report.removed))
+        assert fresh.verify().ok
+
+
+def test_a_pusher_that_saw_a_gc_uploads_again_what_it_deleted(tmp_path: Path, moto_server: object) -> None:
+    """Local prune + gc, remote gc, then the same content committed again: the index must not vouch for it."""
+    spec = make_s3_spec(moto_server)  # type: ignore[arg-type]
+    with agentfs.open(tmp_path / "a") as store:
+        run = store.run("agent")
+        pusher = Pusher(store, Remote(spec.url, spec.storage_options), workers=4)
+        payload = os.urandom(50_000)
+        run.commit({"blob": payload})
+        run.commit({"blob": b"other"})
+        pusher.push()
+        run.prune(keep_last=1)
+        store.gc(grace=0)
+        pusher.push()
+        gc = remote_gc(Remote(spec.url, spec.storage_options), store, grace=0, settle=SETTLE)
+        assert gc.objects_deleted >= 1
+        run.commit({"blob": payload})  # the deleted object again, written anew locally
+        stats = pusher.push()
+        assert stats.objects >= 1, "the pusher trusted its index for an object the remote gc deleted"
+        check = verify_remote(Remote(spec.url, spec.storage_options), deep=True)
+        assert check.ok, str(check)
+        index_objects = (store.remotes_dir / pusher.index.directory.name / "objects").read_bytes()
+        assert len(index_objects) % 32 == 0
+
+
+def test_remote_gc_while_another_process_pushes_loses_nothing(tmp_path: Path, moto_server: object) -> None:
+    spec = make_s3_spec(moto_server)  # type: ignore[arg-type]
+    root = tmp_path / ".agentfs"
+    agentfs.open(root).close()
+    env = {**os.environ, "AGENTFS_STORE": str(root)}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "agentfs.cli.main", "sync", spec.url, "--watch", "--interval", "1",
+         "--storage-options", json.dumps(spec.storage_options)],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    writer = subprocess.Popen(
+        [sys.executable, str(HELPERS / "pruning_writer.py"), str(root), "agent", "300", "0.04"], stdout=subprocess.PIPE, text=True
+    )
+    rem = Remote(spec.url, spec.storage_options)
+    rounds = deleted = 0
+    try:
+        while writer.poll() is None or rounds < 2:
+            report = remote_gc(rem, grace=0, settle=SETTLE)
+            rounds += 1
+            deleted += report.objects_deleted + report.entries_deleted
+            time.sleep(1.0)  # pushes wait while a gc runs: leave them room, as a real schedule would
+        assert writer.wait(timeout=120) == 0
+    finally:
+        writer.kill()
+        daemon.send_signal(signal.SIGTERM)
+        _out, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, err
+    assert rounds >= 3 and deleted > 0, f"{rounds} gc rounds deleted {deleted}: the race was not exercised\n{err}"
+    remote_gc(rem, grace=0, settle=SETTLE)
+    check = verify_remote(rem, deep=True)
+    assert check.ok, str(check)
+    with agentfs.open(tmp_path / "fresh") as fresh:
+        pull(fresh, Remote(spec.url, spec.storage_options))
+        run = fresh.run("agent")
+        assert run.latest().state["step"] == 299  # type: ignore[union-attr]
+        for cp in run.history():
+            assert cp.state["blob"] == __import__("random").Random(cp.state["step"] % 6).randbytes(40_000)
+        assert fresh.verify().ok
+
+
+def test_the_barrier_waits_for_a_running_gc_and_ignores_an_abandoned_one(tmp_path: Path) -> None:
+    url = (tmp_path / "remote").as_uri()
+    rem = Remote(url, {"auto_mkdir": True})
+    with agentfs.open(tmp_path / "a") as store:
+        store.run("r").commit({"x": 1})
+        pusher = Pusher(store, rem, workers=2)
+        pusher.push()
+        stale = {"format": 1, "created": time.time() - 10_000, "settle": 30, "slack": 120}
+        rem.create(rem.key("gc", "01J000000000000000000000AA.intent"), json.dumps(stale).encode())
+        started = time.monotonic()
+        assert GcBarrier(rem, pusher.index).check(force=True) is False
+        assert time.monotonic() - started < 2, "an abandoned gc (no plan long after settling) must not block pushes"
+        running = {"format": 1, "created": time.time(), "settle": 30, "slack": 120}
+        rem.create(rem.key("gc", "01J000000000000000000000AB.intent"), json.dumps(running).encode())
+        oid = next(iter(pusher.index.objects), None)
+        plan = {"format": 1, "deadline": time.time() + 60, "objects": [oid.hex()] if oid else [], "entries": []}
+
+        def finish() -> None:
+            time.sleep(1.0)
+            rem.create(rem.key("gc", "01J000000000000000000000AB.plan"), json.dumps(plan).encode())
+            rem.create(rem.key("gc", "01J000000000000000000000AB.done"), b"{}")
+
+        import threading
+
+        threading.Thread(target=finish).start()
+        started = time.monotonic()
+        GcBarrier(rem, pusher.index).check(force=True)
+        assert time.monotonic() - started >= 0.9, "the barrier did not wait for the running gc"
+        assert "01J000000000000000000000AB" in pusher.index.gc_seen
+        assert oid is None or oid not in pusher.index.objects
+
+
+def test_cli_remote_gc_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = (tmp_path / "remote").as_uri()
+    root = str(tmp_path / ".agentfs")
+    with agentfs.open(root) as store:
+        for step in range(6):
+            store.run("r").commit(workload.make_state(step))
+    assert cli(["--store", root, "sync", url]) == 0
+    assert cli(["--store", root, "prune", "r", "--keep-last", "3"]) == 0  # step 3 keeps chunked objects
+    assert cli(["--store", root, "sync", url]) == 0
+    capsys.readouterr()
+    assert cli(["--store", root, "gc", "--remote", url, "--grace", "0", "--settle", "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["entries_deleted"] >= 1 and report["objects_deleted"] >= 1
+    assert cli(["--store", root, "verify", "--remote", url, "--deep"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(": ok")
+    with pytest.raises(SystemExit) as usage:  # settle below the pushers' recheck
+        cli(["--store", root, "gc", "--remote", url, "--settle", "1"])
+    assert usage.value.code == 2
+    # damage is found: remove an object an entry uses
+    objects = sorted(p for p in (tmp_path / "remote" / "objects").rglob("*") if p.is_file())
+    objects[0].unlink()
+    assert cli(["--store", root, "verify", "--remote", url]) == 1
