@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import signal
 import sys
 import threading
-import time
 from typing import Any
 
 import agentfs
 
 from ..store.maintenance import local_entries
+from ..store.stats import RemoteStats, remote_stats
 from ..sync.daemon import SyncDaemon
-from ..sync.index import PushIndex, remote_dirs
 from ..sync.pull import pull
-from ..sync.push import Pusher, lag_seconds
+from ..sync.push import Pusher
 from ..sync.remote import Remote
 from . import output
-from .common import OK, Subparsers, add_json_flag, open_existing, store_path
+from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, store_path
 
 
 def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -47,11 +47,18 @@ def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_sync(args: argparse.Namespace) -> int:
     store = open_existing(args)
     options = _storage_options(args)
+    if args.on_commit is not None and not args.watch:
+        print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
+        return USAGE
     if not args.watch:
         stats = Pusher(store, Remote(args.url, options), workers=args.workers).push(progress=True)
         output.line(f"pushed {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) to {Remote(args.url, options).url}")
         return OK
-    daemon = SyncDaemon(store, args.url, options, interval=args.interval, workers=args.workers)
+    try:
+        daemon = SyncDaemon(store, args.url, options, interval=args.interval, workers=args.workers, on_commit=args.on_commit)
+    except ValueError as exc:  # an --on-commit command shlex cannot split
+        print(f"agentfs: error: {exc}", file=sys.stderr)
+        return USAGE
     stopping = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -89,38 +96,39 @@ def cmd_clone(args: argparse.Namespace) -> int:
     return OK
 
 
+def pushed_at(seconds: float | None) -> str:
+    """A remote's last push (seconds since the epoch, from its status), as the CLI prints times."""
+    return "never" if seconds is None else output.when(dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc))
+
+
+def remote_json(remote: RemoteStats) -> dict[str, Any]:
+    """One remote in `status --json` and `stats --json`."""
+    return {
+        "remote": remote.url,
+        "last_push": remote.last_push,
+        "last_error": remote.last_error,
+        "lag_checkpoints": remote.lag_checkpoints,
+        "lag_seconds": round(remote.lag_seconds, 3),
+        "queue": remote.lag_checkpoints,
+        "pushed_checkpoints": remote.pushed_checkpoints,
+        "pulled_from": remote.pulled_from,
+    }
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     store = open_existing(args)
-    rows = []
-    for directory in remote_dirs(store.remotes_dir):
-        index = PushIndex(directory, store.tmp_dir)
-        saved = index.read_status()
-        local = set(local_entries(store))
-        pending = list(local - index.entries)
-        rows.append(
-            {
-                "remote": (directory / "url").read_text(),
-                "last_push": saved.get("last_push"),
-                "last_error": saved.get("last_error"),
-                "lag_checkpoints": len(pending),
-                "lag_seconds": round(lag_seconds(pending), 3),
-                "queue": len(pending),
-                "pushed_checkpoints": len(index.entries & local),
-                "pulled_from": (directory / "pulled").exists(),
-            }
-        )
+    remotes = remote_stats(store, local_entries(store))
     if args.json:
-        output.emit_json({"store": str(store.root), "remotes": rows})
+        output.emit_json({"store": str(store.root), "remotes": [remote_json(remote) for remote in remotes]})
         return OK
-    if not rows:
+    if not remotes:
         output.line(f"{store.root}: no remotes yet (start one with `agentfs sync URL`)")
-    for row in rows:
-        last = "never" if row["last_push"] is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(row["last_push"])))
-        output.line(f"{row['remote']}")
-        output.line(f"  last push:  {last}")
-        output.line(f"  lag:        {row['lag_checkpoints']} checkpoints, {row['lag_seconds']:.1f} s")
-        output.line(f"  queue:      {row['queue']}")
-        output.line(f"  last error: {row['last_error'] or '-'}")
+    for remote in remotes:
+        output.line(remote.url)
+        output.line(f"  last push:  {pushed_at(remote.last_push)}")
+        output.line(f"  lag:        {remote.lag_checkpoints} checkpoints, {remote.lag_seconds:.1f} s")
+        output.line(f"  queue:      {remote.lag_checkpoints}")
+        output.line(f"  last error: {remote.last_error or '-'}")
     return OK
 
 
@@ -130,6 +138,12 @@ def register(subparsers: Subparsers) -> None:
     sync.add_argument("--watch", action="store_true", help="keep running: push each commit within about a second")
     sync.add_argument("--interval", type=float, default=30.0, help="seconds between full rescans with --watch (default 30)")
     sync.add_argument("--workers", type=int, default=16, help="concurrent uploads (default 16)")
+    sync.add_argument(
+        "--on-commit",
+        metavar="CMD",
+        help="with --watch: run CMD once per local commit, e.g. 'notify.sh {run} {id}' (split like a shell, no shell; "
+        "also AGENTFS_RUN, AGENTFS_CHECKPOINT, AGENTFS_STORE in its environment); commits made while no daemon ran fire at start",
+    )
     sync.add_argument("--drain-timeout", type=float, default=30.0, help="on SIGTERM, seconds to finish pushing (default 30)")
     sync.set_defaults(handler=cmd_sync)
 

@@ -2,6 +2,7 @@
 
 inotify drops events when its queue overflows and can miss files in a directory made a moment
 earlier, so events are only hints: every cycle pushes whatever the store holds that the remote lacks.
+With `on_commit`, it also runs a command once per local commit (hooks.py).
 """
 
 from __future__ import annotations
@@ -9,24 +10,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
 
+from ..store.watch import observe
+from .hooks import CommitHook
 from .push import Pusher, lag_seconds
-from .remote import Remote, redact
+from .remote import Remote, redact, remote_name
 
 if TYPE_CHECKING:
     from ..store.store import Store
 
 log = logging.getLogger("agentfs.sync")
-
-# watchdog 7 noise that says nothing about our data: a warning when a directory is re-watched after
-# a burst of creations, and an error logged when its emitter thread is stopped mid-read
-warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning, module="watchdog")
-logging.getLogger("watchdog.observers.inotify").addFilter(lambda record: "called when the thread is inactive" not in record.getMessage())
 WAKING_EVENTS = {"created", "moved", "closed"}
 
 
@@ -53,6 +49,7 @@ class SyncDaemon:
         debounce: float = 0.02,
         max_backoff: float = 30.0,
         watch: bool = True,
+        on_commit: str | None = None,
     ) -> None:
         self.store = store
         self.url = redact(url)
@@ -77,15 +74,16 @@ class SyncDaemon:
         self._cycle = threading.Condition()
         self._thread: threading.Thread | None = None
         self._observer: Any = None
+        # fires on local commits from a thread of its own: a remote outage never delays it
+        self.hook = None if on_commit is None else CommitHook(store, on_commit, store.remotes_dir / remote_name(url))
 
     def start(self) -> SyncDaemon:
+        if self.hook is not None:
+            self.hook.start()
         self._thread = threading.Thread(target=self._loop, name="agentfs-sync", daemon=True)
         self._thread.start()
         if self.watch:
-            self._observer = Observer()
-            self._observer.schedule(_Wake(self._wake), str(self.store.runs_dir), recursive=True)
-            self._observer.daemon = True
-            self._observer.start()
+            self._observer = observe(self.store.runs_dir, _Wake(self._wake))
         return self
 
     def __enter__(self) -> SyncDaemon:
@@ -99,10 +97,9 @@ class SyncDaemon:
         while not self._halt.is_set():
             self._wake.clear()
             try:
-                if self.pusher is None:
-                    pusher = Pusher(self.store, Remote(self._url, self._storage_options), workers=self.workers)
-                    pusher.connect()  # the first real commit should not also pay for building the client
-                    self.pusher = pusher
+                if self.pusher is None:  # kept even if the remote is down: its index is where status goes
+                    self.pusher = Pusher(self.store, Remote(self._url, self._storage_options), workers=self.workers)
+                self.pusher.connect()  # the first real commit should not also pay for building the client; then a no-op
                 stats = self.pusher.push(stop=self._halt)
                 self.pushed_entries += stats.entries
                 self.uploaded_objects += stats.objects
@@ -180,7 +177,12 @@ class SyncDaemon:
                 self._cycle.wait(0.5 if left is None else min(left, 0.5))
 
     def stop(self, timeout: float = 10.0) -> bool:
-        """Push what is committed (waiting at most `timeout` seconds), then stop; True if all went up."""
+        """Push what is committed (waiting at most `timeout` seconds), then stop; True if all went up.
+
+        An on-commit command that is running is let finish first (at most `timeout` seconds too).
+        """
+        if self.hook is not None:
+            self.hook.stop(timeout)
         drained = self.flush(timeout) if self._thread is not None and self._thread.is_alive() else False
         self._halt.set()
         self._wake.set()

@@ -1,0 +1,142 @@
+"""store.stats(): checkpoints and bytes per run, dedup ratio, journal size, sync state per remote.
+
+Only what is in this store counts (not what a remote lists). Files are sized as they are on disk;
+logical bytes are what the checkpoints hold, summed from their manifests' refs without reading a value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..objects.blobs import Location, ref_size
+from ..sync.index import PushIndex, remote_dirs
+from ..sync.push import lag_seconds
+from .entries import decode_entry_at
+from .journal import journal_dir, local_journal_records
+from .maintenance import local_entries
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+@dataclasses.dataclass
+class RunStats:
+    run: str
+    checkpoints: int = 0
+    first: dt.datetime | None = None  # created time of the oldest checkpoint
+    last: dt.datetime | None = None
+    logical_bytes: int = 0  # the sizes of every checkpoint's state values and artifacts, summed
+    entry_bytes: int = 0  # its log entries on disk
+    journal_records: int = 0
+    journal_bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteStats:
+    url: str
+    pushed_checkpoints: int  # local checkpoints the remote is known to hold
+    lag_checkpoints: int  # local checkpoints it is not known to hold
+    lag_seconds: float  # age of the oldest of those
+    last_push: float | None  # seconds since the epoch, from the daemon's last status
+    last_error: str | None
+    pulled_from: bool
+
+
+@dataclasses.dataclass
+class StoreStats:
+    runs: list[RunStats]
+    objects: int
+    object_bytes: int
+    remotes: list[RemoteStats]
+
+    @property
+    def checkpoints(self) -> int:
+        return sum(run.checkpoints for run in self.runs)
+
+    @property
+    def entry_bytes(self) -> int:
+        return sum(run.entry_bytes for run in self.runs)
+
+    @property
+    def logical_bytes(self) -> int:
+        return sum(run.logical_bytes for run in self.runs)
+
+    @property
+    def journal_records(self) -> int:
+        return sum(run.journal_records for run in self.runs)
+
+    @property
+    def journal_bytes(self) -> int:
+        return sum(run.journal_bytes for run in self.runs)
+
+    @property
+    def stored_bytes(self) -> int:
+        """What the checkpoints take on disk: objects and log entries (packed objects travel in entries)."""
+        return self.object_bytes + self.entry_bytes
+
+    @property
+    def dedup_ratio(self) -> float | None:
+        """Logical bytes per stored byte; None for a store with nothing stored."""
+        return self.logical_bytes / self.stored_bytes if self.stored_bytes else None
+
+
+def stats(store: Store) -> StoreStats:
+    runs: dict[str, RunStats] = {}
+    local = []
+    for run, checkpoint_id in local_entries(store):
+        path = store.entry_path(run, checkpoint_id)
+        try:
+            data = path.read_bytes()  # read directly: the entry cache, or a remote, must not answer
+        except FileNotFoundError:
+            continue  # pruned since it was listed
+        manifest = decode_entry_at(data, run, checkpoint_id, f"{run}@{checkpoint_id} ({path})").manifest
+        created = dt.datetime.fromtimestamp(manifest.created / 1e9, tz=dt.timezone.utc)
+        row = runs.setdefault(run, RunStats(run))
+        row.checkpoints += 1
+        row.first = created if row.first is None else min(row.first, created)  # clocks of two writers may disagree
+        row.last = created if row.last is None else max(row.last, created)
+        row.entry_bytes += len(data)
+        refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())
+        row.logical_bytes += sum(ref_size(ref) for ref in refs)
+        local.append((run, checkpoint_id))
+    for run, record_id in local_journal_records(store):
+        try:
+            size = (journal_dir(store, run) / record_id).stat().st_size
+        except FileNotFoundError:
+            continue
+        row = runs.setdefault(run, RunStats(run))
+        row.journal_records += 1
+        row.journal_bytes += size
+    objects = object_bytes = 0
+    for oid in store.db.oids():
+        try:
+            object_bytes += store.db.path(oid).stat().st_size
+        except FileNotFoundError:
+            continue  # deleted by gc while we listed
+        objects += 1
+    return StoreStats(sorted(runs.values(), key=lambda row: row.run), objects, object_bytes, remote_stats(store, local))
+
+
+def remote_stats(store: Store, local: Iterable[Location]) -> list[RemoteStats]:
+    """Per remote this store has synced with: what it holds of `local` (the store's checkpoints) and its last status."""
+    held = set(local)
+    rows = []
+    for directory in remote_dirs(store.remotes_dir):
+        index = PushIndex(directory, store.tmp_dir)
+        saved = index.read_status()
+        pending = list(held - index.entries)
+        rows.append(
+            RemoteStats(
+                url=(directory / "url").read_text(),
+                pushed_checkpoints=len(held & index.entries),
+                lag_checkpoints=len(pending),
+                lag_seconds=lag_seconds(pending),
+                last_push=saved.get("last_push"),
+                last_error=saved.get("last_error"),
+                pulled_from=(directory / "pulled").exists(),
+            )
+        )
+    return rows
