@@ -7,19 +7,18 @@ body = msgpack [manifest bytes, [[oid, object file bytes], ...]]
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Iterator
 
 import msgpack
 
-from ..errors import FormatError, IntegrityError
+from ..errors import FormatError
 from ..objects import codec
 from ..objects.blobs import PACKED, Location, Ref
 from .manifest import Manifest
+from .sealed import seal, unseal
 
 MAGIC = b"AFL"
 VERSION = 1
-HEADER = 4 + 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +49,7 @@ def encode_entry(manifest: Manifest, pack: dict[bytes, bytes]) -> tuple[bytes, E
     """The entry file's bytes, and the Entry they decode to."""
     manifest_bytes = manifest.to_bytes()
     body = msgpack.packb([manifest_bytes, [[oid, pack[oid]] for oid in sorted(pack)]], use_bin_type=True)
-    return MAGIC + bytes((VERSION,)) + hashlib.sha256(body).digest() + body, Entry(manifest, manifest_bytes, pack)
+    return seal(MAGIC, VERSION, body), Entry(manifest, manifest_bytes, pack)
 
 
 def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str) -> Entry:
@@ -62,13 +61,7 @@ def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str) -> En
 
 
 def decode_entry(data: bytes, where: str) -> Entry:
-    if len(data) < HEADER or data[:3] != MAGIC:
-        raise IntegrityError(f"log entry {where} is truncated or not a log entry ({len(data)} bytes)")
-    if data[3] != VERSION:
-        raise FormatError(f"log entry {where} has format version {data[3]}, this agentfs reads {VERSION}")
-    body = data[HEADER:]
-    if hashlib.sha256(body).digest() != data[4:HEADER]:
-        raise IntegrityError(f"log entry {where} does not match its checksum (corrupt)")
+    body = unseal(data, MAGIC, VERSION, "log entry", where)
     try:
         manifest_bytes, pack_list = msgpack.unpackb(body, raw=False, use_list=True)
         pack = {oid: blob for oid, blob in pack_list}

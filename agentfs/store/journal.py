@@ -34,6 +34,7 @@ from ..names import ID, check_name
 from ..serialization import decode_value, encode_value
 from .locks import EXCLUSIVE, flock
 from .run import HOST
+from .sealed import seal, unseal
 
 if TYPE_CHECKING:
     from .run import Run
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 MAGIC = b"AFJ"
 VERSION = 1
 FORMAT = 1
-HEADER = 4 + 32
 START, OK, ERROR = "start", "ok", "error"
 IN_FLIGHT = "in_flight"
 ABANDONED = "agentfs.Abandoned"  # the error type abandon() records
@@ -86,8 +86,7 @@ class Record:
         for field in ("args", "result", "unrecorded", "error"):
             if getattr(self, field) is not None:
                 body[field] = getattr(self, field)
-        data = msgpack.packb(body, use_bin_type=True)
-        return MAGIC + bytes((VERSION,)) + hashlib.sha256(data).digest() + data
+        return seal(MAGIC, VERSION, msgpack.packb(body, use_bin_type=True))
 
     @property
     def created_at(self) -> dt.datetime:
@@ -130,14 +129,8 @@ def decode_record(data: bytes, run: str, record_id: str, where: str) -> Record:
 
     `where` names the bytes' origin in messages ("journal record <where> ...").
     """
+    body = unseal(data, MAGIC, VERSION, "journal record", where)
     where = f"journal record {where}"
-    if len(data) < HEADER or data[:3] != MAGIC:
-        raise IntegrityError(f"{where} is truncated or not a journal record ({len(data)} bytes)")
-    if data[3] != VERSION:
-        raise FormatError(f"{where} has format version {data[3]}, this agentfs reads {VERSION}")
-    body = data[HEADER:]
-    if hashlib.sha256(body).digest() != data[4:HEADER]:
-        raise IntegrityError(f"{where} does not match its checksum (corrupt)")
     try:
         fields = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:

@@ -11,7 +11,6 @@ body = msgpack {"format": 1, "run", "id", "created", "writer", "checkpoints": [i
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from ..errors import AgentFSError, FormatError, IntegrityError
+from ..errors import AgentFSError, FormatError
 from ..fsutil import fsync_dir, write_atomic
 from ..ids import id_time_ns, new_id
 from ..names import ID, check_id, check_name
@@ -29,6 +28,7 @@ from ..objects.blobs import Location
 from .config import encode_config, read_config
 from .locks import EXCLUSIVE, flock
 from .maintenance import local_entries
+from .sealed import seal, unseal
 
 if TYPE_CHECKING:
     from .run import Run
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 MAGIC = b"AFR"
 VERSION = 1
-HEADER = 4 + 32
 MANAGED_PREFIXES = ("langgraph/",)  # runs whose owner keeps its own retention: the store policy skips them
 
 
@@ -75,18 +74,12 @@ def encode_retirement(record: Retirement, writer: dict[str, Any]) -> bytes:
         },
         use_bin_type=True,
     )
-    return MAGIC + bytes((VERSION,)) + hashlib.sha256(body).digest() + body
+    return seal(MAGIC, VERSION, body)
 
 
 def decode_retirement(data: bytes, run: str, record_id: str, where: str) -> Retirement:
     """A retirement record, refused unless intact and naming the run and id its path names."""
-    if len(data) < HEADER or data[:3] != MAGIC:
-        raise IntegrityError(f"retirement record {where} is truncated or not a retirement record ({len(data)} bytes)")
-    if data[3] != VERSION:
-        raise FormatError(f"retirement record {where} has format version {data[3]}, this agentfs reads {VERSION}")
-    body = data[HEADER:]
-    if hashlib.sha256(body).digest() != data[4:HEADER]:
-        raise IntegrityError(f"retirement record {where} does not match its checksum (corrupt)")
+    body = unseal(data, MAGIC, VERSION, "retirement record", where)
     try:
         record = msgpack.unpackb(body, raw=False, strict_map_key=True)
         fields = (record["run"], record["id"], record["created"], record["checkpoints"], record["journal"])
