@@ -24,11 +24,11 @@ from .locks import SHARED, flock
 
 if TYPE_CHECKING:
     from ..sync.daemon import SyncDaemon
-    from .checkpoint import Checkpoint
     from .maintenance import GcReport, VerifyReport
     from .run import Run
     from .schema import Schema
     from .stats import StoreStats
+    from .watch import Watch
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -276,11 +276,12 @@ class Store:
 
         return set_policy(self, keep_last, keep_within)
 
-    def watch(self, run: str | None = None, *, timeout: float | None = None) -> Iterator[Checkpoint]:
+    def watch(self, run: str | None = None, *, timeout: float | None = None) -> Watch:
         """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.
 
         Starts from now: checkpoints already committed are not yielded. Stops after `timeout`
-        seconds without a new checkpoint (default: never); closing the iterator stops watching.
+        seconds without a new checkpoint (default: never). Watching starts at this call; `close()`
+        (or leaving a `with store.watch() as changes:` block) stops it.
         """
         from .watch import watch
 

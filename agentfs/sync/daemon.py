@@ -16,7 +16,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
 from ..store.watch import observe
 from .hooks import CommitHook
-from .push import Pusher, lag_seconds
+from .push import Pusher, lag_seconds, local_records
 from .remote import Remote, redact, remote_name
 
 if TYPE_CHECKING:
@@ -159,16 +159,17 @@ class SyncDaemon:
         }
 
     def flush(self, timeout: float | None = 10.0) -> bool:
-        """Wait until every checkpoint committed before this call is on the remote; False on timeout."""
+        """Wait until every checkpoint and journal record written before this call is on the remote; False on timeout."""
         from ..store.maintenance import local_entries
 
         target = set(local_entries(self.store))
+        records = set(local_records(self.store))
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wake.set()
         self._urgent.set()
         with self._cycle:
             while True:
-                if self.pusher is not None and target <= self.pusher.index.entries:
+                if self.pusher is not None and target <= self.pusher.index.entries and records <= self.pusher.index.records:
                     return True
                 left = None if deadline is None else deadline - time.monotonic()
                 if (left is not None and left <= 0) or self._thread is None or not self._thread.is_alive():

@@ -46,6 +46,11 @@ def lag_seconds(pending: list[Location]) -> float:
     return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1e9)
 
 
+def local_records(store: Store) -> list[tuple[str, str, str]]:
+    """(kind, run, id) of every journal and retirement record in the store."""
+    return [(JOURNAL, *loc) for loc in local_journal_records(store)] + [(RETIRED, *loc) for loc in local_retirements(store)]
+
+
 class Pusher:
     def __init__(self, store: Store, remote: Remote, *, workers: int = 16) -> None:
         self.store = store
@@ -67,9 +72,7 @@ class Pusher:
 
     def pending_records(self) -> list[tuple[str, str, str]]:
         """Journal and retirement records the remote is not known to hold."""
-        local = [(JOURNAL, *loc) for loc in local_journal_records(self.store)]
-        local += [(RETIRED, *loc) for loc in local_retirements(self.store)]
-        return [record for record in local if record not in self.index.records]
+        return [record for record in local_records(self.store) if record not in self.index.records]
 
     def push(self, *, progress: bool = False, stop: threading.Event | None = None) -> PushStats:
         started = time.monotonic()
