@@ -104,3 +104,13 @@ def test_delete_removes_the_journal_here_and_on_the_remote_after_its_gc(tmp_path
         assert gc.journal_deleted == report.journal_removed and gc.entries_deleted == 1
     with agentfs.open(tmp_path / "b", remote=url) as other:
         assert other.run(RUN).journal.calls() == [] and other.run(RUN).latest() is None
+
+
+def test_the_daemon_pushes_journal_records_and_flush_waits_for_them(tmp_path: Path) -> None:
+    url = (tmp_path / "remote").as_uri()
+    with agentfs.open(tmp_path / "a") as store, store.sync(url, {"auto_mkdir": True}) as daemon:
+        assert daemon.flush(timeout=10)
+        store.run(RUN).once("only-a-journal", lambda: "done")  # no checkpoint at all: flush must still wait
+        assert daemon.flush(timeout=10)
+        names = sorted(p.name for p in (tmp_path / "remote" / "runs" / RUN / "journal").iterdir())
+        assert names == sorted(p.name for p in journal_dir(store, RUN).iterdir()) and len(names) == 2

@@ -214,14 +214,17 @@ segment_chars = st.characters(codec="utf-8", exclude_characters="/")
 
 
 @settings(max_examples=300, deadline=None)
-@given(name=st.text(segment_chars | st.just("/") | st.just(".") | st.just("\\"), max_size=40))
+@given(
+    name=st.text(segment_chars | st.just("/") | st.just(".") | st.just("\\"), max_size=40)
+    | st.sampled_from(["log", "a/log", "log/b", "logs"])
+)
 def test_check_name_accepts_exactly_the_documented_grammar(name: str) -> None:
     segments = name.split("/")
     allowed = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
     expected = (
         0 < len(name) <= 1024
         and all(segments)
-        and all(s not in (".", "..") for s in segments)
+        and all(s not in (".", "..", "log") for s in segments)  # "log" is reserved in run names
         and all(len(s) <= 128 for s in segments)
         and all(set(s) <= allowed for s in segments)
     )

@@ -11,6 +11,7 @@ from ..context import Context
 from . import (
     conversation,
     incremental_artifact,
+    journal,
     langgraph_savers,
     large_artifact,
     push,
@@ -31,4 +32,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "resume": resume.run,
     "scale": scale.run,
     "langgraph_savers": langgraph_savers.run,
+    "journal": journal.run,
 }
