@@ -322,8 +322,20 @@ class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.records: dict[str, Record] = {}
+        self.by_key: dict[str, dict[str, Record]] = {}  # key -> its records by id: once() looks up one key
         self.damaged: dict[str, str] = {}  # id -> why it was skipped
+        self.other: set[str] = set()  # names in journal/ that are no record (directories of nested runs)
         self.last_id: str | None = None  # the greatest id this process wrote or read: new ids go after it
+
+    def add(self, record: Record) -> None:
+        self.records[record.id] = record
+        self.by_key.setdefault(record.key, {})[record.id] = record
+
+    def drop(self, record_id: str) -> None:
+        record = self.records.pop(record_id, None)
+        if record is not None:
+            self.by_key[record.key].pop(record_id, None)
+        self.damaged.pop(record_id, None)
 
 
 _caches: weakref.WeakKeyDictionary[Store, dict[str, _Cache]] = weakref.WeakKeyDictionary()
@@ -470,7 +482,7 @@ class Journal:
     def _find(self, key: str) -> Call | None:
         self._refresh()
         with self._cache.lock:
-            mine = [self._cache.records[i] for i in sorted(self._cache.records) if self._cache.records[i].key == key]
+            mine = sorted(self._cache.by_key.get(key, {}).values(), key=lambda record: record.id)
         return next(iter(calls_of(mine)), None)
 
     def _write(self, kind: str, key: str, name: str, call: str | None, **payload: Any) -> Record:
@@ -486,16 +498,23 @@ class Journal:
                 break
             # hazard: another process can take the same id (new_id steps one past an id both knew): take the next one
         with cache.lock:
-            cache.records[record_id] = record
+            cache.add(record)
         return record
 
     def _refresh(self) -> None:
         """Decode the records this process has not read yet (fetching, with a remote, those only it holds)."""
+        cache = self._cache
         try:
-            with os.scandir(self.dir) as entries:  # the directories of runs named <run>/journal/... may sit here too
-                local = {e.name for e in entries if ID.fullmatch(e.name) and e.is_file(follow_symlinks=False)}
+            names = set(os.listdir(self.dir))
         except FileNotFoundError:
-            local = set()
+            names = set()
+        with cache.lock:
+            unknown = names - cache.records.keys() - cache.damaged.keys() - cache.other
+        for name in unknown:  # the directories of runs named <run>/journal/... may sit here too
+            if not (ID.fullmatch(name) and (self.dir / name).is_file()):
+                with cache.lock:
+                    cache.other.add(name)
+        local = names - cache.other
         source = self.store.source
         remote: set[str] = set()
         if source is not None:
@@ -504,11 +523,9 @@ class Journal:
             # records deleted here stay on the remote until its gc: never fetch them back
             retired = {i for record in read_retirements(self.store, self.run.name) for i in record.journal}
             remote = {i for i in source.list_journal(self.run.name) if ID.fullmatch(i)} - local - retired
-        cache = self._cache
         with cache.lock:
             for gone in (cache.records.keys() | cache.damaged.keys()) - local - remote:  # the run was deleted
-                cache.records.pop(gone, None)
-                cache.damaged.pop(gone, None)
+                cache.drop(gone)
             for record_id in sorted(local - cache.records.keys() - cache.damaged.keys()):
                 path = self.dir / record_id
                 try:
@@ -527,7 +544,7 @@ class Journal:
     def _decode(self, data: bytes, record_id: str, where: str) -> bool:
         """Cache the record in `data`, or list it as damaged (logged once); caller holds the cache lock."""
         try:
-            self._cache.records[record_id] = decode_record(data, self.run.name, record_id, where)
+            self._cache.add(decode_record(data, self.run.name, record_id, where))
         except (IntegrityError, FormatError) as exc:
             self._cache.damaged[record_id] = str(exc)
             log.warning("skipping a damaged journal record: %s", exc)
