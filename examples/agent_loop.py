@@ -1,7 +1,9 @@
-"""A toy agent: each step appends a message to its conversation, writes a report, and commits.
+"""A toy agent: each step calls a tool, appends a message to its conversation, writes a report, and commits.
 
-It resumes from the latest checkpoint of its run, wherever that checkpoint came from. Used by
-quickstart.py and cross_machine_resume.py; run it alone with: python agent_loop.py STORE [REMOTE]
+It resumes from the latest checkpoint of its run, wherever that checkpoint came from. The tool call
+goes through the run's journal (`run.once`): a step cut short after its call is resumed with the
+recorded result instead of calling again. Used by quickstart.py and cross_machine_resume.py; run it
+alone with: python agent_loop.py STORE [REMOTE]
 """
 
 from __future__ import annotations
@@ -30,12 +32,23 @@ def main(store_path: str, remote: str | None = None, step_delay: float = 0.2) ->
     print(f"[agent] starting at step {state['step']} ({'resumed from ' + latest.id if latest else 'fresh'})", flush=True)
     while state["step"] < STEPS:
         step = state["step"] + 1
-        state["messages"].append({"role": "assistant", "step": step, "content": think(step)})
+        key = f"think:{step}"
+        before = run.journal.get(key)
+        try:
+            content = run.once(key, think, step)  # the tool call: journaled, never made twice
+        except agentfs.InFlight:  # killed mid-call: a real tool would check whether it happened
+            run.journal.abandon(key, "think() has no side effect: safe to call again")
+            content = run.once(key, think, step)
+        if before is not None and before.status == "ok":
+            print(f"[agent] step {step}: tool already called before the crash; reusing its journaled result", flush=True)
+        else:
+            print(f"[agent] step {step}: tool called, result journaled", flush=True)
+        time.sleep(step_delay)  # the rest of the step's work
+        state["messages"].append({"role": "assistant", "step": step, "content": content})
         state["step"] = step
         report = "\n".join(m["content"] for m in state["messages"]).encode()
         checkpoint = run.commit(state, artifacts={"report.md": report}, metadata={"source": "agent_loop"})
         print(f"[agent] committed step {step} as {checkpoint.id}", flush=True)
-        time.sleep(step_delay)
     print(f"[agent] done: {STEPS} steps, report of {len(report)} bytes", flush=True)
 
 

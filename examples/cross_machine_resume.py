@@ -1,10 +1,12 @@
 """The main demo: checkpoint an agent, sync it to a remote, kill it, resume it on "another machine".
 
   machine A: the agent commits a step at a time into demo/machine-a/.agentfs, while
-             `agentfs sync REMOTE --watch` (a separate process) pushes every commit;
-             the agent is killed with SIGKILL partway; SIGTERM makes the daemon drain and exit.
+             `agentfs sync REMOTE --watch` (a separate process) pushes every commit and journal
+             record; the agent is killed with SIGKILL in the middle of a step, after that step's
+             tool call was journaled; SIGTERM makes the daemon drain and exit.
   machine B: an empty store at demo/machine-b/.agentfs opened with remote=REMOTE resumes the
-             run from its latest checkpoint, fetching only what that checkpoint needs, and finishes.
+             run from its latest checkpoint, fetching only what that checkpoint needs, reuses the
+             journaled result of the interrupted step's tool call instead of calling again, and finishes.
 
 REMOTE defaults to a local directory (demo/remote); pass any fsspec URL instead, e.g.
   python examples/cross_machine_resume.py s3://my-bucket/agents    (credentials from the usual AWS chain)
@@ -46,9 +48,9 @@ def main() -> int:
     assert agent.stdout is not None
     for line in agent.stdout:
         print(line, end="")
-        if f"committed step {KILL_AFTER_STEP} " in line:
+        if f"step {KILL_AFTER_STEP + 1}: tool called" in line:
             agent.send_signal(signal.SIGKILL)
-            print(f"== machine A: agent killed with SIGKILL after step {KILL_AFTER_STEP}")
+            print(f"== machine A: agent killed with SIGKILL during step {KILL_AFTER_STEP + 1}, after its tool call")
             break
     agent.wait()
     daemon.send_signal(signal.SIGTERM)

@@ -23,9 +23,9 @@ def main() -> int:
     assert agent.stdout is not None
     for line in agent.stdout:
         print(line, end="")
-        if "committed step 4 " in line:
+        if "step 5: tool called" in line:
             agent.send_signal(signal.SIGKILL)
-            print("== agent killed with SIGKILL after step 4; restarting it")
+            print("== agent killed with SIGKILL during step 5, after its tool call; restarting it")
             break
     agent.wait()
     subprocess.run([sys.executable, str(HERE / "agent_loop.py"), str(store_path)], check=True)

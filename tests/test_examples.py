@@ -16,7 +16,8 @@ def run_example(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess
 def test_quickstart_resumes_after_sigkill(tmp_path: Path) -> None:
     result = run_example("quickstart.py", str(tmp_path / ".agentfs"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "agent killed with SIGKILL after step 4" in result.stdout
+    assert "agent killed with SIGKILL during step 5" in result.stdout
+    assert "step 5: tool already called before the crash" in result.stdout
     assert "(resumed from" in result.stdout
     assert "verify: " in result.stdout and ": ok" in result.stdout
 
@@ -26,4 +27,5 @@ def test_cross_machine_resume_finishes_on_machine_b(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(resumed from" in result.stdout  # step 5, or later if the kill came late on a busy machine
     assert "machine B: finished at step 12" in result.stdout
+    assert "step 6: tool already called before the crash; reusing its journaled result" in result.stdout
     assert (tmp_path / "demo" / "remote" / "config").is_file()
