@@ -46,13 +46,13 @@ def test_s3_head_lists_only_recent_keys_and_sees_future_ones(
     monkeypatch.setattr(remote.fs, "call_s3", counting)
     monkeypatch.setattr(remote, "list_ids", lambda run: pytest.fail("the head lookup listed the whole log"))
     assert remote.head_id("r") == head
-    assert sum(listed) <= 3  # only the keys after the probe that found one, not the day-old history
+    assert sum(listed) <= 30 and len(listed) <= 30  # one-key probes near now, never the day-old history
 
     future = ulid_at(time.time() + 3600)  # a machine whose clock is an hour ahead
     remote.fs.pipe_file(remote.entry_key("r", future), b"not read by head_id")
     listed.clear()
     assert remote.head_id("r") == future
-    assert sum(listed) <= 4  # the future key and, at most, the three recent ones
+    assert sum(listed) <= 3  # a probe past now, then the keys from the future: one
 
 
 def test_s3_head_of_an_empty_or_old_run(tmp_path: Path, moto_server: MotoServer) -> None:
@@ -62,3 +62,26 @@ def test_s3_head_of_an_empty_or_old_run(tmp_path: Path, moto_server: MotoServer)
     old = ulid_at(time.time() - 3 * 365 * 86400)
     remote.fs.pipe_file(remote.entry_key("old", old), b"x")
     assert remote.head_id("old") == old
+
+
+def test_s3_head_of_a_dense_recent_history_bisects_instead_of_listing(
+    tmp_path: Path, moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """600 checkpoints in the last 30 s: the first probe that finds keys would list them all; bisecting lists a few."""
+    spec = make_s3_spec(moto_server)
+    remote = Remote(spec.url, spec.storage_options)
+    now = time.time()
+    ids = sorted(ulid_at(now - 30 + n * 0.05) for n in range(600))
+    remote.fs.pipe({remote.entry_key("dense", i): b"x" for i in ids})
+    requests: list[int] = []
+    real = remote.fs.call_s3
+
+    def counting(method: str, *args: Any, **kwargs: Any) -> Any:
+        page = real(method, *args, **kwargs)
+        requests.append(len(page.get("Contents", [])))
+        return page
+
+    monkeypatch.setattr(remote.fs, "call_s3", counting)
+    monkeypatch.setattr(remote, "list_ids", lambda run: pytest.fail("the head lookup fell back to listing the whole log"))
+    assert remote.head_id("dense") == ids[-1]
+    assert len(requests) <= 30 and sum(requests) <= 30, f"{len(requests)} requests listed {sum(requests)} keys"

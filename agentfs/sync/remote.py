@@ -165,8 +165,8 @@ class Remote:
         return sorted(ids)
 
     def head_id(self, run: str) -> str | None:
-        """The run's greatest id. On S3, found by listing only the keys after a point that moves back
-        in time until one exists: resume costs the same with 10 or 10,000 checkpoints of history."""
+        """The run's greatest id. On S3, found by one-key listings that bisect time (ids begin with
+        their millisecond): resume costs about 25 small requests with 10 or 10,000 checkpoints."""
         if "s3" in self.protocols:
             with contextlib.suppress(Exception):  # any surprise from a lookalike endpoint: list it all
                 return self._s3_head(run)
@@ -176,21 +176,39 @@ class Remote:
     def _s3_head(self, run: str) -> str | None:
         bucket, prefix, _ = self.fs.split_path(self.key("runs", check_name(run), "log") + "/")
         now_ms = time.time_ns() // 1_000_000
-        back_ms = 100
+        if self._s3_any_from(bucket, prefix, now_ms + 1):  # written by a clock ahead of ours: few, list them
+            return max(self._s3_ids_from(bucket, prefix, now_ms + 1))
+        # no id is from after `high`; step back (100 ms, then 8x further each time) until one is from `low` on
+        high, back_ms = now_ms, 100
         while True:
-            # every key after this point is listed, so a probe that finds none proves none is newer
-            after_ms = max(0, now_ms - back_ms)
-            start = prefix + str(ULID.from_timestamp(after_ms / 1000))[:10] + "0" * 16
-            found = self._s3_keys_after(bucket, prefix, start)
-            if found or after_ms == 0:
-                return max(found, default=None)
-            back_ms *= 8
+            low = max(0, now_ms - back_ms)
+            if self._s3_any_from(bucket, prefix, low):
+                break
+            if low == 0:
+                return None
+            high, back_ms = low - 1, back_ms * 8
+        while low < high:  # bisect for the last millisecond that has an id
+            middle = (low + high + 1) // 2
+            if self._s3_any_from(bucket, prefix, middle):
+                low = middle
+            else:
+                high = middle - 1
+        return max(self._s3_ids_from(bucket, prefix, low))
 
-    def _s3_keys_after(self, bucket: str, prefix: str, start: str) -> list[str]:
+    @staticmethod
+    def _after(prefix: str, ms: int) -> str:
+        """The StartAfter key that lists every id from millisecond `ms` on."""
+        return prefix + str(ULID(ms.to_bytes(6, "big") + bytes(10)))[:10] + "0" * 16
+
+    def _s3_any_from(self, bucket: str, prefix: str, ms: int) -> bool:
+        page = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=self._after(prefix, ms), MaxKeys=1)
+        return bool(page.get("Contents"))
+
+    def _s3_ids_from(self, bucket: str, prefix: str, ms: int) -> list[str]:
         ids: list[str] = []
         token: dict[str, str] = {}
         while True:
-            page = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=start, **token)
+            page = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=self._after(prefix, ms), **token)
             ids.extend(name for item in page.get("Contents", []) if ID.fullmatch(name := item["Key"][len(prefix) :]))
             if not page.get("IsTruncated"):
                 return ids

@@ -33,6 +33,19 @@ def resume(ctx: Context, url: str) -> tuple[float, Path, Any]:
     return time.perf_counter() - t, dst, state
 
 
+def one_key_list_ms(ctx: Context, url: str) -> float:
+    """The server's own cost of the request a head lookup is made of: a one-key listing of the run's log."""
+    fs = ctx.moto().fs()
+    bucket, _, path = url.removeprefix("s3://").partition("/")
+    prefix = f"{path}/runs/{RUN}/log/"
+    times = []
+    for _ in range(10):
+        t = time.perf_counter()
+        fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=prefix, MaxKeys=1)
+        times.append((time.perf_counter() - t) * 1000)
+    return sorted(times)[len(times) // 2]
+
+
 def history(ctx: Context, h: int, warmup: bool = False) -> dict[str, Any]:
     require_sync(ctx)
     af = ctx.agentfs
@@ -59,6 +72,7 @@ def history(ctx: Context, h: int, warmup: bool = False) -> dict[str, Any]:
     reads = moto.stats() - before
     assert state == last, "resumed state is not the last commit"
     return {
+        "list_ms": one_key_list_ms(ctx, url),
         "resume_s": resume_s,
         "push_s": push_s,
         "gets": reads.count("GET"),
@@ -104,5 +118,14 @@ def run(ctx: Context) -> None:
         float(long["files"]) if long else None,
         f"same with {lo}",
         float(short["files"]) if short else None,
+    )
+    fig(
+        ctx,
+        W,
+        f"moto: one one-key list request, {hi:,} of history (ms)",
+        long["list_ms"] if long else None,
+        f"same with {lo}",
+        short["list_ms"] if short else None,
+        note="the server's cost, not agentfs's: moto scans the bucket per list, S3 does not",
     )
     fig(ctx, W, f"push of {hi:,} checkpoints (s)", long["push_s"] if long else None, f"push of {lo}", short["push_s"] if short else None)
