@@ -32,6 +32,7 @@ import agentfs
 from agentfs.integrations.langgraph import AgentFSSaver, records
 from agentfs.integrations.langgraph.layout import Layout, Namespace, Parsed, decode, encode, hashed
 from agentfs.names import check_name
+from agentfs.store.retention import retired_dir
 
 
 def test_conformance_suite_passes_every_capability(tmp_path: Path) -> None:
@@ -232,7 +233,7 @@ def test_copies_and_prunes_keep_every_value_of_what_remains(tmp_path: Path) -> N
     assert saver.store.verify().ok
 
 
-def test_deleted_thread_starts_afresh_and_the_log_keeps_its_history(tmp_path: Path) -> None:
+def test_deleted_thread_starts_afresh_and_its_old_generation_is_reclaimed(tmp_path: Path) -> None:
     with AgentFSSaver(tmp_path / "s", durability="process") as saver:
         saver.put(_config("t"), _checkpoint("1", {"v": "old"}, {"v": 1}), {}, {"v": 1})
         saver.put_writes(_config("t", "1"), [("v", "pending")], "task")
@@ -242,7 +243,9 @@ def test_deleted_thread_starts_afresh_and_the_log_keeps_its_history(tmp_path: Pa
         tup = saver.get_tuple(_config("t"))
         assert tup is not None and tup.checkpoint["channel_values"] == {"v": "new"} and tup.pending_writes == []
         assert [t.checkpoint["id"] for t in saver.list(None)] == ["2"]
-        assert len(saver.store.run(saver.layout.checkpoints(Namespace("t", "0", ""))).ids()) == 1  # never rewritten
+        old = saver.store.run(saver.layout.checkpoints(Namespace("t", "0", "")))
+        assert old.ids() == [] and retired_dir(saver.store, old.name).is_dir()  # deleted through retention
+        assert saver.store.verify().ok
     with pytest.raises(ValueError, match="durability"):
         AgentFSSaver(saver.store, durability="process")
 
@@ -263,3 +266,30 @@ def test_pending_writes_come_back_in_writes_sort_key_order(tmp_path: Path) -> No
         ("task-b", "c", 3),
         ("task-b", "d", 4),
     ]
+
+
+def test_retired_generations_are_reclaimed_after_a_grace_and_gc_frees_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentfs.integrations.langgraph import generations
+
+    def store_bytes(root: Path) -> int:
+        return sum(p.stat().st_size for p in (root / "objects").rglob("*") if p.is_file())
+
+    with AgentFSSaver(tmp_path / "s", durability="process") as saver:
+        for i in range(1, 6):
+            saver.put(_config("t"), _checkpoint(str(i), {"v": os.urandom(30_000).hex()}, {"v": i}), {}, {"v": i})
+        saver.prune(["t"])  # keep_latest: a new generation holding checkpoint 5
+        first = saver.store.run(saver.layout.checkpoints(Namespace("t", "0", "")))
+        assert len(first.ids()) == 5, "reclaimed before its grace: a reader that resolved it a moment ago would fail"
+        monkeypatch.setattr(generations, "RECLAIM_AFTER", 0.0)
+        saver.prune(["t"])  # the next switch reclaims what is past its grace
+        assert first.ids() == []
+        before = store_bytes(tmp_path / "s")
+        saver.store.gc(grace=0)
+        assert store_bytes(tmp_path / "s") < before / 3
+        tup = saver.get_tuple(_config("t"))
+        assert tup is not None and tup.checkpoint["id"] == "5"
+        assert saver.store.verify().ok
+        control = saver.store.run(saver.layout.control("t"))
+        assert len(control.ids()) == 1  # every generation it named is gone: only the pointer is kept

@@ -192,3 +192,48 @@ def test_a_damaged_retirement_record_is_reported_by_verify(store: agentfs.Store)
     record.write_bytes(bytes(data))
     report = store.verify()
     assert [p.kind for p in report.problems].count("corrupt") == 1 and "checksum" in str(report)
+
+
+def _fork_markers(store: agentfs.Store) -> set[str]:
+    return {p.read_text() for p in store.forks_dir.glob("*/*")}
+
+
+def test_forks_are_indexed_before_they_exist_and_an_older_store_is_indexed_by_its_first_prune(tmp_path: Path) -> None:
+    import shutil
+
+    from agentfs.sync.pull import pull
+    from agentfs.sync.push import Pusher
+    from agentfs.sync.remote import Remote
+
+    with agentfs.open(tmp_path / "a") as store:
+        assert store.forks_indexed.is_file()  # a new store records every fork from the start
+        ids = sorted(_commit_steps(store.run("a"), range(6)))
+        store.run("a").fork(ids[3], "b")
+        store.run("b").fork(store.run("b").ids()[0], "c")  # c borrows from a through b
+        assert _fork_markers(store) == {"b", "c"}
+        assert store.forks_of("a") == {"b", "c"} and store.forks_of("b") == {"c"} and store.forks_of("c") == set()
+        Pusher(store, Remote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
+
+        shutil.rmtree(store.forks_dir)  # as a store made before forks/ existed
+        report = store.run("a").prune(keep_last=1)
+        assert ids[3] in report.needed and _fork_markers(store) == {"b", "c"} and store.forks_indexed.is_file()
+        store.gc(grace=0)
+        assert store.run("c").latest().state == workload.make_state(3)  # type: ignore[union-attr]
+        assert store.verify().ok
+
+    with agentfs.open(tmp_path / "b") as other:  # forks arriving from a remote are indexed as they land
+        pull(other, Remote((tmp_path / "remote").as_uri(), {}))
+        assert _fork_markers(other) == {"b", "c"}
+        report = other.run("a").prune(keep_last=1)
+        assert ids[3] in report.needed
+
+
+def test_prune_reads_only_the_run_and_its_forks(store: agentfs.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("x", "y", "z"):
+        for i in range(5):
+            store.run(name).commit({"i": i, "pad": os.urandom(100)})
+    read: list[str] = []
+    real = store.read_entry
+    monkeypatch.setattr(store, "read_entry", lambda run, cid: read.append(run) or real(run, cid))
+    store.run("x").prune(keep_last=2)
+    assert set(read) == {"x"}, "prune read entries of runs that cannot borrow from it"

@@ -10,6 +10,7 @@ body = msgpack {"format": 1, "run", "id", "created", "writer", "checkpoints": [i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -152,43 +153,71 @@ def prune(run: Run, keep_last: int | None = None, keep_within: timedelta | float
     keep = set(ids[-keep_last:]) if keep_last else set()
     keep.update(i for i in ids if cutoff is not None and id_time_ns(i) >= cutoff)
     keep.update(ids[-1:])  # the head: a commit in flight may borrow from it
-    return _retire(run.store, run.name, [i for i in ids if i not in keep], journal=False)
+    return _retire(run.store, {run.name: [i for i in ids if i not in keep]}, journal=False)[0]
 
 
 def delete(run: Run) -> PruneReport:
-    return _retire(run.store, run.name, run.store.local_ids(run.name), journal=True)
+    return delete_runs(run.store, [run.name])[0]
 
 
-def _retire(store: Store, run: str, candidates: list[str], *, journal: bool) -> PruneReport:
-    """Remove `candidates` of `run` but those a remaining checkpoint of any run needs.
+def delete_runs(store: Store, runs: list[str]) -> list[PruneReport]:
+    """Delete several runs at once (their checkpoints, but what other runs need, and their journals)."""
+    return _retire(store, {run: store.local_ids(run) for run in runs}, journal=True)
 
-    The needs of every entry are read first without blocking commits; then, under the gc lock held
-    exclusively (no commit is between choosing what to borrow and appending its entry), the needs
-    of entries committed meanwhile are added and only what is still unneeded goes.
+
+def _family(store: Store, runs: Iterable[str]) -> set[str]:
+    """The runs whose entries may borrow from `runs`: themselves and their forks, transitively."""
+    if not store.forks_indexed.exists():  # a store from before forks/ existed: index it once
+        for run, checkpoint_id in local_entries(store):
+            with contextlib.suppress(AgentFSError):
+                source = store.read_entry(run, checkpoint_id).manifest.forked_from
+                if source is not None:
+                    store.note_fork(source[0], run)
+        write_atomic(store.tmp_dir, store.forks_indexed, b"", sync=store.sync_writes, exclusive=False)
+    family = set(runs)
+    for run in runs:
+        family |= store.forks_of(run)
+    return family
+
+
+def _entries_of(store: Store, runs: set[str]) -> set[Location]:
+    return {(run, checkpoint_id) for run in runs for checkpoint_id in store.local_ids(run)}
+
+
+def _retire(store: Store, candidates: dict[str, list[str]], *, journal: bool) -> list[PruneReport]:
+    """Remove the candidate checkpoints of each run but those a remaining checkpoint needs.
+
+    Only the runs and their forks can borrow from them (forks/ says which). Their needs are read
+    first without blocking commits; then, under the gc lock held exclusively (no commit is between
+    choosing what to borrow and appending its entry), the needs of entries committed meanwhile
+    are added and only what is still unneeded goes.
     """
-    report = PruneReport(run)
-    doomed = {(run, cid) for cid in candidates}
-    seen = set(local_entries(store))
+    doomed = {(run, cid) for run, ids in candidates.items() for cid in ids}
+    seen = _entries_of(store, _family(store, candidates))
     needed: set[Location] = set()
     _needs(store, seen - doomed, needed)
+    reports = []
     with flock(store.gc_lock_path, EXCLUSIVE):
-        now = set(local_entries(store))
+        now = _entries_of(store, _family(store, candidates))  # forks made meanwhile count too
         _needs(store, now - seen - doomed, needed)
-        going = sorted(cid for r, cid in doomed - needed if (r, cid) in now)
-        report.needed = sorted(cid for r, cid in doomed & needed)
-        report.kept = sum(1 for r, _cid in now if r == run) - len(going)
-        journal_ids = _journal_ids(store, run) if journal else []
-        if going or journal_ids:
-            record = Retirement(run, new_id(), time.time_ns(), going, journal_ids)
-            path = retired_dir(store, run) / record.id
-            write_atomic(store.tmp_dir, path, encode_retirement(record, _writer(store)), sync=store.sync_writes)
-            write_atomic(store.tmp_dir, store.pruned_path, record.id.encode(), sync=False, exclusive=False)
-            _unlink(store, [store.entry_path(run, cid) for cid in going])
-            _unlink(store, [_journal_path(store, run, jid) for jid in journal_ids])
-            store.forget(run, going)
-        report.removed = going
-        report.journal_removed = len(journal_ids)
-    return report
+        for run in candidates:
+            report = PruneReport(run)
+            going = sorted(cid for r, cid in doomed - needed if r == run and (r, cid) in now)
+            report.needed = sorted(cid for r, cid in doomed & needed if r == run)
+            report.kept = sum(1 for r, _cid in now if r == run) - len(going)
+            journal_ids = _journal_ids(store, run) if journal else []
+            if going or journal_ids:
+                record = Retirement(run, new_id(), time.time_ns(), going, journal_ids)
+                path = retired_dir(store, run) / record.id
+                write_atomic(store.tmp_dir, path, encode_retirement(record, _writer(store)), sync=store.sync_writes)
+                write_atomic(store.tmp_dir, store.pruned_path, record.id.encode(), sync=False, exclusive=False)
+                _unlink(store, [store.entry_path(run, cid) for cid in going])
+                _unlink(store, [_journal_path(store, run, jid) for jid in journal_ids])
+                store.forget(run, going)
+            report.removed = going
+            report.journal_removed = len(journal_ids)
+            reports.append(report)
+    return reports
 
 
 def _journal_ids(store: Store, run: str) -> list[str]:

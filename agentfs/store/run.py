@@ -115,6 +115,7 @@ class Run:
             source = self.get(checkpoint_id).manifest
             if not self.store.entry_path(*home).exists():
                 raise NotFound(f"checkpoint {checkpoint_id} not found in run {self.name!r} (pruned)")
+            self.store.note_fork(self.name, target.name)
             target._append(
                 None,
                 source.state_kind,

@@ -63,6 +63,8 @@ class Store:
         self.locks_dir = root / "locks"
         self.tmp_dir = root / "tmp"
         self.remotes_dir = root / "remotes"
+        self.forks_dir = root / "forks"
+        self.forks_indexed = self.forks_dir / "indexed"  # present once forks/ names every fork in the store
         self.gc_lock_path = self.locks_dir / "gc.lock"
         self.pruned_path = self.locks_dir / "pruned"  # replaced by every prune: see drop_stale_references
         self._pruned_seen: tuple[int, int] | None = None
@@ -85,16 +87,19 @@ class Store:
         another process, leaves either no config (and only the store's own names) or a complete one.
         """
         config_path = self.root / "config"
-        layout = (self.objects_dir, self.runs_dir, self.locks_dir / "runs", self.tmp_dir, self.remotes_dir)
+        created = False
+        layout = (self.objects_dir, self.runs_dir, self.locks_dir / "runs", self.tmp_dir, self.remotes_dir, self.forks_dir)
         if not config_path.is_file():
             own = {path.name for path in layout} | {"config"}  # config: another process just created the store
             if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):
                 raise FormatError(f"{self.root} exists, is not empty and has no agentfs config: not an agentfs store")
             make_dirs(self.tmp_dir, sync=self.sync_writes)
-            write_atomic(self.tmp_dir, config_path, encode_config(new_config()), sync=self.sync_writes)  # loses a race quietly
+            created = write_atomic(self.tmp_dir, config_path, encode_config(new_config()), sync=self.sync_writes)  # loses a race quietly
         config = read_config(config_path)
         for path in layout:
             make_dirs(path, sync=self.sync_writes)
+        if created:  # a new store records every fork from its start (an older one is indexed by its first prune)
+            write_atomic(self.tmp_dir, self.forks_indexed, b"", sync=self.sync_writes, exclusive=False)
         return config
 
     @property
@@ -216,12 +221,37 @@ class Store:
         if data is None:
             raise NotFound(f"checkpoint {checkpoint_id} not found in run {run!r}")
         entry = decode_entry_at(data, run, checkpoint_id, f"remote {run}@{checkpoint_id}")
-        self.install_entry(run, checkpoint_id, data)
+        self.install_entry(run, checkpoint_id, data, entry)
         return entry
 
-    def install_entry(self, run: str, checkpoint_id: str, data: bytes) -> bool:
-        """Add an already-verified entry (from a remote); entries are never replaced."""
+    def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry) -> bool:
+        """Add an entry verified as `entry` (from a remote); entries are never replaced."""
+        if entry.manifest.forked_from is not None:
+            self.note_fork(entry.manifest.forked_from[0], run)
         return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes)
+
+    # forks: the only way a run's entries borrow from another run's
+
+    def note_fork(self, source: str, target: str) -> None:
+        """Record, durably and before the fork's entry exists, that `target` may borrow from `source`."""
+        path = self.forks_dir / _digest(source) / _digest(target)
+        if not path.exists():
+            write_atomic(self.tmp_dir, path, target.encode(), sync=self.sync_writes, exclusive=False)
+
+    def forks_of(self, run: str) -> set[str]:
+        """Runs forked from `run`, and from those, and so on: every run that may borrow from it."""
+        found: set[str] = set()
+        todo = [run]
+        while todo:
+            directory = self.forks_dir / _digest(todo.pop())
+            try:
+                names = {(directory / n).read_text() for n in os.listdir(directory)}
+            except FileNotFoundError:
+                continue
+            todo.extend(names - found - {run})
+            found |= names
+        found.discard(run)
+        return found
 
     def read_packed(self, oid: bytes, location: Location) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
@@ -230,7 +260,7 @@ class Store:
 
     def lock_path(self, run: str) -> Path:
         # flat and hashed: nested names would collide ("x" vs "x.lock/y") and may exceed NAME_MAX
-        return self.locks_dir / "runs" / f"{hashlib.sha256(run.encode()).hexdigest()}.lock"
+        return self.locks_dir / "runs" / f"{_digest(run)}.lock"
 
     def drop_stale_references(self) -> None:
         """Forget which objects committed entries reference if any process pruned since we last looked.
@@ -300,6 +330,10 @@ class Store:
         daemon = SyncDaemon(self, url, storage_options or {}, **options)
         daemon.start()
         return daemon
+
+
+def _digest(run: str) -> str:
+    return hashlib.sha256(run.encode()).hexdigest()
 
 
 def open_store(

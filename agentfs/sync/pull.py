@@ -77,8 +77,8 @@ def _pull_batch(store: Store, remote: Remote, pool: ThreadPoolExecutor, batch: l
         _pull_batch(store, remote, pool, sorted(outside), stats)
     _fetch_closure(store, remote, pool, fetched, stats)
     for loc in _dependency_order(entries):
-        raw, _entry = entries[loc]
-        store.install_entry(*loc, raw)
+        raw, entry = entries[loc]
+        store.install_entry(*loc, raw, entry)
         stats.entries += 1
         stats.bytes += len(raw)
 

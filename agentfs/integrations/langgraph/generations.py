@@ -7,8 +7,13 @@ checkpoints that remain into a new generation, in checkpoint id order and with t
 writes, sharing their data (a value stays where it is when the commit holding it was copied too,
 and is copied, whole, otherwise), then switch the pointer with one commit made with
 `parent=` the pointer they started from: readers see the old thread or the new one, never a mix,
-and of two switches racing, one retries. The retired generation stays in the log and syncs like
-any other commit; gc keeps what it references.
+and of two switches racing, one retries.
+
+A retired generation's runs are deleted (agentfs retention: retirement records, then gc frees
+their objects) at the thread's next switch once RECLAIM_AFTER seconds have passed, so a reader
+that resolved the old generation a moment before a switch can still finish; delete_thread
+reclaims every retired generation at once. Only local runs are deleted: on a remote, they go with
+its next `agentfs gc --remote`.
 
 Concurrency hazard: a checkpoint or write that another caller commits to a thread while a switch
 of that thread runs may land in the retired generation and be lost. Switch idle threads
@@ -17,6 +22,8 @@ of that thread runs may land in the retired generation and be lost. Switch idle 
 
 from __future__ import annotations
 
+import itertools
+import time
 import uuid
 from bisect import bisect_left
 from collections.abc import Callable
@@ -24,12 +31,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import Conflict, FormatError
+from ...store.checkpoint import Checkpoint
+from ...store.retention import delete_runs
 from ...store.run import Run
 from ...store.store import Store
 from . import records
 from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, encode, hashed
 
 ATTEMPTS = 8
+RECLAIM_AFTER = 30.0  # seconds a retired generation stays readable
 
 
 @dataclass(frozen=True)
@@ -57,11 +67,7 @@ class Generations:
         head = control.head_id()
         if head is None:
             return INITIAL_GENERATION, None
-        state = control.get(head).state
-        generation = state.get("generation") if isinstance(state, dict) else None
-        if not isinstance(generation, str) or not GENERATION.fullmatch(generation):
-            raise FormatError(f"{control.name}@{head} does not name a generation")
-        return generation, head
+        return _generation(control.get(head)), head
 
     def checkpoints(self, where: Namespace) -> Run:
         return self.store.run(self.layout.checkpoints(where))
@@ -133,7 +139,10 @@ class Generations:
         for _ in range(ATTEMPTS):
             generation, control_head = self.current(thread)
             wanted = plan(self.spaces(self.store.runs(), thread, generation))
-            if wanted is None or self.rebuild(thread, control_head, wanted, reason):
+            if wanted is None:  # nothing to change: still let go of generations past their grace
+                self.reclaim(thread)
+                return
+            if self.rebuild(thread, control_head, wanted, reason):
                 return
         raise Conflict(f"thread {thread!r}: {reason} lost {ATTEMPTS} races with other generation switches")
 
@@ -163,7 +172,31 @@ class Generations:
             self.store.run(self.layout.control(thread)).commit({"generation": generation, "reason": reason}, parent=control_head)
         except Conflict:
             return False
+        self.reclaim(thread, at_once=reason == "delete_thread")
         return True
+
+    def reclaim(self, thread: str, *, at_once: bool = False) -> list[str]:
+        """Delete the local runs of generations `thread` left over RECLAIM_AFTER seconds ago (all, `at_once`)."""
+        control = self.store.run(self.layout.control(thread))
+        switches = control.history()  # newest first: each names the generation it switched to
+        if not switches:
+            return []
+        named = [_generation(switch) for switch in switches]
+        left_at = {INITIAL_GENERATION: switches[-1].created}
+        for (newer, _), (_, generation) in itertools.pairwise(zip(switches, named, strict=True)):
+            left_at[generation] = newer.created
+        left_at.pop(named[0], None)  # the current one
+        cutoff = time.time() - (0.0 if at_once else RECLAIM_AFTER)
+        runs = [run for generation, at in left_at.items() if at.timestamp() <= cutoff for run in self._runs_of(thread, generation)]
+        if runs:
+            delete_runs(self.store, runs)
+        if len(switches) > 1 and all(at.timestamp() <= cutoff for at in left_at.values()):
+            control.prune(keep_last=1)  # every generation it named is gone: only the current pointer matters
+        return runs
+
+    def _runs_of(self, thread: str, generation: str) -> list[str]:
+        root = self.store.runs_dir.joinpath(*self.layout.thread_root(thread).split("/"), f"g{generation}")
+        return sorted(log.parent.relative_to(self.store.runs_dir).as_posix() for log in root.glob("**/log") if log.is_dir())
 
     def _relocated(self, item: Item, moved: dict[tuple[Namespace, str], str]) -> dict[str, Any]:
         """The item's state for its new run: references to commits copied before it follow them, the rest is inlined."""
@@ -188,6 +221,14 @@ class Generations:
                 items, _depth = records.extend(key, state.pop(key), where, records.resolver(origin.get, channel))
                 state[records.ITEMS + channel] = [list(value) for value in items]
         return state
+
+
+def _generation(switch: Checkpoint) -> str:
+    state = switch.state
+    generation = state.get("generation") if isinstance(state, dict) else None
+    if not isinstance(generation, str) or not GENERATION.fullmatch(generation):
+        raise FormatError(f"{switch} does not name a generation")
+    return generation
 
 
 def commit_metadata(where: Namespace, checkpoint_id: str, parent_id: str | None) -> dict[str, Any]:
