@@ -153,7 +153,7 @@ def test_config_file(tmp_path: Path) -> None:
         "pack_max": 16384,
     }
     assert len(config["store_id"]) == 26 and set(config["store_id"]) <= ULID_CHARS
-    assert sorted(p.name for p in root.iterdir()) == ["config", "locks", "objects", "remotes", "runs", "tmp"]
+    assert sorted(p.name for p in root.iterdir()) == ["config", "forks", "locks", "objects", "remotes", "runs", "tmp"]
 
 
 # --- objects --------------------------------------------------------------------------------------------
@@ -368,5 +368,7 @@ def test_no_commit_leaves_partial_files(tmp_path: Path) -> None:
         elif rel[0] == "runs":
             assert rel[-2] == "log"
             read_entry(path)
+        elif rel[0] == "forks":
+            assert rel == ("forks", "indexed") and path.read_bytes() == b""  # no fork was made
         else:
             assert rel[0] in ("config", "locks"), rel

@@ -33,7 +33,7 @@ pytest_plugins = ["tests.servers"]
 pytestmark = pytest.mark.parametrize("remote", ["file", "memory", "s3"], indirect=True)
 
 SYSTEM = "You are a careful agent. " * 20  # packed in the log entry
-STORE_PARTS = {"config", "objects", "runs", "locks", "tmp", "remotes"}
+STORE_PARTS = {"config", "objects", "runs", "locks", "tmp", "remotes", "forks"}
 
 
 @dataclasses.dataclass
