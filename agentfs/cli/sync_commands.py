@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import signal
 import sys
 import threading
@@ -19,19 +18,7 @@ from ..sync.pull import pull
 from ..sync.push import Pusher
 from ..sync.remote import Remote
 from . import output
-from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, store_path
-
-
-def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.storage_options:
-        return {}
-    try:
-        options = json.loads(args.storage_options)
-    except ValueError as exc:
-        raise agentfs.FormatError(f"--storage-options is not valid JSON: {exc}") from None
-    if not isinstance(options, dict):
-        raise agentfs.FormatError("--storage-options must be a JSON object")
-    return options
+from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
 
 
 def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +33,7 @@ def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     store = open_existing(args)
-    options = _storage_options(args)
+    options = storage_options(args.storage_options)
     if args.on_commit is not None and not args.watch:
         print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
         return USAGE
@@ -82,7 +69,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_pull(args: argparse.Namespace) -> int:
     store = agentfs.open(store_path(args))
-    remote = Remote(args.url, _storage_options(args))
+    remote = Remote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, args.runs or None, progress=True)
     output.line(f"pulled {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) from {remote.url}")
     return OK
@@ -90,7 +77,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 def cmd_clone(args: argparse.Namespace) -> int:
     store = agentfs.open(args.directory)
-    remote = Remote(args.url, _storage_options(args))
+    remote = Remote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, None, progress=True)
     output.line(f"cloned {remote.url} into {store.root}: {stats.entries} checkpoints, {stats.objects} objects")
     return OK

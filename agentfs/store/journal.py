@@ -33,8 +33,8 @@ from ..ids import id_time_ns, new_id
 from ..names import ID, check_name
 from ..serialization import decode_value, encode_value
 from .locks import EXCLUSIVE, flock
-from .run import HOST
 from .sealed import seal, unseal
+from .store import JOURNAL
 
 if TYPE_CHECKING:
     from .run import Run
@@ -101,27 +101,12 @@ class Record:
 
 
 def journal_dir(store: Store, run: str) -> Path:
-    return store.runs_dir.joinpath(*run.split("/"), "journal")
+    return store.record_dir(run, JOURNAL)
 
 
 def local_journal_records(store: Store) -> Iterator[tuple[str, str]]:
-    """(run, id) of every record file in the store.
-
-    runs/x/journal/ may also hold the directories of runs named x/journal or x/journal/<...>:
-    only regular files named by a ULID are records.
-    """
-    for directory in store.runs_dir.glob("**/journal"):
-        if directory.parent == store.runs_dir or not directory.is_dir():  # runs/journal is the run "journal"
-            continue
-        run = directory.parent.relative_to(store.runs_dir).as_posix()
-        try:
-            check_name(run, "run")
-        except InvalidName:
-            continue
-        with os.scandir(directory) as entries:
-            names = sorted(e.name for e in entries if ID.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-        for name in names:
-            yield run, name
+    """(run, id) of every record file in the store."""
+    return store.local_records(JOURNAL)
 
 
 def decode_record(data: bytes, run: str, record_id: str, where: str) -> Record:
@@ -360,7 +345,7 @@ class Journal:
         self.run = run
         self.store = run.store
         self.dir = journal_dir(run.store, run.name)
-        self.lock_path = self.store.locks_dir / "runs" / f"{hashlib.sha256(run.name.encode()).hexdigest()}.journal.lock"
+        self.lock_path = self.store.lock_path(run.name).with_suffix(".journal.lock")
         self._cache = _cache_of(run.store, run.name)
 
     def __repr__(self) -> str:
@@ -492,8 +477,7 @@ class Journal:
             with cache.lock:
                 record_id = new_id(after=cache.last_id)
                 cache.last_id = record_id
-            writer = {"store": self.store.id, "host": HOST, "pid": os.getpid()}
-            record = Record(self.run.name, record_id, kind, key, call or record_id, name, time.time_ns(), writer, **payload)
+            record = Record(self.run.name, record_id, kind, key, call or record_id, name, time.time_ns(), self.store.writer(), **payload)
             if write_atomic(self.store.tmp_dir, self.dir / record_id, record.to_bytes(), sync=self.store.sync_writes):
                 break
             # hazard: another process can take the same id (new_id steps one past an id both knew): take the next one

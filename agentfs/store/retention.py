@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import time
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
@@ -24,12 +23,13 @@ import msgpack
 from ..errors import AgentFSError, FormatError
 from ..fsutil import fsync_dir, write_atomic
 from ..ids import id_time_ns, new_id
-from ..names import ID, check_id, check_name
+from ..names import check_id, check_name
 from ..objects.blobs import Location
 from .config import encode_config, read_config
 from .locks import EXCLUSIVE, flock
 from .maintenance import local_entries
 from .sealed import seal, unseal
+from .store import JOURNAL, RETIRED
 
 if TYPE_CHECKING:
     from .run import Run
@@ -59,7 +59,7 @@ class Retirement:
 
 
 def retired_dir(store: Store, run: str) -> Path:
-    return store.runs_dir.joinpath(*run.split("/"), "retired")
+    return store.record_dir(run, RETIRED)
 
 
 def encode_retirement(record: Retirement, writer: dict[str, Any]) -> bytes:
@@ -98,22 +98,12 @@ def decode_retirement(data: bytes, run: str, record_id: str, where: str) -> Reti
 
 def local_retirements(store: Store) -> Iterator[tuple[str, str]]:
     """(run, id) of every retirement record in the store."""
-    for directory in store.runs_dir.glob("**/retired"):
-        if not directory.is_dir():
-            continue
-        run = directory.parent.relative_to(store.runs_dir).as_posix()
-        for name in sorted(os.listdir(directory)):
-            if ID.fullmatch(name):
-                yield run, name
+    return store.local_records(RETIRED)
 
 
 def read_retirements(store: Store, run: str) -> list[Retirement]:
     directory = retired_dir(store, run)
-    try:
-        names = sorted(n for n in os.listdir(directory) if ID.fullmatch(n))
-    except FileNotFoundError:
-        return []
-    return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in names]
+    return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in store.record_ids(run, RETIRED)]
 
 
 def retired_ids(store: Store, run: str) -> set[str]:
@@ -205,34 +195,19 @@ def _retire(store: Store, candidates: dict[str, list[str]], *, journal: bool) ->
             going = sorted(cid for r, cid in doomed - needed if r == run and (r, cid) in now)
             report.needed = sorted(cid for r, cid in doomed & needed if r == run)
             report.kept = sum(1 for r, _cid in now if r == run) - len(going)
-            journal_ids = _journal_ids(store, run) if journal else []
+            journal_ids = store.record_ids(run, JOURNAL) if journal else []
             if going or journal_ids:
                 record = Retirement(run, new_id(), time.time_ns(), going, journal_ids)
                 path = retired_dir(store, run) / record.id
-                write_atomic(store.tmp_dir, path, encode_retirement(record, _writer(store)), sync=store.sync_writes)
+                write_atomic(store.tmp_dir, path, encode_retirement(record, store.writer()), sync=store.sync_writes)
                 write_atomic(store.tmp_dir, store.pruned_path, record.id.encode(), sync=False, exclusive=False)
                 _unlink(store, [store.entry_path(run, cid) for cid in going])
-                _unlink(store, [_journal_path(store, run, jid) for jid in journal_ids])
+                _unlink(store, [store.record_dir(run, JOURNAL) / jid for jid in journal_ids])
                 store.forget(run, going)
             report.removed = going
             report.journal_removed = len(journal_ids)
             reports.append(report)
     return reports
-
-
-def _journal_ids(store: Store, run: str) -> list[str]:
-    from .journal import journal_dir
-
-    try:
-        return sorted(n for n in os.listdir(journal_dir(store, run)) if ID.fullmatch(n))
-    except FileNotFoundError:
-        return []
-
-
-def _journal_path(store: Store, run: str, record_id: str) -> Path:
-    from .journal import journal_dir
-
-    return journal_dir(store, run) / record_id
 
 
 def _unlink(store: Store, paths: list[Path]) -> None:
@@ -241,12 +216,6 @@ def _unlink(store: Store, paths: list[Path]) -> None:
     if store.sync_writes:
         for directory in {p.parent for p in paths if p.parent.exists()}:
             fsync_dir(directory)
-
-
-def _writer(store: Store) -> dict[str, Any]:
-    from .run import HOST
-
-    return {"store": store.id, "host": HOST, "pid": os.getpid()}
 
 
 # the store-wide policy, kept in config under "retention" and applied by gc

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -39,7 +38,6 @@ class _Head:
 
 
 HEAD: Any = _Head()
-HOST = socket.gethostname()  # commit's default parent: whatever the head is when the entry is appended
 T = TypeVar("T")
 
 
@@ -195,7 +193,7 @@ class Run:
                 id=new_id(after=head),
                 parent=head,
                 created=time.time_ns(),
-                writer={"store": self.store.id, "host": HOST, "pid": os.getpid()},
+                writer=self.store.writer(),
                 metadata=metadata,
                 state_kind=kind,
                 state=state,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ..errors import FormatError, NotFound
+from ..errors import FormatError, InvalidName, NotFound
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_name
 from ..objects.blobs import BlobReader, Location
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
     from .schema import Schema
     from .stats import StoreStats
     from .watch import Watch
+
+LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # what a run's directory holds, each named by ULIDs
+RECORD_KINDS = (LOG, JOURNAL, RETIRED)
+HOST = socket.gethostname()
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -152,8 +157,42 @@ class Store:
             if found:
                 yield log_dir.parent.relative_to(self.runs_dir).as_posix()
 
+    def record_dir(self, run: str, kind: str) -> Path:
+        """runs/<run>/<kind>/: LOG entries, JOURNAL records or RETIRED records."""
+        return self.runs_dir.joinpath(*run.split("/"), kind)
+
     def log_dir(self, run: str) -> Path:
-        return self.runs_dir.joinpath(*run.split("/"), "log")
+        return self.record_dir(run, LOG)
+
+    def record_ids(self, run: str, kind: str) -> list[str]:
+        """The ids of `run`'s JOURNAL or RETIRED records, oldest first."""
+        directory = self.record_dir(run, kind)
+        try:
+            with os.scandir(directory) as entries:
+                return sorted(e.name for e in entries if ID.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+
+    def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
+        """(run, id) of every JOURNAL or RETIRED record in the store.
+
+        runs/x/journal/ may also hold the directories of runs named x/journal or x/journal/<...>:
+        only regular files named by a ULID are records.
+        """
+        for directory in self.runs_dir.glob(f"**/{kind}"):
+            if directory.parent == self.runs_dir or not directory.is_dir():  # runs/journal is the run "journal"
+                continue
+            run = directory.parent.relative_to(self.runs_dir).as_posix()
+            try:
+                check_name(run, "run")
+            except InvalidName:
+                continue
+            for name in self.record_ids(run, kind):
+                yield run, name
+
+    def writer(self) -> dict[str, Any]:
+        """Who writes a record: this store, host and process."""
+        return {"store": self.id, "host": HOST, "pid": os.getpid()}
 
     def entry_path(self, run: str, checkpoint_id: str) -> Path:
         return self.log_dir(run) / checkpoint_id

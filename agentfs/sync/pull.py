@@ -13,9 +13,10 @@ from ..errors import FormatError
 from ..fsutil import write_atomic
 from ..objects.blobs import LOOSE, TREE, Location, read_node
 from ..store.entries import Entry, decode_entry_at
-from ..store.journal import decode_record, install_record, journal_dir
-from ..store.retention import decode_retirement, retired_dir
-from .remote import JOURNAL, RETIRED, Remote
+from ..store.journal import decode_record
+from ..store.retention import decode_retirement
+from ..store.store import JOURNAL, RETIRED
+from .remote import Remote
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -52,20 +53,23 @@ def pull(store: Store, remote: Remote, runs: list[str] | None = None, *, progres
 
 def _pull_record(store: Store, remote: Remote, kind: str, run: str, record_id: str) -> int:
     """A journal or retirement record the store lacks, verified; its size, or 0 if the store had it."""
-    path = journal_dir(store, run) / record_id if kind == JOURNAL else retired_dir(store, run) / record_id
+    path = store.record_dir(run, kind) / record_id
     if path.is_file():
         return 0
     data = remote.fetch_record(kind, run, record_id)
     if data is None:
         return 0  # removed by a remote gc since it was listed
-    where = f"remote {remote.url} {run} {kind}/{record_id}"
+    check_record(kind, data, run, record_id, f"remote {remote.url} {run} {kind}/{record_id}")
+    write_atomic(store.tmp_dir, path, data, sync=store.sync_writes)
+    return len(data)
+
+
+def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -> None:
+    """Refuse a journal or retirement record that is damaged, malformed or not the one its key names."""
     if kind == JOURNAL:
         decode_record(data, run, record_id, where)
-        install_record(store, run, record_id, data)
     else:
         decode_retirement(data, run, record_id, where)
-        write_atomic(store.tmp_dir, path, data, sync=store.sync_writes)
-    return len(data)
 
 
 def _pull_batch(store: Store, remote: Remote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:

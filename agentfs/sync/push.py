@@ -17,11 +17,10 @@ from ..ids import id_time_ns
 from ..objects.blobs import Location
 from ..store.config import encode_config
 from ..store.entries import Entry
-from ..store.journal import journal_dir, local_journal_records
 from ..store.maintenance import local_entries
-from ..store.retention import local_retirements, retired_dir
+from ..store.store import JOURNAL, RETIRED
 from .index import PushIndex, remember_url
-from .remote import JOURNAL, RETIRED, Remote
+from .remote import Remote
 from .remote_gc import GcBarrier
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ def lag_seconds(pending: list[Location]) -> float:
 
 def local_records(store: Store) -> list[tuple[str, str, str]]:
     """(kind, run, id) of every journal and retirement record in the store."""
-    return [(JOURNAL, *loc) for loc in local_journal_records(store)] + [(RETIRED, *loc) for loc in local_retirements(store)]
+    return [(kind, *loc) for kind in (JOURNAL, RETIRED) for loc in store.local_records(kind)]
 
 
 class Pusher:
@@ -83,14 +82,10 @@ class Pusher:
         if not pending and not records:
             return stats
         self._ensure_config()
-        if records:
-            with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
-                for _ in pool.map(lambda record: self._push_record(record, stats), records):
-                    pass
-        if not pending:
-            return stats
         bar = tqdm(total=len(pending), unit="checkpoint", desc=f"push {self.remote.url}", disable=not (progress and sys.stderr.isatty()))
         with bar, ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
+            for _ in pool.map(lambda record: self._push_record(record, stats), records):  # they need nothing else up first
+                pass
             for start in range(0, len(pending), BATCH):
                 if stop is not None and stop.is_set():
                     break
@@ -141,9 +136,8 @@ class Pusher:
 
     def _push_record(self, record: tuple[str, str, str], stats: PushStats) -> None:
         kind, run, record_id = record
-        directory = journal_dir(self.store, run) if kind == JOURNAL else retired_dir(self.store, run)
         try:
-            data = (directory / record_id).read_bytes()
+            data = (self.store.record_dir(run, kind) / record_id).read_bytes()
         except FileNotFoundError:
             return  # removed by retention since it was listed
         created = self.remote.create(self.remote.record_key(kind, run, record_id), data)

@@ -19,6 +19,7 @@ from ulid import ULID
 from ..errors import InvalidName, RemoteError
 from ..names import ID, check_id, check_name
 from ..store.config import check_config
+from ..store.store import JOURNAL, LOG, RECORD_KINDS
 from .index import PushIndex, remember_url
 
 if TYPE_CHECKING:
@@ -30,8 +31,6 @@ MAX_OBJECT = 32 << 20
 FILE_LIKE = {"file", "local"}
 
 
-LOG, JOURNAL, RETIRED = "log", "journal", "retired"
-RECORD_KINDS = (LOG, JOURNAL, RETIRED)
 OID_HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -239,8 +238,8 @@ class Remote:
                     log.warning("remote %s: ignoring key %r: not a valid run", self.url, key)
         return found
 
-    def list_objects(self) -> dict[bytes, float]:
-        """Every well-named object on the remote, with its last-modified time (seconds since the epoch)."""
+    def list_objects(self) -> dict[bytes, tuple[float, int]]:
+        """Every well-named object on the remote: (last-modified time in seconds since the epoch, size)."""
         prefix = self.key("objects")
         self.fs.invalidate_cache(prefix)
         try:
@@ -251,7 +250,7 @@ class Remote:
         for key, info in infos.items():
             name = "".join(key[len(prefix) :].strip("/").split("/"))
             if OID_HEX.fullmatch(name):
-                found[bytes.fromhex(name)] = modified(info)
+                found[bytes.fromhex(name)] = (modified(info), int(info.get("size") or 0))
         return found
 
     def delete(self, key: str) -> None:

@@ -22,7 +22,6 @@ import dataclasses
 import json
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -36,7 +35,8 @@ from ..objects import codec
 from ..objects.blobs import LOOSE, TREE, Location, parse_node, read_node
 from ..store.entries import Entry, decode_entry_at
 from ..store.retention import decode_retirement
-from .remote import JOURNAL, LOG, OID_HEX, RETIRED, Remote
+from ..store.store import HOST, JOURNAL, LOG, RETIRED
+from .remote import OID_HEX, Remote
 
 if TYPE_CHECKING:
     from ..store.store import Store
@@ -158,7 +158,7 @@ class Marks:
     def _entry(self, loc: Location) -> Entry:
         if self.store is not None and self.store.entry_path(*loc).is_file():
             return self.store.read_entry(*loc)
-        data = self.remote.read(self.remote.entry_key(*loc), 64 << 20)
+        data = self.remote.fetch_entry(*loc)
         if data is None:
             raise RemoteError(f"remote {self.remote.url}: entry {loc[0]}@{loc[1]} vanished during gc (another gc?)")
         return decode_entry_at(data, *loc, f"remote {self.remote.url} {loc[0]}@{loc[1]}")  # malformed: gc stops
@@ -190,7 +190,7 @@ class Marks:
         where = f"tree node {oid.hex()}"
         if self.store is not None and self.store.db.exists(oid):
             return read_node(self.store.db, oid, where)
-        blob = self.remote.read(self.remote.object_key(oid), 32 << 20)
+        blob = self.remote.fetch_object(oid)
         if blob is None:
             raise RemoteError(f"remote {self.remote.url}: {where} is missing; run `agentfs verify --remote` (gc stopped)")
         return parse_node(codec.decode(blob, oid, f"remote {where}"), oid, where)
@@ -212,7 +212,7 @@ def remote_gc(
     gc_id = new_id()
     report = RemoteGcReport(gc_id)
     started = time.time()
-    writer = {"host": socket.gethostname(), "pid": os.getpid()}
+    writer = {"host": HOST, "pid": os.getpid()}
     _put_json(remote, f"{gc_id}.intent", {"format": 1, "created": started, "settle": settle, "slack": slack, **writer})
     with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-gc") as pool:
         try:
@@ -227,9 +227,10 @@ def remote_gc(
         doomed_entries = sorted(marks.entries - marks.kept)
         doomed_journal = sorted(marks.journal & marks.retired_journal)
         cutoff = time.time() - grace
-        doomed_objects = sorted(oid for oid, mtime in listed.items() if oid not in marks.objects and mtime < cutoff)
+        unmarked = {oid: info for oid, info in listed.items() if oid not in marks.objects}
+        doomed_objects = sorted(oid for oid, (mtime, _size) in unmarked.items() if mtime < cutoff)
         report.entries, report.objects = len(marks.entries), len(listed)
-        report.kept_young = sum(1 for oid, mtime in listed.items() if oid not in marks.objects and mtime >= cutoff)
+        report.kept_young = len(unmarked) - len(doomed_objects)
         if time.time() > started + settle + slack:
             _put_json(remote, f"{gc_id}.done", {"format": 1, "aborted": "marking took longer than the slack"})
             raise RemoteError(f"remote gc of {remote.url} took over {slack:.0f}s to mark after settling; nothing deleted")
@@ -244,12 +245,12 @@ def remote_gc(
         }
         _put_json(remote, f"{gc_id}.plan", plan)
         keys = [remote.record_key(JOURNAL, *loc) for loc in doomed_journal] + [remote.entry_key(*loc) for loc in doomed_entries]
+        keys += [remote.object_key(oid) for oid in doomed_objects]
         for _ in pool.map(lambda key: _delete_before(remote, key, stop_at), keys):
             pass
         report.journal_deleted, report.entries_deleted = len(doomed_journal), len(doomed_entries)
-        sizes = pool.map(lambda oid: _delete_object(remote, oid, stop_at), doomed_objects)
-        report.bytes_freed = sum(sizes)
         report.objects_deleted = len(doomed_objects)
+        report.bytes_freed = sum(unmarked[oid][1] for oid in doomed_objects)
     _put_json(remote, f"{gc_id}.done", {"format": 1, "created": time.time(), **dataclasses.asdict(report)})
     return report
 
@@ -258,16 +259,6 @@ def _delete_before(remote: Remote, key: str, stop_at: float) -> None:
     if time.time() > stop_at:
         raise RemoteError(f"remote gc of {remote.url} passed its deadline; the rest is left for the next gc")
     remote.delete(key)
-
-
-def _delete_object(remote: Remote, oid: bytes, stop_at: float) -> int:
-    key = remote.object_key(oid)
-    try:
-        size = int(remote.fs.size(key))
-    except FileNotFoundError:
-        return 0
-    _delete_before(remote, key, stop_at)
-    return size
 
 
 class GcBarrier:

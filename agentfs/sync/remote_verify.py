@@ -9,10 +9,10 @@ from ..errors import AgentFSError
 from ..objects import codec
 from ..objects.blobs import LOOSE, PACKED, TREE, Location, parse_node
 from ..store.entries import Entry, decode_entry_at
-from ..store.journal import decode_record
 from ..store.maintenance import Problem, VerifyReport
-from ..store.retention import decode_retirement
-from .remote import JOURNAL, LOG, Remote
+from ..store.store import LOG
+from .pull import check_record
+from .remote import Remote
 
 
 class _Walk:
@@ -33,7 +33,7 @@ class _Walk:
 
     def entry(self, loc: Location) -> list[Problem]:
         where = f"{loc[0]}@{loc[1]}"
-        data = self.remote.read(self.remote.entry_key(*loc), 64 << 20)
+        data = self.remote.fetch_entry(*loc)
         if data is None:
             return [Problem("missing", where, "listed but vanished (a gc running?)")]
         try:
@@ -63,7 +63,7 @@ class _Walk:
         return self._fetch(oid, where)[1]
 
     def _fetch(self, oid: bytes, where: str) -> tuple[bytes | None, list[Problem]]:
-        blob = self.remote.read(self.remote.object_key(oid), 32 << 20)
+        blob = self.remote.fetch_object(oid)
         if blob is None:
             return None, [Problem("missing", where, f"object {oid.hex()} vanished")]
         try:
@@ -107,14 +107,11 @@ def verify_remote(remote: Remote, *, deep: bool = False, workers: int = 16) -> V
 
 def _record(remote: Remote, kind: str, run: str, record_id: str) -> Problem | None:
     where = f"{run} {kind}/{record_id}"
-    data = remote.read(remote.record_key(kind, run, record_id), 64 << 20)
+    data = remote.fetch_record(kind, run, record_id)
     if data is None:
         return None  # removed by a gc since it was listed
     try:
-        if kind == JOURNAL:
-            decode_record(data, run, record_id, f"remote {where}")
-        else:
-            decode_retirement(data, run, record_id, f"remote {where}")
+        check_record(kind, data, run, record_id, f"remote {where}")
     except AgentFSError as exc:
         return Problem("corrupt", where, str(exc))
     return None
