@@ -92,15 +92,15 @@ def stats(store: Store) -> StoreStats:
             data = path.read_bytes()  # read directly: the entry cache, or a remote, must not answer
         except FileNotFoundError:
             continue  # pruned since it was listed
-        manifest = decode_entry_at(data, run, checkpoint_id, f"{run}@{checkpoint_id} ({path})").manifest
+        entry = decode_entry_at(data, run, checkpoint_id, f"{run}@{checkpoint_id} ({path})")
+        manifest = entry.manifest
         created = dt.datetime.fromtimestamp(manifest.created / 1e9, tz=dt.timezone.utc)
         row = runs.setdefault(run, RunStats(run))
         row.checkpoints += 1
         row.first = created if row.first is None else min(row.first, created)  # clocks of two writers may disagree
         row.last = created if row.last is None else max(row.last, created)
         row.entry_bytes += len(data)
-        refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())
-        row.logical_bytes += sum(ref_size(ref) for ref in refs)
+        row.logical_bytes += sum(ref_size(ref) for _label, ref in entry.refs())
         local.append((run, checkpoint_id))
     for run, record_id in local_journal_records(store):
         try:
