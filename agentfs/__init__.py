@@ -1,5 +1,9 @@
 """agentfs: keep an agent's state and files safe, and resume anywhere."""
 
+from .core.checkpoint import Artifact, Checkpoint
+from .core.run import Run
+from .core.schema import Schema
+from .engine.repository import Store, open_store
 from .errors import (
     AgentFSError,
     Conflict,
@@ -14,10 +18,6 @@ from .errors import (
     SerializationError,
 )
 from .serialization import register
-from .store.checkpoint import Artifact, Checkpoint
-from .store.run import Run
-from .store.schema import Schema
-from .store.store import Store, open_store
 
 open = open_store
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import agentfs
-from agentfs.objects.blobs import TREE, ref_size
-from agentfs.objects.db import ObjectWriter
+from agentfs.engine.objectdb import ObjectWriter
+from agentfs.format.refs import TREE, ref_size
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentfs
-from agentfs.store.journal import journal_dir
+from agentfs.core.journal import journal_dir
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]

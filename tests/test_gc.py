@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import agentfs
-from agentfs.objects import chunking
+from agentfs.engine.objectdb import ObjectWriter
+from agentfs.format import chunking
 from agentfs.objects.blobs import BlobWriter
-from agentfs.objects.db import ObjectWriter
 from tests.helpers import workload
 
 HELPERS = Path(__file__).parent / "helpers"

@@ -25,10 +25,7 @@ import msgpack
 import pytest
 
 import agentfs
-from agentfs.ids import new_id
-from agentfs.names import ID
-from agentfs.serialization import decode_value
-from agentfs.store.journal import (
+from agentfs.core.journal import (
     MAGIC,
     Record,
     decode_record,
@@ -37,6 +34,9 @@ from agentfs.store.journal import (
     journal_dir,
     local_journal_records,
 )
+from agentfs.ids import new_id
+from agentfs.names import ID
+from agentfs.serialization import decode_value
 
 WORKER = Path(__file__).parent / "helpers" / "journal_worker.py"
 RUN = "agent/tools"

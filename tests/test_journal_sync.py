@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import agentfs
-from agentfs.store.journal import journal_dir
+from agentfs.core.journal import journal_dir
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.remote import Remote

@@ -29,10 +29,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 import agentfs
+from agentfs.core.retention import retired_dir
 from agentfs.integrations.langgraph import AgentFSSaver, records
 from agentfs.integrations.langgraph.layout import Layout, Namespace, Parsed, decode, encode, hashed
 from agentfs.names import check_name
-from agentfs.store.retention import retired_dir
 
 
 def test_conformance_suite_passes_every_capability(tmp_path: Path) -> None:

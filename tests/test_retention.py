@@ -14,7 +14,7 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli
-from agentfs.store.retention import decode_retirement, retired_dir
+from agentfs.core.retention import decode_retirement, retired_dir
 from tests.helpers import workload
 
 HELPERS = Path(__file__).parent / "helpers"

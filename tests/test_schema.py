@@ -9,7 +9,7 @@ import msgpack
 import pytest
 
 import agentfs
-from agentfs.store.entries import decode_entry
+from agentfs.format.entries import decode_entry
 from tests.helpers.tree import snapshot
 
 RUN = "agent/main"
@@ -100,7 +100,7 @@ def test_fork_keeps_the_schema_version_and_a_run_without_schema_sees_stored_stat
 
 
 def test_a_tampered_schema_field_is_a_format_error(tmp_path: Path) -> None:
-    from agentfs.store.manifest import Manifest
+    from agentfs.format.manifest import Manifest
 
     with agentfs.open(tmp_path / "s") as store:
         cp = store.run(RUN, schema=agentfs.Schema(version=2, migrations={1: v1_to_v2})).commit({"messages": []})

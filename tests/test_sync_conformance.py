@@ -28,12 +28,12 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli_main
+from agentfs.core.maintenance import local_entries
+from agentfs.format import codec
+from agentfs.format.entries import Entry, decode_entry
+from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
 from agentfs.ids import new_id
 from agentfs.names import ID
-from agentfs.objects import codec
-from agentfs.objects.blobs import INLINE, LOOSE, PACKED, TREE, Ref
-from agentfs.store.entries import Entry, decode_entry
-from agentfs.store.maintenance import local_entries
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher, PushStats
 from agentfs.sync.remote import Remote

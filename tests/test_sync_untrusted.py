@@ -19,11 +19,11 @@ import pytest
 
 import agentfs
 import agentfs.sync.remote as remote_module
+from agentfs.format import codec
+from agentfs.format.entries import Entry, encode_entry
+from agentfs.format.manifest import Manifest
+from agentfs.format.refs import LOOSE, PACKED, TREE
 from agentfs.ids import new_id
-from agentfs.objects import codec
-from agentfs.objects.blobs import LOOSE, PACKED, TREE
-from agentfs.store.entries import Entry, encode_entry
-from agentfs.store.manifest import Manifest
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.remote import Remote

@@ -10,9 +10,9 @@ from typing import Any
 import agentfs
 
 from ..errors import NotFound
+from ..format.manifest import ValueRef
+from ..format.refs import INLINE, Ref, ref_size
 from ..names import check_name
-from ..objects.blobs import INLINE, Ref, ref_size
-from ..store.manifest import ValueRef
 from . import output
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
 

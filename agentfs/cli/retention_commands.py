@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Any
 
-from ..store.retention import PruneReport, policy
+from ..core.retention import PruneReport, policy
 from ..sync.remote import Remote
 from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
 from . import output

@@ -11,8 +11,8 @@ from typing import Any
 
 import agentfs
 
-from ..store.maintenance import local_entries
-from ..store.stats import RemoteStats, remote_stats
+from ..core.maintenance import local_entries
+from ..core.stats import RemoteStats, remote_stats
 from ..sync.daemon import SyncDaemon
 from ..sync.pull import pull
 from ..sync.push import Pusher

@@ -1,1 +1,1 @@
-"""Content-addressed objects: the file codec, the local object database, chunking and blob trees."""
+"""Blob trees: values and files written as inline bytes, packed objects or chunk trees over the object database."""

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
-from ..store.watch import observe
+from ..core.watch import observe
 from .hooks import CommitHook
 from .push import Pusher, lag_seconds, local_records
 from .remote import Remote, redact, remote_name
 
 if TYPE_CHECKING:
-    from ..store.store import Store
+    from ..engine.repository import Store
 
 log = logging.getLogger("agentfs.sync")
 WAKING_EVENTS = {"created", "moved", "closed"}
@@ -160,7 +160,7 @@ class SyncDaemon:
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until every checkpoint and journal record written before this call is on the remote; False on timeout."""
-        from ..store.maintenance import local_entries
+        from ..core.maintenance import local_entries
 
         target = set(local_entries(self.store))
         records = set(local_records(self.store))

@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core.watch import Watcher
 from ..errors import FormatError
+from ..format.refs import Location
 from ..fsutil import make_dirs, write_atomic
 from ..ids import id_time_ns
-from ..objects.blobs import Location
-from ..store.watch import Watcher
 
 if TYPE_CHECKING:
-    from ..store.store import Store
+    from ..engine.repository import Store
 
 log = logging.getLogger("agentfs.sync")
 STATE_FILE = "on-commit"

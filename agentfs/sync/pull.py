@@ -9,17 +9,18 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from ..core.journal import decode_record
+from ..core.retention import decode_retirement
+from ..engine.repository import JOURNAL, RETIRED
 from ..errors import FormatError
+from ..format.entries import Entry, decode_entry_at
+from ..format.refs import LOOSE, TREE, Location
 from ..fsutil import write_atomic
-from ..objects.blobs import LOOSE, TREE, Location, read_node
-from ..store.entries import Entry, decode_entry_at
-from ..store.journal import decode_record
-from ..store.retention import decode_retirement
-from ..store.store import JOURNAL, RETIRED
+from ..objects.blobs import read_node
 from .remote import Remote
 
 if TYPE_CHECKING:
-    from ..store.store import Store
+    from ..engine.repository import Store
 
 BATCH = 256
 

@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from ..core.maintenance import local_entries
+from ..engine.repository import JOURNAL, RETIRED
 from ..errors import NotFound
+from ..format.config import encode_config
+from ..format.entries import Entry
+from ..format.refs import Location
 from ..ids import id_time_ns
-from ..objects.blobs import Location
-from ..store.config import encode_config
-from ..store.entries import Entry
-from ..store.maintenance import local_entries
-from ..store.store import JOURNAL, RETIRED
 from .index import PushIndex, remember_url
 from .remote import Remote
 from .remote_gc import GcBarrier
 
 if TYPE_CHECKING:
-    from ..store.store import Store
+    from ..engine.repository import Store
 
 BATCH = 512
 

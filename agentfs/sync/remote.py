@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 from ulid import ULID
 
+from ..engine.repository import JOURNAL, LOG, RECORD_KINDS
 from ..errors import InvalidName, RemoteError
+from ..format.config import check_config
 from ..names import ID, check_id, check_name
-from ..store.config import check_config
-from ..store.store import JOURNAL, LOG, RECORD_KINDS
 from .index import PushIndex, remember_url
 
 if TYPE_CHECKING:
-    from ..store.store import Store
+    from ..engine.repository import Store
 
 log = logging.getLogger("agentfs.sync")
 MAX_ENTRY = 64 << 20

@@ -28,18 +28,19 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from ..core.retention import decode_retirement
+from ..engine.repository import HOST, JOURNAL, LOG, RETIRED
 from ..errors import AgentFSError, FormatError, RemoteError
+from ..format import codec
+from ..format.entries import Entry, decode_entry_at
+from ..format.refs import LOOSE, TREE, Location, parse_node
 from ..ids import new_id
 from ..names import ID, check_id, check_name
-from ..objects import codec
-from ..objects.blobs import LOOSE, TREE, Location, parse_node, read_node
-from ..store.entries import Entry, decode_entry_at
-from ..store.retention import decode_retirement
-from ..store.store import HOST, JOURNAL, LOG, RETIRED
+from ..objects.blobs import read_node
 from .remote import OID_HEX, Remote
 
 if TYPE_CHECKING:
-    from ..store.store import Store
+    from ..engine.repository import Store
     from .index import PushIndex
 
 log = logging.getLogger("agentfs.sync")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from ..core.maintenance import Problem, VerifyReport
+from ..engine.repository import LOG
 from ..errors import AgentFSError
-from ..objects import codec
-from ..objects.blobs import LOOSE, PACKED, TREE, Location, parse_node
-from ..store.entries import Entry, decode_entry_at
-from ..store.maintenance import Problem, VerifyReport
-from ..store.store import LOG
+from ..format import codec
+from ..format.entries import Entry, decode_entry_at
+from ..format.refs import LOOSE, PACKED, TREE, Location, parse_node
 from .pull import check_record
 from .remote import Remote
 

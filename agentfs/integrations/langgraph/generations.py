@@ -30,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.checkpoint import Checkpoint
+from ...core.retention import delete_runs
+from ...core.run import Run
+from ...engine.repository import Store
 from ...errors import Conflict, FormatError
-from ...store.checkpoint import Checkpoint
-from ...store.retention import delete_runs
-from ...store.run import Run
-from ...store.store import Store
 from . import records
 from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, encode, hashed
 

@@ -27,9 +27,9 @@ from typing import Any
 from langgraph.checkpoint.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from ...core.checkpoint import Checkpoint as Commit
 from ...errors import FormatError
 from ...names import check_id
-from ...store.checkpoint import Checkpoint as Commit
 
 VALUE, ITEMS, DELTA = "v:", "l:", "d:"
 SNAPSHOT_EVERY = 16

@@ -40,10 +40,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
+from ...core.checkpoint import Checkpoint as Commit
+from ...core.run import Run
+from ...engine.repository import Durability, Store, open_store
 from ...errors import Conflict, FormatError
-from ...store.checkpoint import Checkpoint as Commit
-from ...store.run import Run
-from ...store.store import Durability, Store, open_store
 from . import records
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
 from .layout import Layout, Namespace

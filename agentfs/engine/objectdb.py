@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ObjectMissing
+from ..format import codec
 from ..fsutil import fsync_dir, make_dirs, write_temp
-from . import codec
 
 Fetch = Callable[[bytes], bytes | None]
 REFERENCED_MAX = 1 << 20

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import msgpack
 
 from ..errors import FormatError
-from ..objects import codec
-from ..objects.blobs import PACKED, Location, Ref
+from . import codec
 from .manifest import Manifest
+from .refs import PACKED, Location, Ref
 from .sealed import seal, unseal
 
 MAGIC = b"AFL"

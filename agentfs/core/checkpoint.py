@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
+from ..format.manifest import VALUE_STATE, Manifest
+from ..format.refs import Ref, ref_size
 from ..fsutil import fsync_dir, temp_path
 from ..names import check_name
-from ..objects.blobs import Ref, ref_size
 from ..serialization import decode_body, decode_value
-from .manifest import VALUE_STATE, Manifest
 
 if TYPE_CHECKING:
+    from ..engine.repository import Store
     from .schema import Schema
-    from .store import Store
 
 
 class Checkpoint:

@@ -10,7 +10,7 @@ import msgpack
 
 from ..errors import FormatError
 from ..names import check_id, check_name
-from ..objects.blobs import Ref, check_ref
+from .refs import Ref, check_ref
 
 FORMAT = 1
 MAP_STATE = "map"  # a mapping stored key by key

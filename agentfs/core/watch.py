@@ -23,13 +23,13 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from ..errors import InvalidName, NotFound
+from ..format.refs import Location
 from ..names import ID, check_name
-from ..objects.blobs import Location
 from .maintenance import local_entries
 
 if TYPE_CHECKING:
+    from ..engine.repository import Store
     from .checkpoint import Checkpoint
-    from .store import Store
 
 RESCAN = 0.5
 FULL_RESCAN = 3.0

@@ -7,13 +7,14 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..engine.locks import EXCLUSIVE, flock
 from ..errors import AgentFSError, IntegrityError
-from ..objects import codec
-from ..objects.blobs import LOOSE, PACKED, TREE, Ref, read_node
-from .locks import EXCLUSIVE, flock
+from ..format import codec
+from ..format.refs import LOOSE, PACKED, TREE, Ref
+from ..objects.blobs import read_node
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..engine.repository import Store
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 from ulid import ULID
 
 from ..errors import FormatError
-from ..objects import blobs, chunking
+from . import chunking, refs
 
 FORMAT = 1
 
@@ -26,8 +26,8 @@ def new_config() -> dict[str, Any]:
             "large": chunking.LARGE.to_json(),
             "large_value_over": chunking.LARGE_VALUE,
         },
-        "inline_max": blobs.INLINE_MAX,
-        "pack_max": blobs.PACK_MAX,
+        "inline_max": refs.INLINE_MAX,
+        "pack_max": refs.PACK_MAX,
     }
 
 

@@ -11,15 +11,15 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..objects.blobs import Location, ref_size
+from ..format.entries import decode_entry_at
+from ..format.refs import Location, ref_size
 from ..sync.index import PushIndex, remote_dirs
 from ..sync.push import lag_seconds
-from .entries import decode_entry_at
 from .journal import journal_dir, local_journal_records
 from .maintenance import local_entries
 
 if TYPE_CHECKING:
-    from .store import Store
+    from ..engine.repository import Store
 
 
 @dataclasses.dataclass

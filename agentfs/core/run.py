@@ -10,24 +10,25 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar, Union
 
+from ..engine.locks import EXCLUSIVE, flock
+from ..engine.objectdb import ObjectWriter
 from ..errors import Conflict, NotFound, SerializationError
+from ..format import chunking
+from ..format.entries import encode_entry
+from ..format.manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
+from ..format.refs import PACKED, Ref, located
 from ..fsutil import write_atomic
 from ..ids import new_id
 from ..names import check_id, check_name
-from ..objects import chunking
-from ..objects.blobs import PACKED, BlobWriter, Ref, located
-from ..objects.db import ObjectWriter
+from ..objects.blobs import BlobWriter
 from ..serialization import encode_body, encode_value
 from .checkpoint import Checkpoint
-from .entries import encode_entry
-from .locks import EXCLUSIVE, flock
-from .manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 
 if TYPE_CHECKING:
+    from ..engine.repository import Store
     from .journal import Journal, ToolCall
     from .retention import PruneReport
     from .schema import Schema
-    from .store import Store
 
 ArtifactSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
 

@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgpack
 
+from ..engine.locks import EXCLUSIVE, flock
+from ..engine.repository import JOURNAL
 from ..errors import Conflict, FormatError, InFlight, IntegrityError, InvalidName, NotFound, SerializationError
+from ..format.sealed import seal, unseal
 from ..fsutil import write_atomic
 from ..ids import id_time_ns, new_id
 from ..names import ID, check_name
 from ..serialization import decode_value, encode_value
-from .locks import EXCLUSIVE, flock
-from .sealed import seal, unseal
-from .store import JOURNAL
 
 if TYPE_CHECKING:
+    from ..engine.repository import Store
     from .run import Run
-    from .store import Store
 
 MAGIC = b"AFJ"
 VERSION = 1

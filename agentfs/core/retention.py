@@ -20,20 +20,20 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from ..engine.locks import EXCLUSIVE, flock
+from ..engine.repository import JOURNAL, RETIRED
 from ..errors import AgentFSError, FormatError
+from ..format.config import encode_config, read_config
+from ..format.refs import Location
+from ..format.sealed import seal, unseal
 from ..fsutil import fsync_dir, write_atomic
 from ..ids import id_time_ns, new_id
 from ..names import check_id, check_name
-from ..objects.blobs import Location
-from .config import encode_config, read_config
-from .locks import EXCLUSIVE, flock
 from .maintenance import local_entries
-from .sealed import seal, unseal
-from .store import JOURNAL, RETIRED
 
 if TYPE_CHECKING:
+    from ..engine.repository import Store
     from .run import Run
-    from .store import Store
 
 MAGIC = b"AFR"
 VERSION = 1

@@ -15,21 +15,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import FormatError, InvalidName, NotFound
+from ..format.config import encode_config, new_config, read_config
+from ..format.entries import Entry, decode_entry_at
+from ..format.refs import Location
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_name
-from ..objects.blobs import BlobReader, Location
-from ..objects.db import ObjectDB
-from .config import encode_config, new_config, read_config
-from .entries import Entry, decode_entry_at
+from ..objects.blobs import BlobReader
 from .locks import SHARED, flock
+from .objectdb import ObjectDB
 
 if TYPE_CHECKING:
+    from ..core.maintenance import GcReport, VerifyReport
+    from ..core.run import Run
+    from ..core.schema import Schema
+    from ..core.stats import StoreStats
+    from ..core.watch import Watch
     from ..sync.daemon import SyncDaemon
-    from .maintenance import GcReport, VerifyReport
-    from .run import Run
-    from .schema import Schema
-    from .stats import StoreStats
-    from .watch import Watch
 
 LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # what a run's directory holds, each named by ULIDs
 RECORD_KINDS = (LOG, JOURNAL, RETIRED)
@@ -137,7 +138,7 @@ class Store:
 
     def run(self, name: str, *, schema: Schema | None = None) -> Run:
         """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
-        from .run import Run
+        from ..core.run import Run
 
         return Run(self, check_name(name, "run"), schema)
 
@@ -217,7 +218,7 @@ class Store:
     def ids(self, run: str) -> list[str]:
         ids = set(self.local_ids(run))
         if self.source is not None:
-            from .retention import retired_ids
+            from ..core.retention import retired_ids
 
             # the remote lists only names that are ULIDs; those pruned here stay on it until its gc
             ids.update(set(self.source.list_ids(run)) - retired_ids(self, run))
@@ -324,15 +325,15 @@ class Store:
     # maintenance and sync
 
     def verify(self) -> VerifyReport:
-        from .maintenance import verify
+        from ..core.maintenance import verify
 
         return verify(self)
 
     def gc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
         """Apply the retention policy in config (unless `policy=False`), then delete unreferenced objects
         last touched over `grace` seconds ago."""
-        from .maintenance import gc
-        from .retention import apply_policy
+        from ..core.maintenance import gc
+        from ..core.retention import apply_policy
 
         pruned = apply_policy(self) if policy else []
         report = gc(self, grace)
@@ -341,7 +342,7 @@ class Store:
 
     def set_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
         """Store-wide retention that `gc` applies to every run (LangGraph threads excepted); no argument clears it."""
-        from .retention import set_policy
+        from ..core.retention import set_policy
 
         return set_policy(self, keep_last, keep_within)
 
@@ -352,13 +353,13 @@ class Store:
         seconds without a new checkpoint (default: never). Watching starts at this call; `close()`
         (or leaving a `with store.watch() as changes:` block) stops it.
         """
-        from .watch import watch
+        from ..core.watch import watch
 
         return watch(self, run, timeout=timeout)
 
     def stats(self) -> StoreStats:
         """Checkpoints and bytes per run, dedup ratio, journal size, sync lag per remote."""
-        from .stats import stats
+        from ..core.stats import stats
 
         return stats(self)
 

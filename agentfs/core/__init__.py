@@ -1,0 +1,1 @@
+"""Features over the engine: runs, checkpoints, the journal, schemas, retention, maintenance, watching."""

@@ -1,1 +1,0 @@
-"""The local store: config, run logs, manifests, checkpoints and maintenance."""
