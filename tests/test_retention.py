@@ -14,7 +14,8 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli
-from agentfs.core.retention import decode_retirement, retired_dir
+from agentfs.core.retention import retired_dir
+from agentfs.format.retirement import decode_retirement
 from tests.helpers import workload
 
 HELPERS = Path(__file__).parent / "helpers"

@@ -9,8 +9,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..core.journal import ERROR, IN_FLIGHT, OK, START, Call, Record, calls_of, describe_error
+from ..core.journal import IN_FLIGHT, Call, calls_of, describe_error
 from ..errors import AgentFSError, NotFound
+from ..format.journal import ERROR, OK, START, Record
 from . import output
 from .common import OK as EXIT_OK
 from .common import Subparsers, add_json_flag, open_existing

@@ -29,75 +29,24 @@ import msgpack
 
 from ..engine.locks import EXCLUSIVE, flock
 from ..engine.repository import JOURNAL
-from ..errors import Conflict, FormatError, InFlight, IntegrityError, InvalidName, NotFound, SerializationError
-from ..format.sealed import seal, unseal
+from ..errors import Conflict, FormatError, InFlight, IntegrityError, NotFound, SerializationError
+from ..format.journal import ERROR, MAX_KEY, OK, START, Record, check_key, decode_record, utc
 from ..fsutil import write_atomic
 from ..ids import id_time_ns, new_id
-from ..names import ID, check_name
-from ..serialization import decode_value, encode_value
+from ..names import ID
+from ..serialization import encode_value
 
 if TYPE_CHECKING:
     from ..engine.repository import Store
     from .run import Run
 
-MAGIC = b"AFJ"
-VERSION = 1
-FORMAT = 1
-START, OK, ERROR = "start", "ok", "error"
-IN_FLIGHT = "in_flight"
-ABANDONED = "agentfs.Abandoned"  # the error type abandon() records
-MAX_KEY = 1024
 MAX_MESSAGE = 4096
 MAX_VALUE = 16 << 20  # an encoded args or result; remotes cap a record at 64 MiB
+IN_FLIGHT = "in_flight"
+ABANDONED = "agentfs.Abandoned"  # the error type abandon() records
 
 log = logging.getLogger("agentfs.journal")
 T = TypeVar("T")
-
-
-@dataclasses.dataclass(frozen=True)
-class Record:
-    """One journal event. A start's `call` is its own id; an end's is the id of the start it ends."""
-
-    run: str
-    id: str
-    kind: str  # START, OK or ERROR
-    key: str
-    call: str
-    name: str
-    created: int  # ns since the epoch
-    writer: dict[str, Any]  # {"store", "host", "pid"}
-    args: bytes | None = None  # start: the encoded args
-    result: bytes | None = None  # ok: the encoded result, unless
-    unrecorded: str | None = None  # ok: why the result could not be recorded
-    error: dict[str, str] | None = None  # error: {"type": "module.QualName", "message": str}
-
-    def to_bytes(self) -> bytes:
-        body: dict[str, Any] = {
-            "format": FORMAT,
-            "run": self.run,
-            "id": self.id,
-            "kind": self.kind,
-            "key": self.key,
-            "call": self.call,
-            "name": self.name,
-            "created": self.created,
-            "writer": self.writer,
-        }
-        for field in ("args", "result", "unrecorded", "error"):
-            if getattr(self, field) is not None:
-                body[field] = getattr(self, field)
-        return seal(MAGIC, VERSION, msgpack.packb(body, use_bin_type=True))
-
-    @property
-    def created_at(self) -> dt.datetime:
-        return utc(self.created)
-
-    def value(self, field: str) -> Any:
-        """The decoded "args" (of a start) or "result" (of an ok end that recorded it)."""
-        data = getattr(self, field)
-        if data is None:
-            raise NotFound(f"journal record {self.run}/{self.id} ({self.kind}) holds no {field}")
-        return decode_value(data, f"journal record {self.run}/{self.id} {field}")
 
 
 def journal_dir(store: Store, run: str) -> Path:
@@ -109,79 +58,9 @@ def local_journal_records(store: Store) -> Iterator[tuple[str, str]]:
     return store.local_records(JOURNAL)
 
 
-def decode_record(data: bytes, run: str, record_id: str, where: str) -> Record:
-    """The record in `data`, which must be record `record_id` of `run`; IntegrityError or FormatError otherwise.
-
-    `where` names the bytes' origin in messages ("journal record <where> ...").
-    """
-    body = unseal(data, MAGIC, VERSION, "journal record", where)
-    where = f"journal record {where}"
-    try:
-        fields = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise FormatError(f"{where} is not valid msgpack: {exc}") from None
-    record = _validate(fields, where)
-    if (record.run, record.id) != (run, record_id):
-        raise FormatError(f"{where} holds record {record.id} of run {record.run!r}")
-    return record
-
-
-def _validate(fields: Any, where: str) -> Record:
-    if type(fields) is not dict:
-        raise FormatError(f"{where} is not a map")
-
-    def get(name: str, kind: type) -> Any:
-        value = fields.get(name)
-        if type(value) is not kind:  # msgpack yields exact builtin types; this also refuses a bool for an int
-            raise FormatError(f"{where}: field {name!r} is malformed: {str(value)[:80]!r}")
-        return value
-
-    if get("format", int) != FORMAT:
-        raise FormatError(f"{where} has record format {fields['format']}, this agentfs reads {FORMAT}")
-    kind = get("kind", str)
-    if kind not in (START, OK, ERROR):
-        raise FormatError(f"{where}: unknown kind {kind[:40]!r}")
-    record_id, call = get("id", str), get("call", str)
-    if not ID.fullmatch(record_id) or not ID.fullmatch(call) or (kind == START) != (call == record_id):
-        raise FormatError(f"{where}: malformed id {record_id[:40]!r} or call {call[:40]!r}")
-    try:
-        run = check_name(get("run", str), "run")
-        key = check_key(get("key", str))
-        name = check_key(get("name", str), "tool name")
-    except InvalidName as exc:
-        raise FormatError(f"{where}: {exc}") from None
-    writer = get("writer", dict)
-    if not (type(writer.get("store")) is str and type(writer.get("host")) is str and type(writer.get("pid")) is int):
-        raise FormatError(f"{where}: field 'writer' is malformed")
-    record = Record(run=run, id=record_id, kind=kind, key=key, call=call, name=name, created=get("created", int), writer=writer)
-    if kind == START:
-        return dataclasses.replace(record, args=get("args", bytes))
-    if kind == OK:
-        if "result" in fields:
-            return dataclasses.replace(record, result=get("result", bytes))
-        return dataclasses.replace(record, unrecorded=get("unrecorded", str))
-    error = get("error", dict)
-    if not (type(error.get("type")) is str and type(error.get("message")) is str):
-        raise FormatError(f"{where}: field 'error' is malformed")
-    return dataclasses.replace(record, error={"type": error["type"], "message": error["message"]})
-
-
 def install_record(store: Store, run: str, record_id: str, data: bytes) -> bool:
     """Add a record decode_record accepted (from a remote); records are never replaced."""
     return write_atomic(store.tmp_dir, journal_dir(store, run) / record_id, data, sync=store.sync_writes)
-
-
-def check_key(key: object, what: str = "key") -> str:
-    """Keys and tool names are any str of 1 to 1024 characters (they never become paths)."""
-    if not isinstance(key, str):
-        raise InvalidName(f"journal {what} must be a str, got {type(key).__name__}: {key!r}"[:200])
-    if not key or len(key) > MAX_KEY:
-        raise InvalidName(f"journal {what} {key[:40]!r} must be 1 to {MAX_KEY} characters, not {len(key)}")
-    try:
-        key.encode()
-    except UnicodeEncodeError:
-        raise InvalidName(f"journal {what} {key[:40]!r} holds a lone surrogate, which is not UTF-8") from None
-    return key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -615,7 +494,3 @@ def _clean(text: str, limit: int = MAX_MESSAGE) -> str:
 
 def describe_error(error: dict[str, str] | None) -> str:
     return "" if error is None else f"{error['type']}: {error['message']}"
-
-
-def utc(ns: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc)

@@ -8,13 +8,19 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..engine.locks import EXCLUSIVE, flock
-from ..errors import AgentFSError, IntegrityError
+from ..engine.repository import JOURNAL, RETIRED
+from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec
-from ..format.refs import LOOSE, PACKED, TREE, Ref
-from ..objects.blobs import read_node
+from ..format.entries import Entry
+from ..format.journal import decode_record
+from ..format.refs import PACKED, Location
+from ..format.retirement import decode_retirement
+from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
 
 if TYPE_CHECKING:
     from ..engine.repository import Store
+
+ROLE_NAMES = {OBJECT: "object", NODE: "tree node", CHUNK: "chunk"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,81 +108,69 @@ def verify(store: Store) -> VerifyReport:
         parent = entry.manifest.parent
         if parent is not None and not partial and not store.entry_path(run, parent).is_file() and parent not in retired.get(run, ()):
             report.problems.append(Problem("missing", where, f"parent checkpoint {parent} is missing"))
-        for label, ref in entry.refs():
-            report.problems.extend(_check_ref(store, ref, (run, checkpoint_id), f"{where} {label}", good, nodes_checked, partial))
+        report.problems.extend(_check_refs(store, entry, (run, checkpoint_id), where, good, nodes_checked, partial))
     return report
 
 
 def _check_records(store: Store, report: VerifyReport) -> dict[str, set[str]]:
     """Check retirement and journal records; the ids retention removed on purpose, per run."""
-    from .journal import decode_record, journal_dir, local_journal_records
-    from .retention import decode_retirement, local_retirements, retired_dir
-
     retired: dict[str, set[str]] = {}
-    for run, record_id in local_retirements(store):
+    for run, record_id in store.local_records(RETIRED):
         where = f"{run} retired/{record_id}"
         try:
-            record = decode_retirement((retired_dir(store, run) / record_id).read_bytes(), run, record_id, where)
+            record = decode_retirement((store.record_dir(run, RETIRED) / record_id).read_bytes(), run, record_id, where)
         except (AgentFSError, OSError) as exc:
             report.problems.append(Problem("corrupt", where, str(exc)))
             continue
         retired.setdefault(run, set()).update(record.checkpoints)
-    for run, record_id in local_journal_records(store):
+    for run, record_id in store.local_records(JOURNAL):
         where = f"{run} journal/{record_id}"
         try:
-            decode_record((journal_dir(store, run) / record_id).read_bytes(), run, record_id, where)
+            decode_record((store.record_dir(run, JOURNAL) / record_id).read_bytes(), run, record_id, where)
         except (AgentFSError, OSError) as exc:
             report.problems.append(Problem("corrupt", where, str(exc)))
     return retired
 
 
-def _check_ref(
-    store: Store, ref: Ref, home: tuple[str, str], where: str, good: set[bytes], nodes: set[bytes], partial: bool
+def _check_refs(
+    store: Store, entry: Entry, home: Location, where: str, good: set[bytes], seen: set[bytes], partial: bool
 ) -> list[Problem]:
-    kind = ref[0]
-    if kind == PACKED:
+    """Problems with what `entry` needs: its borrowed packed objects, and every object file its refs reach."""
+    problems: list[Problem] = []
+    for label, ref in entry.refs():
+        if ref[0] != PACKED:
+            continue
         location = (ref[3], ref[4]) if len(ref) == 5 else home
         if location != home and partial and not store.entry_path(*location).is_file():
-            return []  # not pulled yet
+            continue  # not pulled yet
         try:
             store.read_packed(ref[1], location)
         except AgentFSError as exc:
-            return [Problem("missing", where, str(exc))]
-        return []
-    if kind == LOOSE:
-        return [] if ref[1] in good or partial else [Problem("missing", where, f"object {ref[1].hex()} is missing or corrupt")]
-    if kind != TREE:
-        return []
-    return _check_tree(store, ref[1], ref[3], where, good, nodes, partial)
+            problems.append(Problem("missing", f"{where} {label}", str(exc)))
 
+    def read_nodes(nodes: list[Reached]) -> list[Children | AgentFSError]:
+        missing = ObjectMissing("is missing or corrupt")  # only nodes that re-hashed cleanly above are read
+        return [store.db.read_nodes([node])[0] if node.oid in good else missing for node in nodes]
 
-def _check_tree(store: Store, oid: bytes, depth: int, where: str, good: set[bytes], nodes: set[bytes], partial: bool) -> list[Problem]:
-    if oid in nodes:
-        return []
-    nodes.add(oid)
-    if oid not in good:
-        return [] if partial else [Problem("missing", where, f"tree node {oid.hex()} is missing or corrupt")]
-    problems: list[Problem] = []
-    try:
-        children = read_node(store.db, oid, where)
-    except AgentFSError as exc:
-        return [Problem("malformed", where, str(exc))]
-    for child, _size in children:
-        if depth > 1:
-            problems.extend(_check_tree(store, child, depth - 1, where, good, nodes, partial))
-        elif child not in good and not partial:
-            problems.append(Problem("missing", where, f"chunk {child.hex()} is missing or corrupt"))
+    labelled = ((f"{where} {label}", ref) for label, ref in entry.refs())
+    for reached in reach(labelled, read_nodes, seen):
+        what = f"{ROLE_NAMES[reached.role]} {reached.oid.hex()}"
+        if isinstance(reached.error, ObjectMissing):
+            if not partial:
+                problems.append(Problem("missing", reached.where, f"{what} {reached.error}"))
+        elif reached.error is not None:
+            problems.append(Problem("malformed", reached.where, str(reached.error)))
+        elif reached.role != NODE and reached.oid not in good and not partial:
+            problems.append(Problem("missing", reached.where, f"{what} is missing or corrupt"))
     return problems
 
 
 def _mark(store: Store, entries: list[tuple[str, str]], marked: set[bytes]) -> None:
     for run, checkpoint_id in entries:
         entry = store.read_entry(run, checkpoint_id)  # a corrupt entry stops gc: we can't know what it needs
-        for label, ref in entry.refs():
-            try:
-                marked.update(store.blobs.loose_oids(ref, f"{run}@{checkpoint_id} {label}", marked))
-            except AgentFSError:
-                continue  # a missing node: nothing below it is reachable through it
+        labelled = ((f"{run}@{checkpoint_id} {label}", ref) for label, ref in entry.refs())
+        for _reached in reach(labelled, store.db.read_nodes, marked):
+            pass  # reach marks as it goes; below a node that cannot be read nothing is reachable through it
 
 
 def gc(store: Store, grace: float = 3600.0) -> GcReport:

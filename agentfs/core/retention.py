@@ -18,25 +18,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgpack
-
 from ..engine.locks import EXCLUSIVE, flock
 from ..engine.repository import JOURNAL, RETIRED
-from ..errors import AgentFSError, FormatError
+from ..errors import AgentFSError
 from ..format.config import encode_config, read_config
 from ..format.refs import Location
-from ..format.sealed import seal, unseal
+from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import fsync_dir, write_atomic
 from ..ids import id_time_ns, new_id
-from ..names import check_id, check_name
 from .maintenance import local_entries
 
 if TYPE_CHECKING:
     from ..engine.repository import Store
     from .run import Run
 
-MAGIC = b"AFR"
-VERSION = 1
 MANAGED_PREFIXES = ("langgraph/",)  # runs whose owner keeps its own retention: the store policy skips them
 
 
@@ -49,51 +44,8 @@ class PruneReport:
     journal_removed: int = 0
 
 
-@dataclasses.dataclass(frozen=True)
-class Retirement:
-    run: str
-    id: str
-    created: int
-    checkpoints: list[str]
-    journal: list[str]
-
-
 def retired_dir(store: Store, run: str) -> Path:
     return store.record_dir(run, RETIRED)
-
-
-def encode_retirement(record: Retirement, writer: dict[str, Any]) -> bytes:
-    body = msgpack.packb(
-        {
-            "format": 1,
-            "run": record.run,
-            "id": record.id,
-            "created": record.created,
-            "writer": writer,
-            "checkpoints": record.checkpoints,
-            "journal": record.journal,
-        },
-        use_bin_type=True,
-    )
-    return seal(MAGIC, VERSION, body)
-
-
-def decode_retirement(data: bytes, run: str, record_id: str, where: str) -> Retirement:
-    """A retirement record, refused unless intact and naming the run and id its path names."""
-    body = unseal(data, MAGIC, VERSION, "retirement record", where)
-    try:
-        record = msgpack.unpackb(body, raw=False, strict_map_key=True)
-        fields = (record["run"], record["id"], record["created"], record["checkpoints"], record["journal"])
-        ok = record.get("format") == 1 and isinstance(fields[2], int) and all(isinstance(f, list) for f in fields[3:])
-        if ok:
-            check_name(fields[0])
-            for checkpoint_id in [fields[1], *fields[3], *fields[4]]:
-                check_id(checkpoint_id)
-    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
-        raise FormatError(f"retirement record {where} is malformed: {exc}") from None
-    if not ok or (fields[0], fields[1]) != (run, record_id):
-        raise FormatError(f"retirement record {where} is malformed or names another run or id")
-    return Retirement(*fields)
 
 
 def local_retirements(store: Store) -> Iterator[tuple[str, str]]:

@@ -9,8 +9,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import ObjectMissing
+from ..errors import AgentFSError, ObjectMissing
 from ..format import codec
+from ..format.refs import parse_node
+from ..format.walk import Children, Reached
 from ..fsutil import fsync_dir, make_dirs, write_temp
 
 Fetch = Callable[[bytes], bytes | None]
@@ -74,6 +76,20 @@ class ObjectDB:
         make_dirs(final.parent, sync=self.sync)
         os.replace(write_temp(self.tmp, blob, sync=self.sync), final)
         return data
+
+    def read_node(self, oid: bytes, where: str) -> Children:
+        """A tree node's children; a corrupt node is an IntegrityError from read, not a malformed one."""
+        return parse_node(self.read(oid), oid, where)
+
+    def read_nodes(self, nodes: list[Reached]) -> list[Children | AgentFSError]:
+        """For the closure walk (format.walk.reach): each node's children, or what stopped reading it."""
+        out: list[Children | AgentFSError] = []
+        for node in nodes:
+            try:
+                out.append(self.read_node(node.oid, f"{node.where}: tree node {node.oid.hex()}"))
+            except AgentFSError as exc:
+                out.append(exc)
+        return out
 
     def read_raw(self, oid: bytes) -> bytes:
         """The object file's bytes as stored (compressed), for pushing to a remote."""

@@ -21,7 +21,6 @@ from ..format.refs import (
     ReadPacked,
     Ref,
     encode_node,
-    parse_node,
     ref_size,
 )
 
@@ -104,10 +103,6 @@ class _Prepended:
         return len(data)
 
 
-def read_node(db: ObjectDB, oid: bytes, where: str) -> list[list[Any]]:
-    return parse_node(db.read(oid), oid, where)  # a corrupt node is an IntegrityError from read, not a malformed one
-
-
 class BlobReader:
     def __init__(self, db: ObjectDB, read_packed: ReadPacked) -> None:
         self.db = db
@@ -135,7 +130,7 @@ class BlobReader:
             yield from self._walk(ref[1], ref[3], where)
 
     def _walk(self, oid: bytes, depth: int, where: str) -> Iterator[bytes]:
-        for child_oid, _size in read_node(self.db, oid, where):
+        for child_oid, _size in self.db.read_node(oid, where):
             if depth == 1:
                 yield self.db.read(child_oid)
             else:
@@ -143,24 +138,3 @@ class BlobReader:
 
     def read(self, ref: Ref, home: Location, where: str) -> bytes:
         return b"".join(self.chunks(ref, home, where))
-
-    def loose_oids(self, ref: Ref, where: str, seen: set[bytes]) -> Iterator[bytes]:
-        """Every object file `ref` needs (tree nodes and chunks), each once per `seen`."""
-        if ref[0] == LOOSE and ref[1] not in seen:
-            seen.add(ref[1])
-            yield ref[1]
-        elif ref[0] == TREE:
-            yield from self._closure(ref[1], ref[3], where, seen)
-
-    def _closure(self, oid: bytes, depth: int, where: str, seen: set[bytes]) -> Iterator[bytes]:
-        if oid in seen:
-            return
-        seen.add(oid)
-        yield oid
-        for child_oid, _size in read_node(self.db, oid, where):
-            if depth == 1:
-                if child_oid not in seen:
-                    seen.add(child_oid)
-                    yield child_oid
-            else:
-                yield from self._closure(child_oid, depth - 1, where, seen)

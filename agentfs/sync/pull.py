@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from ..core.journal import decode_record
-from ..core.retention import decode_retirement
 from ..engine.repository import JOURNAL, RETIRED
-from ..errors import FormatError
+from ..errors import AgentFSError, FormatError
 from ..format.entries import Entry, decode_entry_at
-from ..format.refs import LOOSE, TREE, Location
+from ..format.journal import decode_record
+from ..format.refs import Location
+from ..format.retirement import decode_retirement
+from ..format.walk import NODE, Children, Reached, reach
 from ..fsutil import write_atomic
-from ..objects.blobs import read_node
 from .remote import Remote
 
 if TYPE_CHECKING:
@@ -96,26 +96,20 @@ def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
 
 
 def _fetch_closure(store: Store, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats) -> None:
-    """Fetch tree nodes level by level, then chunks, all verified before they are stored."""
-    level: set[tuple[bytes, int]] = set()  # (oid, depth): depth 0 is a chunk or a loose value
-    for _raw, entry in entries:
-        for _label, ref in entry.refs():
-            if ref[0] == LOOSE:
-                level.add((ref[1], 0))
-            elif ref[0] == TREE:
-                level.add((ref[1], ref[3]))
-    seen: set[bytes] = set()
-    while level:
-        todo = [(oid, depth) for oid, depth in level if oid not in seen]
-        seen.update(oid for oid, _ in todo)
-        missing = [oid for oid, _ in todo if not store.db.exists(oid)]
+    """Fetch tree nodes a level at a time, then chunks and loose objects, all verified before they are stored."""
+
+    def fetch(oids: list[bytes]) -> None:
+        missing = [oid for oid in oids if not store.db.exists(oid)]
         for size in pool.map(lambda oid: _fetch_object(store, remote, oid), missing):
             stats.objects += 1
             stats.bytes += size
-        level = set()
-        for oid, depth in todo:
-            if depth > 0:
-                level.update((child, depth - 1) for child, _size in read_node(store.db, oid, f"tree node {oid.hex()}"))
+
+    def read_nodes(nodes: list[Reached]) -> list[Children | AgentFSError]:
+        fetch([node.oid for node in nodes])
+        return [store.db.read_node(node.oid, f"tree node {node.oid.hex()}") for node in nodes]  # a bad node stops the pull
+
+    refs = ((label, ref) for _raw, entry in entries for label, ref in entry.refs())
+    fetch([reached.oid for reached in reach(refs, read_nodes, set()) if reached.role != NODE])
 
 
 def _fetch_object(store: Store, remote: Remote, oid: bytes) -> int:

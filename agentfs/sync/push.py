@@ -18,6 +18,7 @@ from ..errors import NotFound
 from ..format.config import encode_config
 from ..format.entries import Entry
 from ..format.refs import Location
+from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
 from .remote import Remote
@@ -127,10 +128,8 @@ class Pusher:
     ) -> None:
         needed: list[bytes] = []
         seen: set[bytes] = set()
-        for (run, checkpoint_id), entry in entries.items():
-            for label, ref in entry.refs():
-                where = f"{run}@{checkpoint_id} {label}"
-                needed.extend(oid for oid in self.store.blobs.loose_oids(ref, where, seen) if oid not in self.index.objects)
+        for loc, entry in entries.items():
+            needed.extend(oid for oid in self._closure(loc, entry, seen) if oid not in self.index.objects)
         for _ in pool.map(lambda oid: self._push_object(oid, stats, stop), needed):
             pass
 
@@ -197,9 +196,15 @@ class Pusher:
 
     def _push_entry_now(self, loc: Location) -> None:
         entry = self.store.read_entry(*loc)
-        seen: set[bytes] = set()
-        for label, ref in entry.refs():
-            for oid in self.store.blobs.loose_oids(ref, f"{loc[0]}@{loc[1]} {label}", seen):
-                if oid not in self.index.objects:
-                    self._push_object(oid, PushStats())
+        for oid in self._closure(loc, entry, set()):
+            if oid not in self.index.objects:
+                self._push_object(oid, PushStats())
         self._push_entry(loc, PushStats())
+
+    def _closure(self, loc: Location, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:
+        """The object files `entry` needs; a node that cannot be read stops the push (nothing corrupt goes up)."""
+        labelled = ((f"{loc[0]}@{loc[1]} {label}", ref) for label, ref in entry.refs())
+        for reached in reach(labelled, self.store.db.read_nodes, seen):
+            if reached.error is not None:
+                raise reached.error
+            yield reached.oid

@@ -28,15 +28,15 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..core.retention import decode_retirement
 from ..engine.repository import HOST, JOURNAL, LOG, RETIRED
 from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
-from ..format.refs import LOOSE, TREE, Location, parse_node
+from ..format.refs import Location, parse_node
+from ..format.retirement import decode_retirement
+from ..format.walk import Children, reach
 from ..ids import new_id
 from ..names import ID, check_id, check_name
-from ..objects.blobs import read_node
 from .remote import OID_HEX, Remote
 
 if TYPE_CHECKING:
@@ -115,7 +115,6 @@ class Marks:
         self.kept: set[Location] = set()
         self.objects: set[bytes] = set()
         self._decoded: dict[Location, Entry] = {}
-        self._lock = threading.Lock()
 
     def scan(self, records: Iterable[tuple[str, str, str]]) -> None:
         """Take in listed keys; mark everything the entries that stay (live, or needed by a live one) use."""
@@ -165,32 +164,14 @@ class Marks:
         return decode_entry_at(data, *loc, f"remote {self.remote.url} {loc[0]}@{loc[1]}")  # malformed: gc stops
 
     def _mark_entry(self, entry: Entry) -> None:
-        for _label, ref in entry.refs():
-            if ref[0] == LOOSE:
-                self._add(ref[1])
-            elif ref[0] == TREE:
-                self._mark_tree(ref[1], ref[3])
+        # entries are marked concurrently: two threads may both read a node, never leave one unmarked
+        for _reached in reach(entry.refs(), lambda nodes: [self._node(node.oid) for node in nodes], self.objects):
+            pass  # a node that cannot be read raised: gc stops rather than delete what is below it
 
-    def _add(self, oid: bytes) -> bool:
-        with self._lock:
-            if oid in self.objects:
-                return False
-            self.objects.add(oid)
-            return True
-
-    def _mark_tree(self, oid: bytes, depth: int) -> None:
-        if not self._add(oid):
-            return
-        for child, _size in self._node(oid):
-            if depth > 1:
-                self._mark_tree(child, depth - 1)
-            else:
-                self._add(child)
-
-    def _node(self, oid: bytes) -> list[list[Any]]:
+    def _node(self, oid: bytes) -> Children:
         where = f"tree node {oid.hex()}"
         if self.store is not None and self.store.db.exists(oid):
-            return read_node(self.store.db, oid, where)
+            return self.store.db.read_node(oid, where)
         blob = self.remote.fetch_object(oid)
         if blob is None:
             raise RemoteError(f"remote {self.remote.url}: {where} is missing; run `agentfs verify --remote` (gc stopped)")

@@ -2,34 +2,28 @@
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ..core.maintenance import Problem, VerifyReport
 from ..engine.repository import LOG
-from ..errors import AgentFSError
+from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
-from ..format.refs import LOOSE, PACKED, TREE, Location, parse_node
+from ..format.refs import PACKED, Location, parse_node
+from ..format.walk import NODE, Children, Reached, reach
 from .pull import check_record
 from .remote import Remote
 
 
 class _Walk:
+    """Checks entries of a remote (concurrently: `seen` may let two threads check one object; harmless)."""
+
     def __init__(self, remote: Remote, objects: set[bytes], entries: set[Location], deep: bool) -> None:
         self.remote = remote
         self.objects = objects
         self.entries = entries
         self.deep = deep
-        self.checked: set[bytes] = set()
-        self.lock = threading.Lock()
-
-    def _first_time(self, oid: bytes) -> bool:
-        with self.lock:
-            if oid in self.checked:
-                return False
-            self.checked.add(oid)
-            return True
+        self.seen: set[bytes] = set()
 
     def entry(self, loc: Location) -> list[Problem]:
         where = f"{loc[0]}@{loc[1]}"
@@ -42,50 +36,54 @@ class _Walk:
                 entry.packed(oid, where)
         except AgentFSError as exc:
             return [Problem("corrupt", where, str(exc))]
-        return self._refs(entry, loc, where)
+        return self._refs(entry, where)
 
-    def _refs(self, entry: Entry, home: Location, where: str) -> list[Problem]:
+    def _refs(self, entry: Entry, where: str) -> list[Problem]:
         problems: list[Problem] = []
         for label, ref in entry.refs():
             if ref[0] == PACKED and len(ref) == 5 and (ref[3], ref[4]) not in self.entries:
                 problems.append(Problem("missing", f"{where} {label}", f"borrows from entry {ref[3]}@{ref[4]}, which is not on the remote"))
-            elif ref[0] == LOOSE:
-                problems.extend(self._object(ref[1], f"{where} {label}"))
-            elif ref[0] == TREE:
-                problems.extend(self._tree(ref[1], ref[3], f"{where} {label}"))
+        labelled = ((f"{where} {label}", ref) for label, ref in entry.refs())
+        for reached in reach(labelled, lambda nodes: [self._node(node) for node in nodes], self.seen):
+            if reached.error is not None:
+                problems.append(Problem(_kind(reached.error), reached.where, str(reached.error)))
+            elif reached.role != NODE:
+                problems.extend(self._object(reached.oid, reached.where))
         return problems
 
     def _object(self, oid: bytes, where: str) -> list[Problem]:
         if oid not in self.objects:
             return [Problem("missing", where, f"object {oid.hex()} is not on the remote")]
-        if not self.deep or not self._first_time(oid):
+        if not self.deep:
             return []
-        return self._fetch(oid, where)[1]
+        data = self._fetch(oid)
+        return [Problem(_kind(data), where, str(data))] if isinstance(data, AgentFSError) else []
 
-    def _fetch(self, oid: bytes, where: str) -> tuple[bytes | None, list[Problem]]:
+    def _fetch(self, oid: bytes) -> bytes | AgentFSError:
         blob = self.remote.fetch_object(oid)
         if blob is None:
-            return None, [Problem("missing", where, f"object {oid.hex()} vanished")]
+            return ObjectMissing(f"object {oid.hex()} vanished")
         try:
-            return codec.decode(blob, oid, f"remote object {oid.hex()}"), []
+            return codec.decode(blob, oid, f"remote object {oid.hex()}")
         except AgentFSError as exc:
-            return None, [Problem("corrupt", where, str(exc))]
+            return IntegrityError(str(exc))
 
-    def _tree(self, oid: bytes, depth: int, where: str) -> list[Problem]:
-        if oid not in self.objects:
-            return [Problem("missing", where, f"tree node {oid.hex()} is not on the remote")]
-        if not self._first_time(oid):
-            return []
-        data, problems = self._fetch(oid, where)
-        if data is None:
-            return problems
+    def _node(self, node: Reached) -> Children | AgentFSError:
+        if node.oid not in self.objects:
+            return ObjectMissing(f"tree node {node.oid.hex()} is not on the remote")
+        data = self._fetch(node.oid)
+        if isinstance(data, AgentFSError):
+            return data
         try:
-            children = parse_node(data, oid, where)
+            return parse_node(data, node.oid, node.where)
         except AgentFSError as exc:
-            return [Problem("malformed", where, str(exc))]
-        for child, _size in children:
-            problems.extend(self._tree(child, depth - 1, where) if depth > 1 else self._object(child, where))
-        return problems
+            return exc
+
+
+def _kind(error: AgentFSError) -> str:
+    if isinstance(error, ObjectMissing):
+        return "missing"
+    return "corrupt" if isinstance(error, IntegrityError) else "malformed"
 
 
 def verify_remote(remote: Remote, *, deep: bool = False, workers: int = 16) -> VerifyReport:
