@@ -18,6 +18,7 @@ test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/ruff check agentfs tests benchmarks examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
 

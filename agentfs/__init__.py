@@ -1,9 +1,9 @@
 """agentfs: keep an agent's state and files safe, and resume anywhere."""
 
+from .api import Store, open_store
 from .core.checkpoint import Artifact, Checkpoint
 from .core.run import Run
 from .core.schema import Schema
-from .engine.repository import Store, open_store
 from .errors import (
     AgentFSError,
     Conflict,

@@ -16,6 +16,9 @@ import agentfs
 from agentfs.cli.main import main as cli
 from agentfs.core.retention import retired_dir
 from agentfs.format.retirement import decode_retirement
+from agentfs.sync.pull import pull
+from agentfs.sync.push import Pusher
+from agentfs.sync.remote import Remote
 from tests.helpers import workload
 
 HELPERS = Path(__file__).parent / "helpers"
@@ -202,10 +205,6 @@ def _fork_markers(store: agentfs.Store) -> set[str]:
 def test_forks_are_indexed_before_they_exist_and_an_older_store_is_indexed_by_its_first_prune(tmp_path: Path) -> None:
     import shutil
 
-    from agentfs.sync.pull import pull
-    from agentfs.sync.push import Pusher
-    from agentfs.sync.remote import Remote
-
     with agentfs.open(tmp_path / "a") as store:
         assert store.forks_indexed.is_file()  # a new store records every fork from the start
         ids = sorted(_commit_steps(store.run("a"), range(6)))
@@ -238,3 +237,14 @@ def test_prune_reads_only_the_run_and_its_forks(store: agentfs.Store, monkeypatc
     monkeypatch.setattr(store, "read_entry", lambda run, cid: read.append(run) or real(run, cid))
     store.run("x").prune(keep_last=2)
     assert set(read) == {"x"}, "prune read entries of runs that cannot borrow from it"
+
+
+def test_a_remote_config_holds_the_format_fields_only_not_the_store_policy(tmp_path: Path) -> None:
+    # FORMAT.md "config": the policy is the store's own; a remote's config is created once and never rewritten
+    with agentfs.open(tmp_path / "store") as store:
+        store.set_retention(keep_last=3)
+        store.run("r").commit({"x": 1})
+        Pusher(store, Remote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
+        published = json.loads((tmp_path / "remote" / "config").read_bytes())
+    assert "retention" not in published and "store_id" not in published
+    assert published["format"] == store.config["format"] and published["chunking"] == store.config["chunking"]

@@ -28,7 +28,6 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli_main
-from agentfs.core.maintenance import local_entries
 from agentfs.format import codec
 from agentfs.format.entries import Entry, decode_entry
 from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
@@ -92,7 +91,7 @@ def local_files(store: agentfs.Store) -> dict[str, bytes]:
     for oid in store.db.oids():
         name = oid.hex()
         files[f"objects/{name[:2]}/{name[2:]}"] = store.db.read_raw(oid)
-    for run, checkpoint_id in local_entries(store):
+    for run, checkpoint_id in store.local_entries():
         files[f"runs/{run}/log/{checkpoint_id}"] = store.entry_path(run, checkpoint_id).read_bytes()
     return files
 

@@ -22,7 +22,7 @@ import pytest
 from ulid import ULID
 
 import agentfs
-from agentfs.core import watch as watch_module
+from agentfs.engine import notify as watch_module
 from tests.test_cli import cli
 from tests.test_sync_daemon import AGENTFS_COMMAND, HELPERS, Proc, processes, spawn, wait_until
 

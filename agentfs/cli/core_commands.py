@@ -13,6 +13,8 @@ from ..errors import NotFound
 from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
 from ..names import check_name
+from ..sync.remote import Remote
+from ..sync.remote_verify import verify_remote
 from . import output
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
 
@@ -242,9 +244,6 @@ def _compare(
 
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.remote is not None:
-        from ..sync.remote import Remote
-        from ..sync.remote_verify import verify_remote
-
         report = verify_remote(Remote(args.remote, storage_options(args.storage_options)), deep=args.deep)
     else:
         with open_existing(args) as store:

@@ -6,7 +6,8 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from ..core.stats import RunStats, StoreStats
+from ..api import StoreStats
+from ..core.stats import RunStats
 from . import output
 from .common import OK, Subparsers, add_json_flag, open_existing
 from .sync_commands import pushed_at, remote_json

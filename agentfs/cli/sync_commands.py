@@ -11,12 +11,11 @@ from typing import Any
 
 import agentfs
 
-from ..core.maintenance import local_entries
-from ..core.stats import RemoteStats, remote_stats
 from ..sync.daemon import SyncDaemon
 from ..sync.pull import pull
 from ..sync.push import Pusher
 from ..sync.remote import Remote
+from ..sync.status import RemoteStats, remote_stats
 from . import output
 from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
 
@@ -104,7 +103,7 @@ def remote_json(remote: RemoteStats) -> dict[str, Any]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     store = open_existing(args)
-    remotes = remote_stats(store, local_entries(store))
+    remotes = remote_stats(store, store.local_entries())
     if args.json:
         output.emit_json({"store": str(store.root), "remotes": [remote_json(remote) for remote in remotes]})
         return OK

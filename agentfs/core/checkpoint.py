@@ -8,24 +8,23 @@ import os
 from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..engine.repository import Repository
 from ..errors import NotFound
 from ..format.manifest import VALUE_STATE, Manifest
 from ..format.refs import Ref, ref_size
 from ..fsutil import fsync_dir, temp_path
 from ..names import check_name
+from ..objects.blobs import blob_reader
 from ..serialization import decode_body, decode_value
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
-    from .schema import Schema
+from .schema import Schema
 
 
 class Checkpoint:
     """One committed checkpoint of a run. `state` is decoded on first access, every byte verified."""
 
-    def __init__(self, store: Store, manifest: Manifest, schema: Schema | None = None) -> None:
+    def __init__(self, store: Repository, manifest: Manifest, schema: Schema | None = None) -> None:
         self._store = store
         self.manifest = manifest
         self._schema = schema
@@ -101,7 +100,7 @@ class Checkpoint:
             raise NotFound(f"state key {key!r} not found in checkpoint {self}")
         fmt, count, ref = self.manifest.state[key]
         where = f"{self} state[{key!r}]"
-        data = self._store.blobs.read(ref, (self.run, self.id), where)
+        data = blob_reader(self._store).read(ref, (self.run, self.id), where)
         return decode_body(fmt, count, data, where)
 
     @cached_property
@@ -146,8 +145,7 @@ class Artifact:
 
     def _chunks(self) -> Iterator[bytes]:
         where = f"artifact {self.name!r} of {self.checkpoint}"
-        store = self.checkpoint._store
-        return store.blobs.chunks(self.ref, (self.checkpoint.run, self.checkpoint.id), where)
+        return blob_reader(self.checkpoint._store).chunks(self.ref, (self.checkpoint.run, self.checkpoint.id), where)
 
     def read_bytes(self) -> bytes:
         return b"".join(self._chunks())

@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgpack
 
 from ..engine.locks import EXCLUSIVE, flock
-from ..engine.repository import JOURNAL
+from ..engine.repository import Repository
 from ..errors import Conflict, FormatError, InFlight, IntegrityError, NotFound, SerializationError
 from ..format.journal import ERROR, MAX_KEY, OK, START, Record, check_key, decode_record, utc
+from ..format.keys import JOURNAL
 from ..fsutil import write_atomic
 from ..ids import id_time_ns, new_id
 from ..names import ID
 from ..serialization import encode_value
 
 if TYPE_CHECKING:
-    from ..engine.repository import Store
     from .run import Run
 
 MAX_MESSAGE = 4096
@@ -49,16 +49,16 @@ log = logging.getLogger("agentfs.journal")
 T = TypeVar("T")
 
 
-def journal_dir(store: Store, run: str) -> Path:
+def journal_dir(store: Repository, run: str) -> Path:
     return store.record_dir(run, JOURNAL)
 
 
-def local_journal_records(store: Store) -> Iterator[tuple[str, str]]:
+def local_journal_records(store: Repository) -> Iterator[tuple[str, str]]:
     """(run, id) of every record file in the store."""
     return store.local_records(JOURNAL)
 
 
-def install_record(store: Store, run: str, record_id: str, data: bytes) -> bool:
+def install_record(store: Repository, run: str, record_id: str, data: bytes) -> bool:
     """Add a record decode_record accepted (from a remote); records are never replaced."""
     return write_atomic(store.tmp_dir, journal_dir(store, run) / record_id, data, sync=store.sync_writes)
 
@@ -202,11 +202,11 @@ class _Cache:
         self.damaged.pop(record_id, None)
 
 
-_caches: weakref.WeakKeyDictionary[Store, dict[str, _Cache]] = weakref.WeakKeyDictionary()
+_caches: weakref.WeakKeyDictionary[Repository, dict[str, _Cache]] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
 
-def _cache_of(store: Store, run: str) -> _Cache:
+def _cache_of(store: Repository, run: str) -> _Cache:
     with _caches_lock:
         return _caches.setdefault(store, {}).setdefault(run, _Cache())
 
@@ -381,10 +381,8 @@ class Journal:
         source = self.store.source
         remote: set[str] = set()
         if source is not None:
-            from .retention import read_retirements
-
             # records deleted here stay on the remote until its gc: never fetch them back
-            retired = {i for record in read_retirements(self.store, self.run.name) for i in record.journal}
+            retired = {i for record in self.store.retirements(self.run.name) for i in record.journal}
             remote = {i for i in source.list_journal(self.run.name) if ID.fullmatch(i)} - local - retired
         with cache.lock:
             for gone in (cache.records.keys() | cache.damaged.keys()) - local - remote:  # the run was deleted

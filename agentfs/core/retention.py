@@ -13,24 +13,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..engine.locks import EXCLUSIVE, flock
-from ..engine.repository import JOURNAL, RETIRED
+from ..engine.repository import Repository
 from ..errors import AgentFSError
 from ..format.config import encode_config, read_config
+from ..format.keys import JOURNAL, RETIRED
 from ..format.refs import Location
-from ..format.retirement import Retirement, decode_retirement, encode_retirement
+from ..format.retirement import Retirement, encode_retirement
 from ..fsutil import fsync_dir, write_atomic
 from ..ids import id_time_ns, new_id
-from .maintenance import local_entries
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
-    from .run import Run
 
 MANAGED_PREFIXES = ("langgraph/",)  # runs whose owner keeps its own retention: the store policy skips them
 
@@ -44,26 +40,11 @@ class PruneReport:
     journal_removed: int = 0
 
 
-def retired_dir(store: Store, run: str) -> Path:
+def retired_dir(store: Repository, run: str) -> Path:
     return store.record_dir(run, RETIRED)
 
 
-def local_retirements(store: Store) -> Iterator[tuple[str, str]]:
-    """(run, id) of every retirement record in the store."""
-    return store.local_records(RETIRED)
-
-
-def read_retirements(store: Store, run: str) -> list[Retirement]:
-    directory = retired_dir(store, run)
-    return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in store.record_ids(run, RETIRED)]
-
-
-def retired_ids(store: Store, run: str) -> set[str]:
-    """Checkpoint ids of `run` that retention removed on purpose."""
-    return {cid for record in read_retirements(store, run) for cid in record.checkpoints}
-
-
-def _needs(store: Store, locations: Iterable[Location], out: set[Location]) -> None:
+def _needs(store: Repository, locations: Iterable[Location], out: set[Location]) -> None:
     """Add the checkpoints each entry cannot load without: the entries it borrows packed objects from, its fork point."""
     for location in locations:
         try:
@@ -84,33 +65,29 @@ def _seconds(keep_within: timedelta | float | None) -> float | None:
     return seconds
 
 
-def prune(run: Run, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
+def prune(store: Repository, run: str, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
     if keep_last is None and keep_within is None:
         raise ValueError("prune needs keep_last, keep_within or both")
     if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
         raise ValueError(f"keep_last must be an int >= 1 (the head is always kept), got {keep_last!r}")
     within = _seconds(keep_within)
-    ids = run.store.local_ids(run.name)
+    ids = store.local_ids(run)
     cutoff = None if within is None else time.time_ns() - int(within * 1e9)
     keep = set(ids[-keep_last:]) if keep_last else set()
     keep.update(i for i in ids if cutoff is not None and id_time_ns(i) >= cutoff)
     keep.update(ids[-1:])  # the head: a commit in flight may borrow from it
-    return _retire(run.store, {run.name: [i for i in ids if i not in keep]}, journal=False)[0]
+    return _retire(store, {run: [i for i in ids if i not in keep]}, journal=False)[0]
 
 
-def delete(run: Run) -> PruneReport:
-    return delete_runs(run.store, [run.name])[0]
-
-
-def delete_runs(store: Store, runs: list[str]) -> list[PruneReport]:
+def delete_runs(store: Repository, runs: list[str]) -> list[PruneReport]:
     """Delete several runs at once (their checkpoints, but what other runs need, and their journals)."""
     return _retire(store, {run: store.local_ids(run) for run in runs}, journal=True)
 
 
-def _family(store: Store, runs: Iterable[str]) -> set[str]:
+def _family(store: Repository, runs: Iterable[str]) -> set[str]:
     """The runs whose entries may borrow from `runs`: themselves and their forks, transitively."""
     if not store.forks_indexed.exists():  # a store from before forks/ existed: index it once
-        for run, checkpoint_id in local_entries(store):
+        for run, checkpoint_id in store.local_entries():
             with contextlib.suppress(AgentFSError):
                 source = store.read_entry(run, checkpoint_id).manifest.forked_from
                 if source is not None:
@@ -122,11 +99,11 @@ def _family(store: Store, runs: Iterable[str]) -> set[str]:
     return family
 
 
-def _entries_of(store: Store, runs: set[str]) -> set[Location]:
+def _entries_of(store: Repository, runs: set[str]) -> set[Location]:
     return {(run, checkpoint_id) for run in runs for checkpoint_id in store.local_ids(run)}
 
 
-def _retire(store: Store, candidates: dict[str, list[str]], *, journal: bool) -> list[PruneReport]:
+def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: bool) -> list[PruneReport]:
     """Remove the candidate checkpoints of each run but those a remaining checkpoint needs.
 
     Only the runs and their forks can borrow from them (forks/ says which). Their needs are read
@@ -162,7 +139,7 @@ def _retire(store: Store, candidates: dict[str, list[str]], *, journal: bool) ->
     return reports
 
 
-def _unlink(store: Store, paths: list[Path]) -> None:
+def _unlink(store: Repository, paths: list[Path]) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
     if store.sync_writes:
@@ -173,19 +150,19 @@ def _unlink(store: Store, paths: list[Path]) -> None:
 # the store-wide policy, kept in config under "retention" and applied by gc
 
 
-def policy(store: Store) -> dict[str, Any] | None:
+def policy(store: Repository) -> dict[str, Any] | None:
     """The retention policy in the store's config now (another process may have changed it)."""
     value = read_config(store.root / "config").get("retention")
     return value if isinstance(value, dict) else None
 
 
-def set_policy(store: Store, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
+def set_policy(store: Repository, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
     """Set (or, with neither argument, clear) the policy gc applies to every run but MANAGED_PREFIXES ones."""
     if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
         raise ValueError(f"keep_last must be an int >= 1, got {keep_last!r}")
     within = _seconds(keep_within)
     value = None if keep_last is None and within is None else {"keep_last": keep_last, "keep_within": within}
-    with flock(store.locks_dir / "config.lock", EXCLUSIVE):  # two writers would each drop the other's other fields
+    with flock(store.config_lock_path, EXCLUSIVE):  # two writers would each drop the other's other fields
         config = read_config(store.root / "config")
         if value is None:
             config.pop("retention", None)
@@ -196,12 +173,12 @@ def set_policy(store: Store, keep_last: int | None = None, keep_within: timedelt
     return value
 
 
-def apply_policy(store: Store) -> list[PruneReport]:
+def apply_policy(store: Repository) -> list[PruneReport]:
     rules = policy(store)
     if rules is None:
         return []
     reports = []
     for name in sorted(store._local_runs()):
         if not name.startswith(MANAGED_PREFIXES):
-            reports.append(prune(store.run(name), keep_last=rules.get("keep_last"), keep_within=rules.get("keep_within")))
+            reports.append(prune(store, name, keep_last=rules.get("keep_last"), keep_within=rules.get("keep_within")))
     return reports

@@ -8,10 +8,11 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar, Union
+from typing import IO, Any, TypeVar, Union
 
 from ..engine.locks import EXCLUSIVE, flock
 from ..engine.objectdb import ObjectWriter
+from ..engine.repository import Repository
 from ..errors import Conflict, NotFound, SerializationError
 from ..format import chunking
 from ..format.entries import encode_entry
@@ -22,13 +23,11 @@ from ..ids import new_id
 from ..names import check_id, check_name
 from ..objects.blobs import BlobWriter
 from ..serialization import encode_body, encode_value
+from . import retention
 from .checkpoint import Checkpoint
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
-    from .journal import Journal, ToolCall
-    from .retention import PruneReport
-    from .schema import Schema
+from .journal import Journal, ToolCall
+from .retention import PruneReport
+from .schema import Schema
 
 ArtifactSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
 
@@ -43,7 +42,7 @@ T = TypeVar("T")
 
 
 class Run:
-    def __init__(self, store: Store, name: str, schema: Schema | None = None) -> None:
+    def __init__(self, store: Repository, name: str, schema: Schema | None = None) -> None:
         self.store = store
         self.name = name
         self.schema = schema
@@ -108,7 +107,7 @@ class Run:
 
     def fork(self, checkpoint_id: str, name: str) -> Run:
         """A new run whose first checkpoint is `checkpoint_id` of this run (no data is copied)."""
-        target = self.store.run(check_name(name, "run"))
+        target = Run(self.store, check_name(name, "run"))
         home = (self.name, checkpoint_id)
         with self.store.writing():  # prune holds it exclusively: the source cannot go while the fork borrows from it
             source = self.get(checkpoint_id).manifest
@@ -131,8 +130,6 @@ class Run:
 
     @property
     def journal(self) -> Journal:
-        from .journal import Journal
-
         return Journal(self)
 
     def tool_call(self, name: str, args: Any = None, *, key: str | None = None) -> ToolCall:
@@ -155,15 +152,11 @@ class Run:
         A checkpoint that a kept one (of any run) borrows data from or was forked from is kept too.
         The objects only removed checkpoints used are freed by the next `store.gc()`.
         """
-        from .retention import prune
-
-        return prune(self, keep_last=keep_last, keep_within=keep_within)
+        return retention.prune(self.store, self.name, keep_last=keep_last, keep_within=keep_within)
 
     def delete(self) -> PruneReport:
         """Remove every checkpoint of the run (but those other runs' kept checkpoints need) and its journal."""
-        from .retention import delete
-
-        return delete(self)
+        return retention.delete_runs(self.store, [self.name])[0]
 
     def _reusable(self, head: str | None) -> dict[bytes, Ref]:
         """Small objects the head already packed: an unchanged key costs nothing in the next entry."""

@@ -1,4 +1,4 @@
-"""store.stats(): checkpoints and bytes per run, dedup ratio, journal size, sync state per remote.
+"""store.stats(): checkpoints and bytes per run, dedup ratio and journal size (api.py adds each remote's sync state).
 
 Only what is in this store counts (not what a remote lists). Files are sized as they are on disk;
 logical bytes are what the checkpoints hold, summed from their manifests' refs without reading a value.
@@ -8,18 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from ..engine.repository import Repository
 from ..format.entries import decode_entry_at
-from ..format.refs import Location, ref_size
-from ..sync.index import PushIndex, remote_dirs
-from ..sync.push import lag_seconds
+from ..format.refs import ref_size
 from .journal import journal_dir, local_journal_records
-from .maintenance import local_entries
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
 
 
 @dataclasses.dataclass
@@ -34,23 +27,11 @@ class RunStats:
     journal_bytes: int = 0
 
 
-@dataclasses.dataclass(frozen=True)
-class RemoteStats:
-    url: str
-    pushed_checkpoints: int  # local checkpoints the remote is known to hold
-    lag_checkpoints: int  # local checkpoints it is not known to hold
-    lag_seconds: float  # age of the oldest of those
-    last_push: float | None  # seconds since the epoch, from the daemon's last status
-    last_error: str | None
-    pulled_from: bool
-
-
 @dataclasses.dataclass
-class StoreStats:
+class LocalStats:
     runs: list[RunStats]
     objects: int
     object_bytes: int
-    remotes: list[RemoteStats]
 
     @property
     def checkpoints(self) -> int:
@@ -83,10 +64,9 @@ class StoreStats:
         return self.logical_bytes / self.stored_bytes if self.stored_bytes else None
 
 
-def stats(store: Store) -> StoreStats:
+def local_stats(store: Repository) -> LocalStats:
     runs: dict[str, RunStats] = {}
-    local = []
-    for run, checkpoint_id in local_entries(store):
+    for run, checkpoint_id in store.local_entries():
         path = store.entry_path(run, checkpoint_id)
         try:
             data = path.read_bytes()  # read directly: the entry cache, or a remote, must not answer
@@ -101,7 +81,6 @@ def stats(store: Store) -> StoreStats:
         row.last = created if row.last is None else max(row.last, created)
         row.entry_bytes += len(data)
         row.logical_bytes += sum(ref_size(ref) for _label, ref in entry.refs())
-        local.append((run, checkpoint_id))
     for run, record_id in local_journal_records(store):
         try:
             size = (journal_dir(store, run) / record_id).stat().st_size
@@ -117,26 +96,4 @@ def stats(store: Store) -> StoreStats:
         except FileNotFoundError:
             continue  # deleted by gc while we listed
         objects += 1
-    return StoreStats(sorted(runs.values(), key=lambda row: row.run), objects, object_bytes, remote_stats(store, local))
-
-
-def remote_stats(store: Store, local: Iterable[Location]) -> list[RemoteStats]:
-    """Per remote this store has synced with: what it holds of `local` (the store's checkpoints) and its last status."""
-    held = set(local)
-    rows = []
-    for directory in remote_dirs(store.remotes_dir):
-        index = PushIndex(directory, store.tmp_dir)
-        saved = index.read_status()
-        pending = list(held - index.entries)
-        rows.append(
-            RemoteStats(
-                url=(directory / "url").read_text(),
-                pushed_checkpoints=len(held & index.entries),
-                lag_checkpoints=len(pending),
-                lag_seconds=lag_seconds(pending),
-                last_push=saved.get("last_push"),
-                last_error=saved.get("last_error"),
-                pulled_from=(directory / "pulled").exists(),
-            )
-        )
-    return rows
+    return LocalStats(sorted(runs.values(), key=lambda row: row.run), objects, object_bytes)

@@ -1,8 +1,11 @@
-"""The Store: one local directory of objects, run logs, locks and remote state."""
+"""The repository: one local directory of objects, run logs, records, locks and remote state.
+
+The engine's one interface to what is stored; features (core/) and sync (sync/) both build on it,
+and the public Store (api.py) is a Repository with the features added.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 import threading
@@ -10,35 +13,27 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from ..errors import FormatError, InvalidName, NotFound
+from ..format import keys
 from ..format.config import encode_config, new_config, read_config
 from ..format.entries import Entry, decode_entry_at
+from ..format.keys import LOG, RETIRED
 from ..format.refs import Location
+from ..format.retirement import Retirement, decode_retirement
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_name
-from ..objects.blobs import BlobReader
 from .locks import SHARED, flock
 from .objectdb import ObjectDB
 
-if TYPE_CHECKING:
-    from ..core.maintenance import GcReport, VerifyReport
-    from ..core.run import Run
-    from ..core.schema import Schema
-    from ..core.stats import StoreStats
-    from ..core.watch import Watch
-    from ..sync.daemon import SyncDaemon
-
-LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # what a run's directory holds, each named by ULIDs
-RECORD_KINDS = (LOG, JOURNAL, RETIRED)
 HOST = socket.gethostname()
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
 ENTRY_CACHE = 256
+R = TypeVar("R", bound="Repository")
 ID_LENGTH = 26
 
 
@@ -52,11 +47,11 @@ class Source(Protocol):
     def list_runs(self) -> list[str]: ...
     def list_journal(self, run: str) -> list[str]: ...
     def fetch_journal(self, run: str, record_id: str) -> bytes | None: ...
-    def attach(self, store: Store) -> None: ...
+    def attach(self, store: Repository) -> None: ...
 
 
-class Store:
-    """A local agentfs store. Safe to share between threads and between processes."""
+class Repository:
+    """A local agentfs store's storage. Safe to share between threads and between processes."""
 
     def __init__(self, root: Path, *, durability: Durability = "power", source: Source | None = None) -> None:
         if durability not in DURABILITY:
@@ -64,15 +59,16 @@ class Store:
         self.root = root
         self.durability = durability
         self.sync_writes = durability == "power"
-        self.objects_dir = root / "objects"
-        self.runs_dir = root / "runs"
-        self.locks_dir = root / "locks"
-        self.tmp_dir = root / "tmp"
-        self.remotes_dir = root / "remotes"
-        self.forks_dir = root / "forks"
-        self.forks_indexed = self.forks_dir / "indexed"  # present once forks/ names every fork in the store
-        self.gc_lock_path = self.locks_dir / "gc.lock"
-        self.pruned_path = self.locks_dir / "pruned"  # replaced by every prune: see drop_stale_references
+        self.objects_dir = root / keys.OBJECTS
+        self.runs_dir = root / keys.RUNS
+        self.locks_dir = root / keys.LOCKS
+        self.tmp_dir = root / keys.TMP
+        self.remotes_dir = root / keys.REMOTES
+        self.forks_dir = root / keys.FORKS
+        self.forks_indexed = root.joinpath(*keys.FORKS_INDEXED)
+        self.gc_lock_path = root.joinpath(*keys.GC_LOCK)
+        self.config_lock_path = root.joinpath(*keys.CONFIG_LOCK)
+        self.pruned_path = root.joinpath(*keys.PRUNED)  # replaced by every prune: see drop_stale_references
         self._pruned_seen: tuple[int, int] | None = None
         self.config = self._open_config()
         self.source = source
@@ -80,7 +76,6 @@ class Store:
         if source is not None:
             source.attach(self)
             self.db.fetch = source.fetch_object
-        self.blobs = BlobReader(self.db, self.read_packed)
         self._entries: OrderedDict[Location, Entry] = OrderedDict()
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._lock = threading.Lock()
@@ -92,11 +87,11 @@ class Store:
         The config is published before any other directory: creation killed midway, or raced by
         another process, leaves either no config (and only the store's own names) or a complete one.
         """
-        config_path = self.root / "config"
+        config_path = self.root / keys.CONFIG
         created = False
-        layout = (self.objects_dir, self.runs_dir, self.locks_dir / "runs", self.tmp_dir, self.remotes_dir, self.forks_dir)
+        layout = (self.objects_dir, self.runs_dir, self.root.joinpath(*keys.RUN_LOCKS), self.tmp_dir, self.remotes_dir, self.forks_dir)
         if not config_path.is_file():
-            own = {path.name for path in layout} | {"config"}  # config: another process just created the store
+            own = {path.name for path in layout} | {keys.CONFIG}  # config: another process just created the store
             if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):
                 raise FormatError(f"{self.root} exists, is not empty and has no agentfs config: not an agentfs store")
             make_dirs(self.tmp_dir, sync=self.sync_writes)
@@ -125,7 +120,7 @@ class Store:
                 self._pool.shutdown(wait=True)
                 self._pool = None
 
-    def __enter__(self) -> Store:
+    def __enter__(self: R) -> R:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -135,12 +130,6 @@ class Store:
         return f"<agentfs.Store {str(self.root)!r}>"
 
     # runs and their logs
-
-    def run(self, name: str, *, schema: Schema | None = None) -> Run:
-        """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
-        from ..core.run import Run
-
-        return Run(self, check_name(name, "run"), schema)
 
     def runs(self) -> list[str]:
         """Names of every run with at least one checkpoint (here or on the remote)."""
@@ -158,9 +147,15 @@ class Store:
             if found:
                 yield log_dir.parent.relative_to(self.runs_dir).as_posix()
 
+    def local_entries(self) -> Iterator[Location]:
+        """(run, id) of every log entry in the store, run by run."""
+        for run in sorted(self._local_runs()):
+            for checkpoint_id in self.local_ids(run):
+                yield run, checkpoint_id
+
     def record_dir(self, run: str, kind: str) -> Path:
         """runs/<run>/<kind>/: LOG entries, JOURNAL records or RETIRED records."""
-        return self.runs_dir.joinpath(*run.split("/"), kind)
+        return self.root.joinpath(*keys.record_dir_key(run, kind))
 
     def log_dir(self, run: str) -> Path:
         return self.record_dir(run, LOG)
@@ -218,11 +213,18 @@ class Store:
     def ids(self, run: str) -> list[str]:
         ids = set(self.local_ids(run))
         if self.source is not None:
-            from ..core.retention import retired_ids
-
             # the remote lists only names that are ULIDs; those pruned here stay on it until its gc
-            ids.update(set(self.source.list_ids(run)) - retired_ids(self, run))
+            ids.update(set(self.source.list_ids(run)) - self.retired_ids(run))
         return sorted(ids)
+
+    def retirements(self, run: str) -> list[Retirement]:
+        """The run's retirement records: what retention removed from it on purpose."""
+        directory = self.record_dir(run, RETIRED)
+        return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in self.record_ids(run, RETIRED)]
+
+    def retired_ids(self, run: str) -> set[str]:
+        """Checkpoint ids of `run` that retention removed on purpose."""
+        return {cid for record in self.retirements(run) for cid in record.checkpoints}
 
     def read_entry(self, run: str, checkpoint_id: str) -> Entry:
         key = (run, checkpoint_id)
@@ -274,7 +276,7 @@ class Store:
 
     def note_fork(self, source: str, target: str) -> None:
         """Record, durably and before the fork's entry exists, that `target` may borrow from `source`."""
-        path = self.forks_dir / _digest(source) / _digest(target)
+        path = self.root.joinpath(*keys.fork_key(source, target))
         if not path.exists():
             write_atomic(self.tmp_dir, path, target.encode(), sync=self.sync_writes, exclusive=False)
 
@@ -283,7 +285,7 @@ class Store:
         found: set[str] = set()
         todo = [run]
         while todo:
-            directory = self.forks_dir / _digest(todo.pop())
+            directory = self.forks_dir / keys.digest(todo.pop())
             try:
                 names = {(directory / n).read_text() for n in os.listdir(directory)}
             except FileNotFoundError:
@@ -300,7 +302,7 @@ class Store:
 
     def lock_path(self, run: str) -> Path:
         # flat and hashed: nested names would collide ("x" vs "x.lock/y") and may exceed NAME_MAX
-        return self.locks_dir / "runs" / f"{_digest(run)}.lock"
+        return self.root.joinpath(*keys.run_lock_key(run))
 
     def drop_stale_references(self) -> None:
         """Forget which objects committed entries reference if any process pruned since we last looked.
@@ -321,73 +323,3 @@ class Store:
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its log entry; gc deletes under it exclusively."""
         return flock(self.gc_lock_path, SHARED)
-
-    # maintenance and sync
-
-    def verify(self) -> VerifyReport:
-        from ..core.maintenance import verify
-
-        return verify(self)
-
-    def gc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
-        """Apply the retention policy in config (unless `policy=False`), then delete unreferenced objects
-        last touched over `grace` seconds ago."""
-        from ..core.maintenance import gc
-        from ..core.retention import apply_policy
-
-        pruned = apply_policy(self) if policy else []
-        report = gc(self, grace)
-        report.pruned = sum(len(p.removed) for p in pruned)
-        return report
-
-    def set_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
-        """Store-wide retention that `gc` applies to every run (LangGraph threads excepted); no argument clears it."""
-        from ..core.retention import set_policy
-
-        return set_policy(self, keep_last, keep_within)
-
-    def watch(self, run: str | None = None, *, timeout: float | None = None) -> Watch:
-        """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.
-
-        Starts from now: checkpoints already committed are not yielded. Stops after `timeout`
-        seconds without a new checkpoint (default: never). Watching starts at this call; `close()`
-        (or leaving a `with store.watch() as changes:` block) stops it.
-        """
-        from ..core.watch import watch
-
-        return watch(self, run, timeout=timeout)
-
-    def stats(self) -> StoreStats:
-        """Checkpoints and bytes per run, dedup ratio, journal size, sync lag per remote."""
-        from ..core.stats import stats
-
-        return stats(self)
-
-    def sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
-        """Start a background thread that pushes every commit to `url`; use it as a context manager."""
-        from ..sync.daemon import SyncDaemon
-
-        daemon = SyncDaemon(self, url, storage_options or {}, **options)
-        daemon.start()
-        return daemon
-
-
-def _digest(run: str) -> str:
-    return hashlib.sha256(run.encode()).hexdigest()
-
-
-def open_store(
-    path: str | os.PathLike[str] = ".agentfs",
-    *,
-    remote: str | None = None,
-    storage_options: dict[str, Any] | None = None,
-    durability: Durability = "power",
-) -> Store:
-    """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there."""
-    root = Path(path).absolute()
-    source = None
-    if remote is not None:
-        from ..sync.remote import Remote
-
-        source = Remote(remote, storage_options or {})
-    return Store(root, durability=durability, source=source)

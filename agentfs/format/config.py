@@ -31,6 +31,15 @@ def new_config() -> dict[str, Any]:
     }
 
 
+# what a remote's config holds: how its bytes are made, nothing about one store (its id, its retention)
+REMOTE_FIELDS = ("format", "hash", "codec", "chunking", "inline_max", "pack_max")
+
+
+def remote_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The config a pusher publishes on a remote: the store's format fields only."""
+    return {key: config[key] for key in REMOTE_FIELDS if key in config}
+
+
 def encode_config(config: dict[str, Any]) -> bytes:
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from ..engine.objectdb import ObjectDB, ObjectWriter
+from ..engine.repository import Repository
 from ..errors import FormatError, SerializationError
 from ..format import chunking, codec
 from ..format.refs import (
@@ -138,3 +139,8 @@ class BlobReader:
 
     def read(self, ref: Ref, home: Location, where: str) -> bytes:
         return b"".join(self.chunks(ref, home, where))
+
+
+def blob_reader(repository: Repository) -> BlobReader:
+    """Reads the blobs of `repository`'s checkpoints: loose and tree objects from its object db, packed from its entries."""
+    return BlobReader(repository.db, repository.read_packed)

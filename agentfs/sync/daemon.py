@@ -10,17 +10,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
-from ..core.watch import observe
+from ..engine.notify import observe
+from ..engine.repository import Repository
 from .hooks import CommitHook
 from .push import Pusher, lag_seconds, local_records
 from .remote import Remote, redact, remote_name
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
 
 log = logging.getLogger("agentfs.sync")
 WAKING_EVENTS = {"created", "moved", "closed"}
@@ -40,7 +38,7 @@ class SyncDaemon:
 
     def __init__(
         self,
-        store: Store,
+        store: Repository,
         url: str,
         storage_options: dict[str, Any],
         *,
@@ -160,9 +158,7 @@ class SyncDaemon:
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until every checkpoint and journal record written before this call is on the remote; False on timeout."""
-        from ..core.maintenance import local_entries
-
-        target = set(local_entries(self.store))
+        target = set(self.store.local_entries())
         records = set(local_records(self.store))
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wake.set()

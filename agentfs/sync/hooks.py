@@ -19,16 +19,13 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..core.watch import Watcher
+from ..engine.notify import Watcher
+from ..engine.repository import Repository
 from ..errors import FormatError
 from ..format.refs import Location
 from ..fsutil import make_dirs, write_atomic
 from ..ids import id_time_ns
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
 
 log = logging.getLogger("agentfs.sync")
 STATE_FILE = "on-commit"
@@ -42,7 +39,7 @@ class CommitHook:
     holds AGENTFS_RUN, AGENTFS_CHECKPOINT and AGENTFS_STORE.
     """
 
-    def __init__(self, store: Store, command: str, state_dir: Path) -> None:
+    def __init__(self, store: Repository, command: str, state_dir: Path) -> None:
         try:
             argv = shlex.split(command)
         except ValueError as exc:

@@ -5,22 +5,19 @@ from __future__ import annotations
 import dataclasses
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from ..engine.repository import JOURNAL, RETIRED
+from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
+from ..format.keys import JOURNAL, RETIRED
 from ..format.refs import Location
 from ..format.retirement import decode_retirement
 from ..format.walk import NODE, Children, Reached, reach
 from ..fsutil import write_atomic
 from .remote import Remote
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
 
 BATCH = 256
 
@@ -33,7 +30,7 @@ class PullStats:
     bytes: int = 0
 
 
-def pull(store: Store, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
+def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
     """Fetch every checkpoint of `runs` (default: all) that the store lacks, with all its objects."""
     remote.attach(store)
     wanted = [loc for loc in remote.list_all_entries() if runs is None or loc[0] in runs]
@@ -52,7 +49,7 @@ def pull(store: Store, remote: Remote, runs: list[str] | None = None, *, progres
     return stats
 
 
-def _pull_record(store: Store, remote: Remote, kind: str, run: str, record_id: str) -> int:
+def _pull_record(store: Repository, remote: Remote, kind: str, run: str, record_id: str) -> int:
     """A journal or retirement record the store lacks, verified; its size, or 0 if the store had it."""
     path = store.record_dir(run, kind) / record_id
     if path.is_file():
@@ -73,7 +70,7 @@ def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -
         decode_retirement(data, run, record_id, where)
 
 
-def _pull_batch(store: Store, remote: Remote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
+def _pull_batch(store: Repository, remote: Remote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
     fetched = list(pool.map(lambda loc: _fetch_entry(remote, loc), batch))
     entries = dict(zip(batch, fetched, strict=True))
     outside = {dep for _raw, entry in fetched for dep in entry.borrowed()} - set(entries)
@@ -95,7 +92,9 @@ def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
     return raw, decode_entry_at(raw, *loc, f"remote {remote.url} {loc[0]}@{loc[1]}")
 
 
-def _fetch_closure(store: Store, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats) -> None:
+def _fetch_closure(
+    store: Repository, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats
+) -> None:
     """Fetch tree nodes a level at a time, then chunks and loose objects, all verified before they are stored."""
 
     def fetch(oids: list[bytes]) -> None:
@@ -112,7 +111,7 @@ def _fetch_closure(store: Store, remote: Remote, pool: ThreadPoolExecutor, entri
     fetch([reached.oid for reached in reach(refs, read_nodes, set()) if reached.role != NODE])
 
 
-def _fetch_object(store: Store, remote: Remote, oid: bytes) -> int:
+def _fetch_object(store: Repository, remote: Remote, oid: bytes) -> int:
     blob = remote.fetch_object(oid)
     if blob is None:
         raise FormatError(f"remote {remote.url} lacks object {oid.hex()}")

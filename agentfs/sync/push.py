@@ -8,24 +8,20 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from ..core.maintenance import local_entries
-from ..engine.repository import JOURNAL, RETIRED
+from ..engine.repository import Repository
 from ..errors import NotFound
-from ..format.config import encode_config
+from ..format.config import encode_config, remote_config
 from ..format.entries import Entry
+from ..format.keys import CONFIG, JOURNAL, RETIRED
 from ..format.refs import Location
 from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
 from .remote import Remote
 from .remote_gc import GcBarrier
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
 
 BATCH = 512
 
@@ -46,13 +42,13 @@ def lag_seconds(pending: list[Location]) -> float:
     return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1e9)
 
 
-def local_records(store: Store) -> list[tuple[str, str, str]]:
+def local_records(store: Repository) -> list[tuple[str, str, str]]:
     """(kind, run, id) of every journal and retirement record in the store."""
     return [(kind, *loc) for kind in (JOURNAL, RETIRED) for loc in store.local_records(kind)]
 
 
 class Pusher:
-    def __init__(self, store: Store, remote: Remote, *, workers: int = 16) -> None:
+    def __init__(self, store: Repository, remote: Remote, *, workers: int = 16) -> None:
         self.store = store
         self.remote = remote
         self.workers = workers
@@ -68,7 +64,7 @@ class Pusher:
     def pending(self) -> list[Location]:
         """Local checkpoints the remote is not known to hold, oldest first."""
         known = self.index.entries
-        return sorted((loc for loc in local_entries(self.store) if loc not in known), key=lambda loc: (loc[1], loc[0]))
+        return sorted((loc for loc in self.store.local_entries() if loc not in known), key=lambda loc: (loc[1], loc[0]))
 
     def pending_records(self) -> list[tuple[str, str, str]]:
         """Journal and retirement records the remote is not known to hold."""
@@ -107,8 +103,7 @@ class Pusher:
     def _ensure_config(self) -> None:
         if self._config_checked:
             return
-        config = {key: value for key, value in self.store.config.items() if key != "store_id"}
-        self.remote.create(self.remote.key("config"), encode_config(config))
+        self.remote.create(self.remote.key(CONFIG), encode_config(remote_config(self.store.config)))
         self._config_checked = True
 
     def _push_batch(self, pool: ThreadPoolExecutor, batch: list[Location], stats: PushStats, stop: threading.Event | None) -> None:

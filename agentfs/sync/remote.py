@@ -11,19 +11,17 @@ import re
 import secrets
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import fsspec
 from ulid import ULID
 
-from ..engine.repository import JOURNAL, LOG, RECORD_KINDS
+from ..engine.repository import Repository
 from ..errors import InvalidName, RemoteError
 from ..format.config import check_config
+from ..format.keys import JOURNAL, LOG, RECORD_KINDS
 from ..names import ID, check_id, check_name
 from .index import PushIndex, remember_url
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
 
 log = logging.getLogger("agentfs.sync")
 MAX_ENTRY = 64 << 20
@@ -134,7 +132,7 @@ class Remote:
             self.index.add_objects([oid])
         return data
 
-    def attach(self, store: Store) -> None:
+    def attach(self, store: Repository) -> None:
         """Record what is fetched from here in the store's index for this remote; check the remote's format."""
         if self.index is not None:
             return

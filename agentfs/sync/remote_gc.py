@@ -26,22 +26,20 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..engine.repository import HOST, JOURNAL, LOG, RETIRED
+from ..engine.repository import HOST, Repository
 from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
+from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location, parse_node
 from ..format.retirement import decode_retirement
 from ..format.walk import Children, reach
 from ..ids import new_id
 from ..names import ID, check_id, check_name
+from .index import PushIndex
 from .remote import OID_HEX, Remote
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
-    from .index import PushIndex
 
 log = logging.getLogger("agentfs.sync")
 SETTLE = 30.0
@@ -104,7 +102,7 @@ def list_markers(remote: Remote) -> dict[str, set[str]]:
 class Marks:
     """What the remote's live checkpoints reference, built from its entries (local copies when the store has them)."""
 
-    def __init__(self, remote: Remote, store: Store | None, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, remote: Remote, store: Repository | None, pool: ThreadPoolExecutor) -> None:
         self.remote = remote
         self.store = store
         self.pool = pool
@@ -180,7 +178,7 @@ class Marks:
 
 def remote_gc(
     remote: Remote,
-    store: Store | None = None,
+    store: Repository | None = None,
     *,
     grace: float = 3600.0,
     settle: float = SETTLE,

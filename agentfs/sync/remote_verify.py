@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from ..core.maintenance import Problem, VerifyReport
-from ..engine.repository import LOG
+from ..engine.maintenance import Problem, VerifyReport
 from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
+from ..format.keys import LOG
 from ..format.refs import PACKED, Location, parse_node
 from ..format.walk import NODE, Children, Reached, reach
 from .pull import check_record

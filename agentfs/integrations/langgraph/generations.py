@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...api import Store
 from ...core.checkpoint import Checkpoint
 from ...core.retention import delete_runs
 from ...core.run import Run
-from ...engine.repository import Store
 from ...errors import Conflict, FormatError
 from . import records
 from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, encode, hashed

@@ -40,9 +40,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
+from ...api import Store, open_store
 from ...core.checkpoint import Checkpoint as Commit
 from ...core.run import Run
-from ...engine.repository import Durability, Store, open_store
+from ...engine.repository import Durability
 from ...errors import Conflict, FormatError
 from . import records
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from ..engine.locks import EXCLUSIVE, flock
-from ..engine.repository import JOURNAL, RETIRED
 from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry
 from ..format.journal import decode_record
+from ..format.keys import JOURNAL, RETIRED
 from ..format.refs import PACKED, Location
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
-
-if TYPE_CHECKING:
-    from ..engine.repository import Store
+from .locks import EXCLUSIVE, flock
+from .repository import Repository
 
 ROLE_NAMES = {OBJECT: "object", NODE: "tree node", CHUNK: "chunk"}
 
@@ -60,7 +56,7 @@ class GcReport:
     pruned: int = 0  # checkpoints the retention policy removed first
 
 
-def _check_object(store: Store, oid: bytes) -> Problem | None:
+def _check_object(store: Repository, oid: bytes) -> Problem | None:
     path = store.db.path(oid)
     try:
         blob = path.read_bytes()
@@ -74,13 +70,7 @@ def _check_object(store: Store, oid: bytes) -> Problem | None:
     return None
 
 
-def local_entries(store: Store) -> Iterator[tuple[str, str]]:
-    for run in sorted(store._local_runs()):
-        for checkpoint_id in store.local_ids(run):
-            yield run, checkpoint_id
-
-
-def verify(store: Store) -> VerifyReport:
+def verify(store: Repository) -> VerifyReport:
     report = VerifyReport()
     oids = list(store.db.oids())
     report.objects = len(oids)
@@ -92,7 +82,7 @@ def verify(store: Store) -> VerifyReport:
     partial = store.source is not None or any(store.remotes_dir.glob("*/pulled"))
     retired = _check_records(store, report)
     nodes_checked: set[bytes] = set()
-    for run, checkpoint_id in local_entries(store):
+    for run, checkpoint_id in store.local_entries():
         report.entries += 1
         where = f"{run}@{checkpoint_id}"
         try:
@@ -112,7 +102,7 @@ def verify(store: Store) -> VerifyReport:
     return report
 
 
-def _check_records(store: Store, report: VerifyReport) -> dict[str, set[str]]:
+def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str]]:
     """Check retirement and journal records; the ids retention removed on purpose, per run."""
     retired: dict[str, set[str]] = {}
     for run, record_id in store.local_records(RETIRED):
@@ -133,7 +123,7 @@ def _check_records(store: Store, report: VerifyReport) -> dict[str, set[str]]:
 
 
 def _check_refs(
-    store: Store, entry: Entry, home: Location, where: str, good: set[bytes], seen: set[bytes], partial: bool
+    store: Repository, entry: Entry, home: Location, where: str, good: set[bytes], seen: set[bytes], partial: bool
 ) -> list[Problem]:
     """Problems with what `entry` needs: its borrowed packed objects, and every object file its refs reach."""
     problems: list[Problem] = []
@@ -165,7 +155,7 @@ def _check_refs(
     return problems
 
 
-def _mark(store: Store, entries: list[tuple[str, str]], marked: set[bytes]) -> None:
+def _mark(store: Repository, entries: list[tuple[str, str]], marked: set[bytes]) -> None:
     for run, checkpoint_id in entries:
         entry = store.read_entry(run, checkpoint_id)  # a corrupt entry stops gc: we can't know what it needs
         labelled = ((f"{run}@{checkpoint_id} {label}", ref) for label, ref in entry.refs())
@@ -173,14 +163,14 @@ def _mark(store: Store, entries: list[tuple[str, str]], marked: set[bytes]) -> N
             pass  # reach marks as it goes; below a node that cannot be read nothing is reachable through it
 
 
-def gc(store: Store, grace: float = 3600.0) -> GcReport:
+def gc(store: Repository, grace: float = 3600.0) -> GcReport:
     """Delete objects no checkpoint references, last touched over `grace` seconds ago.
 
     Commits hold the store's gc lock shared from their first object write to their log entry; the
     final re-mark and the deletions happen under it exclusively, so no commit in flight loses an object.
     """
     report = GcReport()
-    seen = list(local_entries(store))
+    seen = list(store.local_entries())
     marked: set[bytes] = set()
     _mark(store, seen, marked)
     now = time.time()
@@ -197,7 +187,7 @@ def gc(store: Store, grace: float = 3600.0) -> GcReport:
         except FileNotFoundError:
             continue
     with flock(store.gc_lock_path, EXCLUSIVE):
-        _mark(store, sorted(set(local_entries(store)) - set(seen)), marked)
+        _mark(store, sorted(set(store.local_entries()) - set(seen)), marked)
         now = time.time()
         for oid in candidates:
             path = store.db.path(oid)

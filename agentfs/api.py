@@ -1,0 +1,86 @@
+"""The Store facade and open(): the only module that joins the features (core/) and sync (sync/)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from .core import retention
+from .core.run import Run
+from .core.schema import Schema
+from .core.stats import LocalStats, local_stats
+from .core.watch import Watch, watch
+from .engine import maintenance
+from .engine.maintenance import GcReport, VerifyReport
+from .engine.repository import Durability, Repository
+from .names import check_name
+from .sync.daemon import SyncDaemon
+from .sync.remote import Remote
+from .sync.status import RemoteStats, remote_stats
+
+
+@dataclasses.dataclass
+class StoreStats(LocalStats):
+    """store.stats(): the local figures, and each remote's sync state."""
+
+    remotes: list[RemoteStats]
+
+
+class Store(Repository):
+    """A local agentfs store. Safe to share between threads and between processes."""
+
+    def run(self, name: str, *, schema: Schema | None = None) -> Run:
+        """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
+        return Run(self, check_name(name, "run"), schema)
+
+    def verify(self) -> VerifyReport:
+        return maintenance.verify(self)
+
+    def gc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
+        """Apply the retention policy in config (unless `policy=False`), then delete unreferenced objects
+        last touched over `grace` seconds ago."""
+        pruned = retention.apply_policy(self) if policy else []
+        report = maintenance.gc(self, grace)
+        report.pruned = sum(len(p.removed) for p in pruned)
+        return report
+
+    def set_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
+        """Store-wide retention that `gc` applies to every run (LangGraph threads excepted); no argument clears it."""
+        return retention.set_policy(self, keep_last, keep_within)
+
+    def watch(self, run: str | None = None, *, timeout: float | None = None) -> Watch:
+        """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.
+
+        Starts from now: checkpoints already committed are not yielded. Stops after `timeout`
+        seconds without a new checkpoint (default: never). Watching starts at this call; `close()`
+        (or leaving a `with store.watch() as changes:` block) stops it.
+        """
+        return watch(self, run, timeout=timeout)
+
+    def stats(self) -> StoreStats:
+        """Checkpoints and bytes per run, dedup ratio, journal size, sync lag per remote."""
+        local = local_stats(self)
+        remotes = remote_stats(self, self.local_entries())
+        return StoreStats(local.runs, local.objects, local.object_bytes, remotes)
+
+    def sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
+        """Start a background thread that pushes every commit to `url`; use it as a context manager."""
+        daemon = SyncDaemon(self, url, storage_options or {}, **options)
+        daemon.start()
+        return daemon
+
+
+def open_store(
+    path: str | os.PathLike[str] = ".agentfs",
+    *,
+    remote: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    durability: Durability = "power",
+) -> Store:
+    """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there."""
+    root = Path(path).absolute()
+    source = None if remote is None else Remote(remote, storage_options or {})
+    return Store(root, durability=durability, source=source)

@@ -1,0 +1,45 @@
+"""Each remote's sync state as this store knows it: what it holds of the store's checkpoints, its last push."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from ..engine.repository import Repository
+from ..format.refs import Location
+from .index import PushIndex, remote_dirs
+from .push import lag_seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteStats:
+    url: str
+    pushed_checkpoints: int  # local checkpoints the remote is known to hold
+    lag_checkpoints: int  # local checkpoints it is not known to hold
+    lag_seconds: float  # age of the oldest of those
+    last_push: float | None  # seconds since the epoch, from the daemon's last status
+    last_error: str | None
+    pulled_from: bool
+
+
+
+def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteStats]:
+    """Per remote this store has synced with: what it holds of `local` (the store's checkpoints) and its last status."""
+    held = set(local)
+    rows = []
+    for directory in remote_dirs(store.remotes_dir):
+        index = PushIndex(directory, store.tmp_dir)
+        saved = index.read_status()
+        pending = list(held - index.entries)
+        rows.append(
+            RemoteStats(
+                url=(directory / "url").read_text(),
+                pushed_checkpoints=len(held & index.entries),
+                lag_checkpoints=len(pending),
+                lag_seconds=lag_seconds(pending),
+                last_push=saved.get("last_push"),
+                last_error=saved.get("last_error"),
+                pulled_from=(directory / "pulled").exists(),
+            )
+        )
+    return rows
