@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ..aio import Offloader
 from ..errors import FormatError, InvalidName, NotFound
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_name
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from .run import Run
     from .schema import Schema
     from .stats import StoreStats
-    from .watch import Watch
+    from .watch import AsyncWatch, Watch
 
 LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # what a run's directory holds, each named by ULIDs
 RECORD_KINDS = (LOG, JOURNAL, RETIRED)
@@ -84,6 +85,7 @@ class Store:
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self.offload = Offloader()  # runs the blocking work of the async twins (aio.py)
 
     def _open_config(self) -> dict[str, Any]:
         """Read the config, creating the store first if needed.
@@ -119,6 +121,7 @@ class Store:
             return self._pool
 
     def close(self) -> None:
+        self.offload.close()  # first: the calls it still runs may use the pool
         with self._lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
@@ -369,6 +372,38 @@ class Store:
         daemon = SyncDaemon(self, url, storage_options or {}, **options)
         daemon.start()
         return daemon
+
+    # async twins (aio.py): the same calls, run off the event loop
+
+    async def aruns(self) -> list[str]:
+        return await self.offload(self.runs)
+
+    async def averify(self) -> VerifyReport:
+        return await self.offload(self.verify)
+
+    async def agc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
+        return await self.offload(self.gc, grace, policy=policy)
+
+    async def aset_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
+        return await self.offload(self.set_retention, keep_last, keep_within)
+
+    async def astats(self) -> StoreStats:
+        return await self.offload(self.stats)
+
+    def awatch(self, run: str | None = None, *, timeout: float | None = None) -> AsyncWatch:
+        """`async for cp in store.awatch(run)`: watch() for async code; no thread waits while it waits.
+
+        Watching starts at the first `__anext__` (or on entering `async with store.awatch() as changes:`).
+        """
+        from .watch import AsyncWatch
+
+        return AsyncWatch(self, None if run is None else check_name(run, "run"), timeout)
+
+    def async_sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
+        """`async with store.async_sync(url) as daemon:` sync() for async code: starts on entry, drains on exit."""
+        from ..sync.daemon import SyncDaemon
+
+        return SyncDaemon(self, url, storage_options or {}, **options)
 
 
 def _digest(run: str) -> str:

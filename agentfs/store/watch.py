@@ -8,6 +8,8 @@ is listed again every RESCAN seconds; watching every run, the whole store every 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -15,7 +17,7 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +67,10 @@ class _Hints(FileSystemEventHandler):
 class Watcher:
     """Reports each local checkpoint of `run` (default: every run) committed after it started, once."""
 
-    def __init__(self, store: Store, run: str | None = None) -> None:
+    def __init__(self, store: Store, run: str | None = None, on_hint: Callable[[], None] | None = None) -> None:
         self.store = store
         self.run = run
+        self._on_hint = on_hint  # called from watchdog's thread after each hint: wakes an async consumer
         self._lock = threading.Lock()
         self._hints: set[Location] = set()
         self._hot: dict[str, float] = {}  # run -> monotonic time until which it is listed every RESCAN
@@ -101,6 +104,8 @@ class Watcher:
                 self._hints.add((run, checkpoint_id))
             self._hot[run] = time.monotonic() + HOT
         self._wake.set()
+        if self._on_hint is not None:
+            self._on_hint()
 
     def new(self, timeout: float | None = None) -> list[Location] | None:
         """Checkpoints not reported before, in id order; None after `timeout` seconds without any, or once closed."""
@@ -116,6 +121,10 @@ class Watcher:
             pause = self._next_rescan - now if deadline is None else min(self._next_rescan, deadline) - now
             self._wake.wait(max(pause, 0.0))
         return None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         with self._lock:
@@ -189,3 +198,89 @@ class Watch(Iterator["Checkpoint"]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AsyncWatch:
+    """What store.awatch() returns: `async for cp in changes`, or `async with store.awatch() as changes`.
+
+    No thread waits on its behalf: between checks it awaits an asyncio.Event that watchdog's hints
+    set, or RESCAN seconds (listings are the truth, see the module's note); each check (a listing
+    of what changed, then reading the new checkpoints) runs on the store's offload pool. So any
+    number of consumers may wait at once, and breaking out of the loop, cancelling the task or
+    leaving the `async with` block stops the observer (a dropped, unclosed one is stopped when it
+    is collected).
+    """
+
+    def __init__(self, store: Store, run: str | None, timeout: float | None) -> None:
+        self._store = store
+        self._run = run
+        self._timeout = timeout
+        self._watcher: Watcher | None = None
+        self._woken = asyncio.Event()
+        self._batch: deque[Checkpoint] = deque()
+
+    async def start(self) -> None:
+        """Start watching now (the first `__anext__` does it otherwise): later commits are all yielded."""
+        if self._watcher is not None:
+            return
+        loop = asyncio.get_running_loop()
+        woken = self._woken
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # hazard: the loop closed while the observer still ran; nobody waits
+                loop.call_soon_threadsafe(woken.set)
+
+        store, run = self._store, self._run
+        # cancelled meanwhile: the new watcher's observer thread would run forever unless closed
+        self._watcher = await store.offload.call_or_undo(lambda: Watcher(store, run, wake), Watcher.close)
+        weakref.finalize(self, self._watcher.close)  # dropped without aclose(): still stop the observer
+
+    def __aiter__(self) -> AsyncWatch:
+        return self
+
+    async def __anext__(self) -> Checkpoint:
+        await self.start()
+        watcher = self._watcher
+        assert watcher is not None
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        while not self._batch:
+            self._woken.clear()  # before the check: a hint that arrives meanwhile sets it again
+            fresh = await self._store.offload(self._check, watcher)
+            if fresh is None:
+                raise StopAsyncIteration
+            self._batch.extend(fresh)
+            left = RESCAN if deadline is None else min(RESCAN, deadline - time.monotonic())
+            if fresh:
+                break
+            if left <= 0:
+                await self.aclose()
+                raise StopAsyncIteration
+            with contextlib.suppress(asyncio.TimeoutError):  # the periodic listing is due
+                await asyncio.wait_for(self._woken.wait(), left)
+        return self._batch.popleft()
+
+    def _check(self, watcher: Watcher) -> list[Checkpoint] | None:
+        """The checkpoints committed since the last check (None once closed); blocks, so run off the loop."""
+        if watcher.closed:
+            return None
+        found = []
+        for run, checkpoint_id in watcher.new(timeout=0) or []:
+            try:
+                found.append(self._store.run(run).get(checkpoint_id))
+            except NotFound:
+                continue  # pruned again since it was listed
+        return found
+
+    async def aclose(self) -> None:
+        """Stop watching; the iterator then ends."""
+        self._batch.clear()
+        self._woken.set()  # a consumer waiting in __anext__ checks at once and ends
+        if self._watcher is not None:
+            await self._store.offload(self._watcher.close)
+
+    async def __aenter__(self) -> AsyncWatch:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
