@@ -44,22 +44,14 @@ class Offloader:
         """`fn()` off the loop, for a call whose result must not be dropped (a started observer, a journal start).
 
         If the awaiting task is cancelled once `fn` has started, `fn` runs to its end and `undo` gets its
-        result, on the pool; cancelled before it started, `fn` never runs.
+        result; cancelled before it started, `fn` never runs.
         """
         future = self._pool().submit(contextvars.copy_context().run, fn)
         try:
             return await asyncio.wrap_future(future)  # cancelling this cancels `future` unless it is running
         except asyncio.CancelledError:
-            future.add_done_callback(functools.partial(self._undo, undo))
+            future.add_done_callback(functools.partial(_undo, undo))
             raise
-
-    def _undo(self, undo: Callable[[T], object], future: Future[T]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            return
-        try:
-            self._pool().submit(undo, future.result())
-        except RuntimeError:  # the pool is shutting down (the store is closing): undo here and now
-            undo(future.result())
 
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -73,3 +65,10 @@ class Offloader:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
+
+
+def _undo(undo: Callable[[T], object], future: Future[T]) -> None:
+    # Runs on the pool thread that finishes `future`; if it had finished just before the cancellation
+    # arrived, at once on the loop's thread (one short blocking call, only in that race).
+    if not future.cancelled() and future.exception() is None:
+        undo(future.result())
