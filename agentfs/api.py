@@ -12,7 +12,7 @@ from .core import retention
 from .core.run import Run
 from .core.schema import Schema
 from .core.stats import LocalStats, local_stats
-from .core.watch import Watch, watch
+from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.repository import Durability, Repository
@@ -71,6 +71,34 @@ class Store(Repository):
         daemon = SyncDaemon(self, url, storage_options or {}, **options)
         daemon.start()
         return daemon
+
+    # async twins (aio.py): the same calls, run off the event loop
+
+    async def aruns(self) -> list[str]:
+        return await self.offload(self.runs)
+
+    async def averify(self) -> VerifyReport:
+        return await self.offload(self.verify)
+
+    async def agc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
+        return await self.offload(self.gc, grace, policy=policy)
+
+    async def aset_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
+        return await self.offload(self.set_retention, keep_last, keep_within)
+
+    async def astats(self) -> StoreStats:
+        return await self.offload(self.stats)
+
+    def awatch(self, run: str | None = None, *, timeout: float | None = None) -> AsyncWatch:
+        """`async for cp in store.awatch(run)`: watch() for async code; no thread waits while it waits.
+
+        Watching starts at the first `__anext__` (or on entering `async with store.awatch() as changes:`).
+        """
+        return AsyncWatch(self, None if run is None else check_name(run, "run"), timeout)
+
+    def async_sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
+        """`async with store.async_sync(url) as daemon:` sync() for async code: starts on entry, drains on exit."""
+        return SyncDaemon(self, url, storage_options or {}, **options)
 
 
 def open_store(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,17 @@ class Checkpoint:
     def artifacts(self) -> Artifacts:
         return Artifacts(self)
 
+    # async twins (aio.py): `state` reads and verifies objects on first access; these do it off the loop
+
+    async def astate(self) -> Any:
+        return await self._store.offload(lambda: self.state)
+
+    async def astored_state(self) -> Any:
+        return await self._store.offload(lambda: self.stored_state)
+
+    async def avalue(self, key: str) -> Any:
+        return await self._store.offload(self.value, key)
+
     def __repr__(self) -> str:
         return f"<Checkpoint {self.run}@{self.id}>"
 
@@ -172,6 +183,20 @@ class Artifact:
 
     def __repr__(self) -> str:
         return f"<Artifact {self.name!r} of {self.checkpoint} ({self.size} bytes)>"
+
+    # async twins (aio.py)
+
+    async def aread_bytes(self) -> bytes:
+        return await self.checkpoint._store.offload(self.read_bytes)
+
+    async def asave(self, path: str | os.PathLike[str]) -> Path:
+        return await self.checkpoint._store.offload(self.save, path)
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The artifact's bytes, one verified chunk at a time, each read off the loop (memory: one chunk)."""
+        chunks = self._chunks()
+        while (chunk := await self.checkpoint._store.offload(next, chunks, None)) is not None:
+            yield chunk
 
 
 class _ChunkStream(io.RawIOBase):

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,6 +44,7 @@ MAX_MESSAGE = 4096
 MAX_VALUE = 16 << 20  # an encoded args or result; remotes cap a record at 64 MiB
 IN_FLIGHT = "in_flight"
 ABANDONED = "agentfs.Abandoned"  # the error type abandon() records
+CANCELLED = "asyncio.CancelledError"  # the error type an async call cancelled before it ran records
 
 log = logging.getLogger("agentfs.journal")
 T = TypeVar("T")
@@ -305,6 +306,91 @@ class Journal:
             end = self._write(ERROR, key, call.name, call.start_id, error={"type": ABANDONED, "message": _clean(reason)})
         return dataclasses.replace(call, end=end)
 
+    # async twins (aio.py): journal reads and writes run off the event loop, the coroutine on it
+
+    async def aonce(self, key: str, coro_fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        """`await coro_fn(*args, **kwargs)`, journaled under `key` exactly as once() journals a call (the same
+        records: once and aonce see each other's calls); if `key` already succeeded, its recorded result.
+
+        Cancellation: cancelled while the coroutine runs, the call stays in flight, as after a
+        KeyboardInterrupt (which also records nothing): the coroutine may have had its effect (a request
+        sent, its answer lost). Cancelled while its start is being recorded, the coroutine is never
+        called: the start is ended as an error of type asyncio.CancelledError, so the next aonce runs
+        it. Cancelled while its end is being recorded, the end is still recorded.
+        """
+        return await self._aonce(check_key(key), _name_of(coro_fn), lambda: encode_args(args, kwargs), coro_fn, args, kwargs)
+
+    def atool_call(self, name: str, args: Any = None, *, key: str | None = None) -> AsyncToolCall:
+        """tool_call() for async code: `async with journal.atool_call(...) as call:` (see AsyncToolCall)."""
+        return AsyncToolCall(self.tool_call(name, args, key=key))
+
+    def atool(
+        self, name: str | None = None, *, key: Callable[..., str] | None = None
+    ) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
+        """tool() for coroutine functions: each call goes through `aonce`, keyed the same way."""
+
+        def decorate(coro_fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+            label = _name_of(coro_fn) if name is None else check_key(name, "tool name")
+
+            @functools.wraps(coro_fn)
+            async def journaled(*args: Any, **kwargs: Any) -> T:
+                encoded = await self.store.offload(encode_args, args, kwargs)
+                call_key = key(*args, **kwargs) if key is not None else f"{label}:{hashlib.sha256(encoded).hexdigest()[:32]}"
+                return await self._aonce(check_key(call_key), label, lambda: encoded, coro_fn, args, kwargs)
+
+            return journaled
+
+        return decorate
+
+    async def arecords(self) -> list[Record]:
+        return await self.store.offload(self.records)
+
+    async def acalls(self) -> list[Call]:
+        return await self.store.offload(self.calls)
+
+    async def aget(self, key: str) -> Call | None:
+        return await self.store.offload(self.get, key)
+
+    async def ain_flight(self) -> list[Call]:
+        return await self.store.offload(self.in_flight)
+
+    async def aabandon(self, key: str, reason: str) -> Call:
+        return await self.store.offload(self.abandon, key, reason)
+
+    async def _aonce(
+        self,
+        key: str,
+        name: str,
+        encode: Callable[[], bytes],
+        coro_fn: Callable[..., Awaitable[T]],
+        positional: tuple[Any, ...],
+        named: dict[str, Any],
+    ) -> T:
+        claimed, recorded = await self._aclaim(key, name, encode)
+        if isinstance(claimed, Call):
+            result: T = recorded
+            return result
+        try:
+            value = await coro_fn(*positional, **named)
+        except Exception as exc:  # CancelledError and KeyboardInterrupt are not: they leave the call in flight
+            await self.store.offload(self._fail, claimed, exc)
+            raise
+        await self.store.offload(self._succeed, claimed, value)
+        return value
+
+    async def _aclaim(self, key: str, name: str, encode: Callable[[], bytes]) -> tuple[Call | Record, Any]:
+        """_claim() off the loop, with the recorded result of a key that succeeded (decoded off the loop too)."""
+        claimed = await self.store.offload.call_or_undo(lambda: self._claim(key, name, encode()), self._end_unstarted)
+        if isinstance(claimed, Call):
+            return claimed, await self.store.offload(lambda: claimed.result)
+        return claimed, None
+
+    def _end_unstarted(self, claimed: Call | Record) -> None:
+        """End a start recorded for a call whose caller was cancelled before it could run the call."""
+        if isinstance(claimed, Record):
+            error = {"type": CANCELLED, "message": "cancelled while its start was recorded: never called"}
+            self._write(ERROR, claimed.key, claimed.name, claimed.id, error=error)
+
     # internals
 
     def _once(self, key: str, name: str, args: bytes, fn: Callable[..., T], positional: tuple[Any, ...], named: dict[str, Any]) -> T:
@@ -436,12 +522,15 @@ class ToolCall:
 
     def __enter__(self) -> ToolCall:
         claimed = self.journal._claim(self.key, self.name, self._args)
+        self._take(claimed, claimed.result if isinstance(claimed, Call) else None)
+        return self
+
+    def _take(self, claimed: Call | Record, recorded: Any) -> None:
         if isinstance(claimed, Call):
-            self.result = claimed.result
+            self.result = recorded
             self.done = True
         else:
             self._start = claimed
-        return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
         start, self._start = self._start, None
@@ -451,6 +540,31 @@ class ToolCall:
             self.journal._succeed(start, self.result)
         elif isinstance(exc, Exception):
             self.journal._fail(start, exc)
+
+
+class AsyncToolCall:
+    """`async with run.atool_call(name, args, key=k) as call:` a ToolCall whose journal reads and writes
+    run off the event loop. `call` is the ToolCall: `if not call.done: call.result = await ...`.
+
+    Leaving the block by cancellation records nothing, like a KeyboardInterrupt: the call stays in
+    flight, since the body may have had its effect. Cancelled on entry while the start is being
+    recorded, the body never runs and the start is ended as an error (see Journal.aonce).
+    """
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+
+    def __repr__(self) -> str:
+        return f"<agentfs.AsyncToolCall {self.call.name!r} key={self.call.key!r}>"
+
+    async def __aenter__(self) -> ToolCall:
+        call = self.call
+        claimed, recorded = await call.journal._aclaim(call.key, call.name, lambda: call._args)
+        call._take(claimed, recorded)
+        return call
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
+        await self.call.journal.store.offload(self.call.__exit__, kind, exc, traceback)
 
 
 def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any, TypeVar, Union
@@ -25,7 +25,7 @@ from ..objects.blobs import BlobWriter
 from ..serialization import encode_body, encode_value
 from . import retention
 from .checkpoint import Checkpoint
-from .journal import Journal, ToolCall
+from .journal import AsyncToolCall, Journal, ToolCall
 from .retention import PruneReport
 from .schema import Schema
 
@@ -157,6 +157,59 @@ class Run:
     def delete(self) -> PruneReport:
         """Remove every checkpoint of the run (but those other runs' kept checkpoints need) and its journal."""
         return retention.delete_runs(self.store, [self.name])[0]
+
+    # async twins (aio.py): the same calls, run off the event loop
+
+    async def aids(self) -> list[str]:
+        return await self.store.offload(self.ids)
+
+    async def ahead_id(self) -> str | None:
+        return await self.store.offload(self.head_id)
+
+    async def aget(self, checkpoint_id: str) -> Checkpoint:
+        return await self.store.offload(self.get, checkpoint_id)
+
+    async def alatest(self) -> Checkpoint | None:
+        return await self.store.offload(self.latest)
+
+    async def ahistory(self, limit: int | None = None) -> list[Checkpoint]:
+        return await self.store.offload(self.history, limit)
+
+    async def acommit(
+        self,
+        state: Any,
+        *,
+        artifacts: Mapping[str, ArtifactSource] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        parent: str | None = HEAD,
+    ) -> Checkpoint:
+        """commit() off the loop. Hazard: `state`, `metadata` and the artifacts are read on a pool thread
+        while this awaits: another task must not change them until it returns. Cancelled once started,
+        the commit still completes (it is then in history)."""
+        return await self.store.offload(self.commit, state, artifacts=artifacts, metadata=metadata, parent=parent)
+
+    async def afork(self, checkpoint_id: str, name: str) -> Run:
+        return await self.store.offload(self.fork, checkpoint_id, name)
+
+    async def aprune(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
+        return await self.store.offload(self.prune, keep_last, keep_within)
+
+    async def adelete(self) -> PruneReport:
+        return await self.store.offload(self.delete)
+
+    async def aonce(self, key: str, coro_fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        """`await coro_fn(*args, **kwargs)` unless `key` already succeeded in this run's journal (see Journal.aonce)."""
+        return await self.journal.aonce(key, coro_fn, *args, **kwargs)
+
+    def atool_call(self, name: str, args: Any = None, *, key: str | None = None) -> AsyncToolCall:
+        """`async with run.atool_call("search", {"q": q}, key=...) as call:` tool_call() for async code."""
+        return self.journal.atool_call(name, args, key=key)
+
+    def atool(
+        self, name: str | None = None, *, key: Callable[..., str] | None = None
+    ) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
+        """tool() for coroutine functions: each call goes through `aonce`."""
+        return self.journal.atool(name, key=key)
 
     def _reusable(self, head: str | None) -> dict[bytes, Ref]:
         """Small objects the head already packed: an unchanged key costs nothing in the next entry."""

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,10 @@ class _Hints(FileSystemEventHandler):
 class Watcher:
     """Reports each local checkpoint of `run` (default: every run) committed after it started, once."""
 
-    def __init__(self, store: Repository, run: str | None = None) -> None:
+    def __init__(self, store: Repository, run: str | None = None, on_hint: Callable[[], None] | None = None) -> None:
         self.store = store
         self.run = run
+        self._on_hint = on_hint  # called from watchdog's thread after each hint: wakes an async consumer
         self._lock = threading.Lock()
         self._hints: set[Location] = set()
         self._hot: dict[str, float] = {}  # run -> monotonic time until which it is listed every RESCAN
@@ -95,6 +96,8 @@ class Watcher:
                 self._hints.add((run, checkpoint_id))
             self._hot[run] = time.monotonic() + HOT
         self._wake.set()
+        if self._on_hint is not None:
+            self._on_hint()
 
     def new(self, timeout: float | None = None) -> list[Location] | None:
         """Checkpoints not reported before, in id order; None after `timeout` seconds without any, or once closed."""
@@ -110,6 +113,10 @@ class Watcher:
             pause = self._next_rescan - now if deadline is None else min(self._next_rescan, deadline) - now
             self._wake.wait(max(pause, 0.0))
         return None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         with self._lock:

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
+from ..aio import Offloader
 from ..errors import FormatError, InvalidName, NotFound
 from ..format import keys
 from ..format.config import encode_config, new_config, read_config
@@ -80,6 +81,7 @@ class Repository:
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self.offload = Offloader()  # runs the blocking work of the async twins (aio.py)
 
     def _open_config(self) -> dict[str, Any]:
         """Read the config, creating the store first if needed.
@@ -115,6 +117,7 @@ class Repository:
             return self._pool
 
     def close(self) -> None:
+        self.offload.close()  # first: the calls it still runs may use the pool
         with self._lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)

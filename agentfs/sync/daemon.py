@@ -16,12 +16,14 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
 from ..engine.notify import observe
 from ..engine.repository import Repository
+from ..format.refs import Location
 from .hooks import CommitHook
 from .push import Pusher, lag_seconds, local_records
 from .remote import Remote, redact, remote_name
 
 log = logging.getLogger("agentfs.sync")
 WAKING_EVENTS = {"created", "moved", "closed"}
+FLUSH_SLICE = 0.5  # seconds: aflush() holds an offload thread at most this long at a time
 
 
 class _Wake(FileSystemEventHandler):
@@ -158,9 +160,15 @@ class SyncDaemon:
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until every checkpoint and journal record written before this call is on the remote; False on timeout."""
-        target = set(self.store.local_entries())
-        records = set(local_records(self.store))
-        deadline = None if timeout is None else time.monotonic() + timeout
+        return self._wait_pushed(self._written(), None if timeout is None else time.monotonic() + timeout)
+
+    def _written(self) -> tuple[set[Location], set[tuple[str, str, str]]]:
+        """What flush() waits for: the store's checkpoints and journal records as of now."""
+        return set(self.store.local_entries()), set(local_records(self.store))
+
+    def _wait_pushed(self, written: tuple[set[Location], set[tuple[str, str, str]]], deadline: float | None) -> bool:
+        """Whether all of `written` is pushed, waiting until `deadline` (monotonic) or the daemon's thread ends."""
+        target, records = written
         self._wake.set()
         self._urgent.set()
         with self._cycle:
@@ -191,3 +199,32 @@ class SyncDaemon:
             self._thread.join(timeout=timeout)
         self._publish_status()
         return drained
+
+    # async twins (aio.py): the same calls, run off the event loop
+
+    async def __aenter__(self) -> SyncDaemon:
+        """`async with store.async_sync(url) as daemon:` starts the daemon (unless it already runs)."""
+        if self._thread is None:
+            await self.store.offload(self.start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.astop()
+
+    async def aflush(self, timeout: float | None = 10.0) -> bool:
+        """flush() for async code; it waits in slices of at most FLUSH_SLICE seconds, so a long wait
+        never keeps one of the store's offload threads from other calls for longer."""
+        written = await self.store.offload(self._written)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            end = time.monotonic() + FLUSH_SLICE
+            if await self.store.offload(self._wait_pushed, written, end if deadline is None else min(end, deadline)):
+                return True
+            if (deadline is not None and time.monotonic() >= deadline) or self._thread is None or not self._thread.is_alive():
+                return False
+
+    async def astop(self, timeout: float = 10.0) -> bool:
+        return await self.store.offload(self.stop, timeout)
+
+    async def astatus(self, rescan: bool = True) -> dict[str, Any]:
+        return await self.store.offload(self.status, rescan)
