@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 import socket
 import sys
+import threading
 from importlib.metadata import version
 from typing import Any
 
@@ -230,6 +232,14 @@ async def serve_http(app: AgentFSServer, host: str, port: int) -> None:
     http_app = app.server.streamable_http_app(host=host)
     config = uvicorn.Config(http_app, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn handles SIGINT and SIGTERM while it serves, then raises the signal again under the handlers it found:
+        # these make that a normal return (exit 0), and stop a server that is signalled before it took over
+        def stop(_signum: int, _frame: object) -> None:
+            server.should_exit = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
     shown_host = f"[{host}]" if family == socket.AF_INET6 else host
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.relay_commits)
