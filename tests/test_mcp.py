@@ -372,3 +372,20 @@ def test_the_cli_imports_without_the_sdk() -> None:
     assert listed.returncode == 0 and "mcp" in listed.stdout
     served = subprocess.run([sys.executable, "-c", blocker, "mcp"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
     assert served.returncode == 4 and "pip install 'agentfs[mcp]'" in served.stderr
+
+
+def test_readme_client_configuration_starts_a_read_only_server(root: Path) -> None:
+    """The README's `mcpServers` snippet, with its store path pointed at a real store, is a working client configuration."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## MCP") :]
+    snippet = json.loads(section[section.index("```json") + len("```json") : section.index("```", section.index("```json") + 7)])
+    entry = snippet["mcpServers"]["agentfs"]
+    assert entry["command"] == "agentfs" and snippet["mcpServers"]["agentfs-http"]["url"].endswith("/mcp")
+    args = [str(root) if arg == "/path/to/.agentfs" else arg for arg in entry["args"]]
+    server = StdioServerParameters(command=COMMAND[0], args=[*COMMAND[1:], *args], env=ENV)
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            await check_tools_listed(client, read_only=True)
+
+    run_async(scenario)
