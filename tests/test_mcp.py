@@ -389,3 +389,25 @@ def test_readme_client_configuration_starts_a_read_only_server(root: Path) -> No
             await check_tools_listed(client, read_only=True)
 
     run_async(scenario)
+
+
+def test_writes_keep_the_head_schema_version(root: Path) -> None:
+    """A client reads and writes states as stored: its commits must not look unversioned, or the agent's
+    code would run its migrations again over a state already at its version."""
+    schema = agentfs.Schema(version=2, migrations={1: lambda state: {**state, "migrated": True}})
+    with agentfs.open(root) as store:
+        store.run("agent/versioned", schema=schema).commit({"v": 1}, artifacts={"a.txt": b"a"})
+
+    async def scenario() -> None:
+        async with Client(stdio_server(root)) as client:
+            assert (await call(client, "show_checkpoint", {"checkpoint": "agent/versioned"}))["schema_version"] == 2
+            await call(client, "write_artifact", {"run": "agent/versioned", "name": "b.txt", "content": "b"})
+            committed = await call(client, "commit", {"run": "agent/versioned", "state": {"v": 2}})
+            assert committed["schema_version"] == 2
+
+    run_async(scenario)
+    with agentfs.open(root) as store:
+        history = store.run("agent/versioned", schema=schema).history()
+        assert [cp.schema_version for cp in history] == [2, 2, 2]
+        assert [cp.state for cp in history] == [{"v": 2}, {"v": 1}, {"v": 1}]  # never "migrated"
+        assert set(history[0].artifacts) == {"a.txt", "b.txt"}

@@ -117,6 +117,7 @@ def checkpoint_summary(checkpoint: agentfs.Checkpoint) -> dict[str, Any]:
         "parent": checkpoint.parent,
         "created": checkpoint.created.isoformat(timespec="microseconds"),
         "forked_from": None if forked is None else f"{forked[0]}@{forked[1]}",
+        "schema_version": checkpoint.schema_version,
         "metadata": jsonable(checkpoint.metadata, SHORT),
         "state_keys": sorted(state) if _is_mapping(state) else None,
         "artifacts": {name: artifact.size for name, artifact in checkpoint.artifacts.items()},

@@ -15,8 +15,9 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from importlib.metadata import version
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import uvicorn
@@ -39,6 +40,7 @@ NOTIFY_TIMEOUT = 5.0  # seconds a subscriber may take to accept one notification
 STDIO_CONNECTION = "stdio"  # the one connection a stdio server has
 
 log = logging.getLogger("agentfs.mcp")
+T = TypeVar("T")
 
 INSTRUCTIONS = """\
 agentfs keeps an AI agent's checkpoints (state + artifacts) in named runs. Name a checkpoint 'RUN'
@@ -172,14 +174,21 @@ class AgentFSServer:
         self._subscribers = [item for item in self._subscribers if (item.uri, item.connection) != (params.uri, connection)]
         return types.EmptyResult()
 
-    async def _in_store(self, fn: Any, *args: Any) -> Any:
+    async def _in_store(self, fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self._store_access)
 
     async def relay_commits(self) -> None:
         """Tell subscribers of a run's latest checkpoint about each new checkpoint of it, from any process."""
         watch = self.store.watch()
         try:
-            while (checkpoint := await anyio.to_thread.run_sync(next, watch, None, abandon_on_cancel=True)) is not None:
+            while True:
+                try:
+                    checkpoint = await anyio.to_thread.run_sync(next, watch, None, abandon_on_cancel=True)
+                except agentfs.AgentFSError as exc:  # a damaged entry: report it, keep watching the others
+                    log.warning("agentfs mcp: a new checkpoint could not be read: %s", exc)
+                    continue
+                if checkpoint is None:
+                    return
                 await self._updated(latest_uri(checkpoint.run))
         finally:
             watch.close()  # ends a next() still waiting on the worker thread

@@ -88,7 +88,7 @@ class ReadArtifactArguments(Arguments):
 class WriteArtifactArguments(ArtifactContent):
     run: str = Field(description="the run: a new checkpoint is committed with its head's state, its artifacts and this one")
     name: str = Field(description="the artifact's name ('/'-separated segments of A-Z a-z 0-9 . _ -)")
-    metadata: dict[str, Any] | None = Field(default=None, description="metadata of the new checkpoint")
+    metadata: dict[str, Any] | None = Field(default=None, description="metadata of the new checkpoint (default: the head's)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,13 +226,13 @@ def _same_bytes(a: agentfs.Artifact, b: agentfs.Artifact) -> bool:
 
 
 def commit(store: agentfs.Store, args: CommitArguments) -> dict[str, Any]:
-    run = store.run(args.run)
+    head = store.run(args.run).latest()
+    run = _versioned(store, args.run, head)
     new = {name: _decode(name, item.content, item.encoding) for name, item in (args.artifacts or {}).items()}
     parent = args.parent
     with contextlib.ExitStack() as streams:
         sources: dict[str, bytes | IO[bytes]] = {}
-        head = run.latest() if args.keep_artifacts else None
-        if head is not None:
+        if head is not None and args.keep_artifacts:
             # hazard: carried artifacts are read from this head, so the commit must land on it; a head that moved
             # meanwhile makes it a Conflict rather than drop the artifacts of the commit that moved it
             parent = parent or head.id
@@ -243,6 +243,17 @@ def commit(store: agentfs.Store, args: CommitArguments) -> dict[str, Any]:
         options: dict[str, Any] = {} if parent is None else {"parent": parent}
         checkpoint = run.commit(args.state, artifacts=sources, metadata=args.metadata, **options)
     return checkpoint_summary(checkpoint)
+
+
+def _versioned(store: agentfs.Store, name: str, head: agentfs.Checkpoint | None) -> agentfs.Run:
+    """The run, committing with its head's schema version: the client reads and writes states as stored.
+
+    hazard: a commit without a schema counts as version 1, so the agent's code would run its migrations
+    over a state that is already at its version.
+    """
+    if head is None or head.schema_version is None:
+        return store.run(name)
+    return store.run(name, schema=agentfs.Schema(version=head.schema_version))
 
 
 def fork(store: agentfs.Store, args: ForkArguments) -> dict[str, Any]:
@@ -277,8 +288,8 @@ def read_artifact(store: agentfs.Store, args: ReadArtifactArguments) -> dict[str
 
 
 def write_artifact(store: agentfs.Store, args: WriteArtifactArguments) -> dict[str, Any]:
-    run = store.run(args.run)
-    head = _head(run)
+    head = _head(store.run(args.run))
+    run = _versioned(store, args.run, head)
     data = _decode(args.name, args.content, args.encoding)
     with contextlib.ExitStack() as streams:
         sources: dict[str, bytes | IO[bytes]] = {name: streams.enter_context(art.open()) for name, art in head.artifacts.items()}
@@ -306,7 +317,7 @@ def list_journal(store: agentfs.Store, args: RunArguments) -> dict[str, Any]:
     return {
         "run": run.name,
         "total": len(calls),
-        "calls": [call_summary(call) for call in calls[-args.limit :]],
+        "calls": [call_summary(call) for call in calls[::-1][: args.limit]],
         "damaged": [{"id": record_id, "error": why} for record_id, why in journal.damaged],
     }
 
@@ -348,14 +359,16 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "list_journal",
-        "A run's journaled tool calls (latest attempt per key): status (ok, error, in_flight), times, args and result previews.",
+        "A run's journaled tool calls, newest first (latest attempt per key): status (ok, error, in_flight), times, "
+        "args and result previews.",
         RunArguments,
         list_journal,
         read_only=True,
     ),
     ToolSpec(
         "commit",
-        "Append a checkpoint to a run with a new state (and artifacts); by default the head's artifacts are kept.",
+        "Append a checkpoint to a run with a new state (and artifacts); by default the head's artifacts are kept. "
+        "The state is taken to be in the head's schema version (states are read and written as stored).",
         CommitArguments,
         commit,
         read_only=False,
