@@ -19,11 +19,9 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client, MCPError, StdioServerParameters, types
 
 import agentfs
-
-mcp = pytest.importorskip("mcp")
-from mcp import Client, StdioServerParameters, types  # noqa: E402
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]
@@ -246,7 +244,7 @@ async def check_latest_resource(client: Client, root: Path) -> str:
     )
     document = json.loads((await client.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
     assert document["id"] == head.id and set(document["state"]["keys"]) == set(head.state)
-    with pytest.raises(mcp.MCPError, match="run 'nosuch' not found"):
+    with pytest.raises(MCPError, match="run 'nosuch' not found"):
         await client.read_resource("agentfs://runs/nosuch/latest")
     return uri
 
