@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,7 @@ async def tool_error(client: Client, tool: str, arguments: dict[str, Any]) -> st
     return text.text
 
 
-def run_async(fn: Any, *args: Any) -> None:
+def run_async(fn: Callable[..., Awaitable[None]], *args: Any) -> None:
     async def bounded() -> None:
         with anyio.fail_after(60):
             await fn(*args)
