@@ -9,12 +9,12 @@ from importlib.metadata import version
 from types import ModuleType
 
 from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing
-from . import core_commands, journal_commands, output, retention_commands, stats_commands, sync_commands
+from . import core_commands, journal_commands, mcp_commands, output, retention_commands, stats_commands, sync_commands
 from .common import DEFAULT_STORE, FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, STORE_ENV, USAGE
 
 # Each module has `register(subparsers)`, which adds its subcommands and sets `handler`
 # (args -> exit code) on each; another module's commands join by being listed here.
-COMMAND_MODULES: tuple[ModuleType, ...] = (core_commands, sync_commands, retention_commands, journal_commands, stats_commands)
+COMMAND_MODULES: tuple[ModuleType, ...] = (core_commands, sync_commands, retention_commands, journal_commands, stats_commands, mcp_commands)
 
 EPILOG = f"""\
 A checkpoint is named RUN (the run's head) or RUN@ID.

@@ -1,0 +1,5 @@
+"""`agentfs mcp`: an agentfs store as an MCP server (`pip install 'agentfs[mcp]'`)."""
+
+from .server import AgentFSServer, latest_uri, serve, serve_http, serve_stdio
+
+__all__ = ["AgentFSServer", "latest_uri", "serve", "serve_http", "serve_stdio"]
