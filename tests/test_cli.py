@@ -272,7 +272,7 @@ def test_gc_deletes_only_unreferenced_objects_past_the_grace(store: agentfs.Stor
     assert document == {"deleted": 0, "bytes_freed": 0, "kept": document["kept"], "temp_deleted": 0, "pruned": 0} and document["kept"] > 1
     assert orphan.exists()
     text = cli("gc", store=store.root)
-    assert text.returncode == 0 and text.stdout.startswith("deleted 1 objects")
+    assert text.returncode == 0 and text.stdout.startswith("deleted 1 object (")
     assert not orphan.exists()
     assert cli("verify", store=store.root).returncode == 0
     assert kept.artifacts["blob.bin"].read_bytes() == data

@@ -88,7 +88,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
             for name, count, head in heads
         ]
         output.emit_json({"runs": runs})
-    elif heads:
+    elif not heads:
+        output.line(f"no runs in {store.root}")
+    else:
         rows = [[name, str(count), head.id if head else "-", output.when(head.created) if head else "-"] for name, count, head in heads]
         output.table([["RUN", "CHECKPOINTS", "HEAD", "CREATED"], *rows])
     return OK
@@ -255,6 +257,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         for problem in report.problems:
             output.line(str(problem))
-        verdict = "ok" if report.ok else f"{len(report.problems)} problems"
-        output.line(f"verified {report.objects} objects, {report.entries} checkpoints: {verdict}")
+        verdict = "ok" if report.ok else output.count(len(report.problems), "problem")
+        output.line(f"verified {output.count(report.objects, 'object')}, {output.count(report.entries, 'checkpoint')}: {verdict}")
     return OK if report.ok else DIFFERENT
