@@ -54,3 +54,40 @@ def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     victim.write_bytes(b"damaged")
     broken = cli("verify", store=root)
     assert broken.returncode == 1 and broken.stdout.rstrip().endswith(": 1 problem")
+
+
+def test_diff_shows_the_changed_values_truncated(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    messages = [{"role": "user", "content": f"message {i}"} for i in range(50)]
+    with agentfs.open(root) as store:
+        run = store.run("r")
+        a = run.commit({"step": 3, "messages": messages, "config": {"model": "small", "t": 0.2}, "gone": "bye", "long": "x" * 500})
+        b = run.commit(
+            {
+                "step": 4,
+                "messages": [*messages, {"role": "assistant", "content": "hi"}],
+                "config": {"model": "large", "t": 0.2, "seed": 7},
+                "new": [1, 2],
+                "long": "y" * 500,
+            }
+        )
+    text = cli("diff", f"r@{a.id}", f"r@{b.id}", store=root)
+    assert text.returncode == 1
+    values = text.stdout.split("values:\n", 1)[1].splitlines()
+    assert values[:2] == ["  + new: [1, 2]", '  - gone: "bye"']
+    assert values[values.index("  ~ config:") : values.index("  ~ config:") + 4] == [
+        "  ~ config:",
+        '      - ["model"] "small"',
+        '      + ["model"] "large"',
+        '      + ["seed"] 7',
+    ]
+    assert values[values.index("  ~ messages:") : values.index("  ~ messages:") + 3] == [
+        "  ~ messages:",
+        "        [0:50] unchanged (50 items)",
+        '      + [50] {"role": "assistant", "content": "hi"}',
+    ]
+    assert values[values.index("  ~ step:") : values.index("  ~ step:") + 3] == ["  ~ step:", "      - 3", "      + 4"]
+    long_old = values[values.index("  ~ long:") + 1]
+    assert long_old.startswith('      - "xxx') and long_old.endswith("x...") and len(long_old) == len("      - ") + 100
+    stat = cli("diff", f"r@{a.id}", f"r@{b.id}", "--stat", store=root)
+    assert stat.returncode == 1 and "values:" not in stat.stdout and "  ~  step " in stat.stdout

@@ -15,6 +15,7 @@ from ..objects.blobs import INLINE, Ref, ref_size
 from ..store.manifest import ValueRef
 from . import output
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
+from .value_diff import value_view
 
 COPY_BLOCK = 1 << 20
 
@@ -47,6 +48,7 @@ def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("diff", help="state keys and artifacts added, removed or changed from A to B (exit 1 if any)")
     parser.add_argument("a", metavar="A", help="RUN[@ID]")
     parser.add_argument("b", metavar="B", help="RUN[@ID]")
+    parser.add_argument("--stat", action="store_true", help="names and sizes only, without the changed values")
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_diff)
 
@@ -192,8 +194,9 @@ def cmd_cat(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         a, b = resolve(store, args.a), resolve(store, args.b)
-    state = _compare(a.manifest.state, b.manifest.state, _value_content, _value_size)
-    artifacts = _compare(a.manifest.artifacts, b.manifest.artifacts, _content, ref_size)
+        state = _compare(a.manifest.state, b.manifest.state, _value_content, _value_size)
+        artifacts = _compare(a.manifest.artifacts, b.manifest.artifacts, _content, ref_size)
+        values = [] if args.json or args.stat else value_view(a, b, state)
     same = not any(changes for section in (state, artifacts) for changes in section.values())
     if args.json:
         output.emit_json(
@@ -210,6 +213,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
             ]
             output.line(f"{title}: {'no changes' if not rows else ''}".rstrip())
             output.table(rows)
+        if values:
+            output.line("values:")
+            for line in values:
+                output.line("  " + line)
     return OK if same else DIFFERENT
 
 
