@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,7 @@ def test_help_documents_exit_codes_and_version() -> None:
     assert "exit codes" in result.stdout
     for code in ("0", "1", "2", "3", "4", "130", "141"):
         assert f"\n  {code} " in result.stdout
-    assert cli("--version").stdout.strip() == f"agentfs {version('agentfs')}"
+    assert cli("--version").stdout.strip() == f"agentfs {agentfs.__version__}"
     assert cli().returncode == 2
 
 
