@@ -119,3 +119,18 @@ def _object_bytes(root: Path) -> int:
 def test_a_str_source_is_a_path_and_the_error_says_so(store: agentfs.Store) -> None:
     with pytest.raises(agentfs.NotFound, match=r"a str source is a path; give bytes"):
         store.run("r").commit({}, artifacts={"notes.md": "# my notes"})
+
+
+def test_a_reused_artifact_survives_pulling_one_run_and_deleting_its_source(tmp_path: Path) -> None:
+    source, other = tmp_path / "a" / ".agentfs", tmp_path / "b" / ".agentfs"
+    with agentfs.open(source) as store:
+        report = store.run("drafts").commit({}, artifacts={"report.md": b"r" * 3000}).artifacts["report.md"]  # packed in its entry
+        store.run("final").commit({"done": True}, artifacts={"report.md": report})
+    url = (tmp_path / "remote").as_uri()
+    for args in (["--store", str(source), "sync", url], ["--store", str(other), "pull", url, "final"]):
+        assert subprocess.run([sys.executable, "-m", "agentfs.cli.main", *args], capture_output=True, timeout=60).returncode == 0
+    with agentfs.open(other) as store:
+        store.run("drafts").delete()  # the pulled store knows that final borrows from drafts
+        store.gc(grace=0)
+        assert store.run("final").latest().artifacts["report.md"].read_bytes() == b"r" * 3000  # type: ignore[union-attr]
+        assert store.verify().ok
