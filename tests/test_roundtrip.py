@@ -175,7 +175,7 @@ hashable_scalars = st.one_of(
     st.uuids(),
     decimals,
 )
-scalars = hashable_scalars
+scalars = st.one_of(hashable_scalars, st.binary().map(bytearray))  # bytearray: unhashable
 
 NUMPY_DTYPES = ["?", "i1", "<u2", "<i4", ">i4", "<i8", "<u8", "<f2", "<f4", "<f8", ">f8", "<c16", "<U3", "S4", "<M8[ms]", "<m8[s]"]
 numpy_arrays = hnp.arrays(
