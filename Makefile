@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint
+.PHONY: demo test bench lint dist-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,22 @@ test: $(BIN)/python
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
+	$(MAKE) --no-print-directory dist-check
 
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/python -m benchmarks
+
+# The release check: build the sdist and the wheel (from the sdist) as `python -m build` does,
+# refuse a build that prints a deprecation, `twine check --strict` both, then install the wheel
+# into a throwaway venv and import it from outside the source tree.
+dist-check: $(BIN)/python
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(BIN)/python -m build --outdir "$$tmp/dist" . >"$$tmp/build.log" 2>&1 || { cat "$$tmp/build.log"; exit 1; }; \
+	if grep -i -A2 deprecat "$$tmp/build.log"; then echo "dist-check: the build printed a deprecation"; exit 1; fi; \
+	$(BIN)/python -m twine check --strict "$$tmp"/dist/*; \
+	$(BIN)/python -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/python" -m pip install --quiet "$$tmp"/dist/*.whl; \
+	cd "$$tmp"; \
+	venv/bin/python -c 'import importlib.metadata as m, agentfs; v = m.version("agentfs-store"); assert v == agentfs.__version__, v; print("dist-check: agentfs-store", v, "imports from", agentfs.__file__)'; \
+	venv/bin/agentfs --version

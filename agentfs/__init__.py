@@ -21,6 +21,8 @@ from .serialization import register
 
 open = open_store
 
+__version__ = "0.1.0"  # the one version source: pyproject.toml reads it, `agentfs --version` prints it
+
 __all__ = [
     "AgentFSError",
     "Artifact",

@@ -10,7 +10,7 @@
 
 REMOTE defaults to a local directory (demo/remote); pass any fsspec URL instead, e.g.
   python examples/cross_machine_resume.py s3://my-bucket/agents    (credentials from the usual AWS chain)
-  python examples/cross_machine_resume.py gs://my-bucket/agents    (pip install 'agentfs[gcs]')
+  python examples/cross_machine_resume.py gs://my-bucket/agents    (pip install 'agentfs-store[gcs]')
 """
 
 from __future__ import annotations

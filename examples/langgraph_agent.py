@@ -8,7 +8,7 @@ and resumed on another machine from a remote.
 
 Nodes are deterministic stand-ins for LLM calls. REMOTE defaults to a directory under a temp dir;
 pass any fsspec URL instead:  python examples/langgraph_agent.py s3://my-bucket/agents
-Needs: pip install 'agentfs[langgraph]'
+Needs: pip install 'agentfs-store[langgraph]'
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def test_status_reports_each_remote_and_its_lag(tmp_path: Path) -> None:
     assert remote["lag_checkpoints"] == 1 and remote["queue"] == 1
     assert remote["last_error"] is None
     text = cli("status", store=source).stdout
-    assert url in text and "1 checkpoints" in text
+    assert url in text and "lag:        1 checkpoint," in text
 
 
 def test_bad_storage_options_and_unreachable_remotes_fail_clearly(tmp_path: Path) -> None:

@@ -175,7 +175,7 @@ hashable_scalars = st.one_of(
     st.uuids(),
     decimals,
 )
-scalars = hashable_scalars
+scalars = st.one_of(hashable_scalars, st.binary().map(bytearray))  # bytearray: unhashable
 
 NUMPY_DTYPES = ["?", "i1", "<u2", "<i4", ">i4", "<i8", "<u8", "<f2", "<f4", "<f8", ">f8", "<c16", "<U3", "S4", "<M8[ms]", "<m8[s]"]
 numpy_arrays = hnp.arrays(
@@ -594,10 +594,17 @@ def test_crafted_records_fail_cleanly(record: bytes, monkeypatch: pytest.MonkeyP
     assert calls == []
 
 
-def test_bytearray_and_memoryview_load_as_bytes(store: agentfs.Store) -> None:
-    """msgpack packs both as bin before any converter sees them: documented in docs/FORMAT.md."""
-    cp = store.run("r").commit({"ba": bytearray(b"abc"), "mv": memoryview(b"xyz")})
-    assert store.run("r").get(cp.id).state == {"ba": b"abc", "mv": b"xyz"}
+def test_bytearray_round_trips_and_memoryview_loads_as_bytes(store: agentfs.Store) -> None:
+    """msgpack packs both as bin before any converter sees them; a bytearray is tagged (ext 14), see docs/FORMAT.md."""
+    state = {"ba": bytearray(b"abc"), "mv": memoryview(b"xyz"), "deep": [1, {"k": bytearray(b"")}, (bytearray(b"t"),)]}
+    cp = store.run("r").commit(state)
+    loaded = store.run("r").get(cp.id).state
+    assert_same(loaded, {"ba": bytearray(b"abc"), "mv": b"xyz", "deep": [1, {"k": bytearray(b"")}, (bytearray(b"t"),)]})
+    assert type(store.run("r").commit(bytearray(b"whole")).state) is bytearray
+
+
+def test_a_bytearray_stored_before_ext_14_still_loads_as_bytes() -> None:
+    assert_same(decode_value(msgpack.packb({"ba": bytearray(b"abc")}, use_bin_type=True), "state"), {"ba": b"abc"})
 
 
 def test_a_raw_msgpack_ext_fails_clearly_at_load(store: agentfs.Store) -> None:

@@ -195,6 +195,6 @@ def test_stats_cli_text_and_json(tmp_path: Path) -> None:
     text = cli("stats", store=root).stdout.splitlines()
     assert text[0].split() == ["RUN", "CHECKPOINTS", "FIRST", "LAST", "LOGICAL", "ENTRIES", "JOURNAL"]
     assert text[1].split()[:2] == ["team/agent", "3"] and "6.0 KiB" in text[1]
-    assert "checkpoints  3 in 1 runs" in text
+    assert "checkpoints  3 in 1 run" in text
     assert any(line.startswith("dedup ") and line.split()[1].endswith("x") for line in text)
     assert any(line.startswith(url) and line.split()[1:3] == ["3", "0"] for line in text)

@@ -17,6 +17,7 @@ from ..sync.remote import Remote
 from ..sync.remote_verify import verify_remote
 from . import output
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
+from .value_diff import value_view
 
 COPY_BLOCK = 1 << 20
 
@@ -49,6 +50,7 @@ def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("diff", help="state keys and artifacts added, removed or changed from A to B (exit 1 if any)")
     parser.add_argument("a", metavar="A", help="RUN[@ID]")
     parser.add_argument("b", metavar="B", help="RUN[@ID]")
+    parser.add_argument("--stat", action="store_true", help="names and sizes only, without the changed values")
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_diff)
 
@@ -90,7 +92,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
             for name, count, head in heads
         ]
         output.emit_json({"runs": runs})
-    elif heads:
+    elif not heads:
+        output.line(f"no runs in {store.root}")
+    else:
         rows = [[name, str(count), head.id if head else "-", output.when(head.created) if head else "-"] for name, count, head in heads]
         output.table([["RUN", "CHECKPOINTS", "HEAD", "CREATED"], *rows])
     return OK
@@ -192,8 +196,9 @@ def cmd_cat(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         a, b = resolve(store, args.a), resolve(store, args.b)
-    state = _compare(a.manifest.state, b.manifest.state, _value_content, _value_size)
-    artifacts = _compare(a.manifest.artifacts, b.manifest.artifacts, _content, ref_size)
+        state = _compare(a.manifest.state, b.manifest.state, _value_content, _value_size)
+        artifacts = _compare(a.manifest.artifacts, b.manifest.artifacts, _content, ref_size)
+        values = [] if args.json or args.stat else value_view(a, b, state)
     same = not any(changes for section in (state, artifacts) for changes in section.values())
     if args.json:
         output.emit_json(
@@ -210,6 +215,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
             ]
             output.line(f"{title}: {'no changes' if not rows else ''}".rstrip())
             output.table(rows)
+        if values:
+            output.line("values:")
+            for line in values:
+                output.line("  " + line)
     return OK if same else DIFFERENT
 
 
@@ -254,6 +263,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         for problem in report.problems:
             output.line(str(problem))
-        verdict = "ok" if report.ok else f"{len(report.problems)} problems"
-        output.line(f"verified {report.objects} objects, {report.entries} checkpoints: {verdict}")
+        verdict = "ok" if report.ok else output.count(len(report.problems), "problem")
+        output.line(f"verified {output.count(report.objects, 'object')}, {output.count(report.entries, 'checkpoint')}: {verdict}")
     return OK if report.ok else DIFFERENT

@@ -50,6 +50,8 @@ def cmd_journal(args: argparse.Namespace) -> int:
             else:
                 document["calls"] = [_call_json(call) for call in calls]
             output.emit_json(document)
+        elif not records:
+            output.line(f"run {run.name!r} has no journal records (no tool calls went through once, tool_call or tool)")
         elif args.events:
             rows = [[r.id, output.when(r.created_at), r.kind, r.key, r.name, _event_detail(r)] for r in records]
             output.table([["ID", "TIME", "EVENT", "KEY", "TOOL", "DETAIL"], *rows] if rows else [])

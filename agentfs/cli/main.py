@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib.metadata import version
 from types import ModuleType
+
+import agentfs
 
 from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing
 from . import core_commands, journal_commands, mcp_commands, output, retention_commands, stats_commands, sync_commands
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--store", metavar="PATH", help=f"the store directory (default: ${STORE_ENV}, else ./{DEFAULT_STORE})")
-    parser.add_argument("--version", action="version", version=f"agentfs {version('agentfs')}")
+    parser.add_argument("--version", action="version", version=f"agentfs {agentfs.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:
         module.register(subparsers)

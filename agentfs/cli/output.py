@@ -77,6 +77,11 @@ def summary(metadata: dict[str, Any]) -> str:
     return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 3] + "..."
 
 
+def count(number: int, noun: str) -> str:
+    """`1 checkpoint`, `2 checkpoints`: the noun in the singular, made plural by an s."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def size(count: int) -> str:
     if count < 1024:
         return f"{count} B"

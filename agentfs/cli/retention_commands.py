@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..core.retention import PruneReport, policy
+from ..errors import NotFound
 from ..sync.remote import Remote
 from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
 from . import output
@@ -83,11 +84,11 @@ def _report(report: PruneReport, args: argparse.Namespace) -> None:
     if args.json:
         output.emit_json(dataclasses.asdict(report))
         return
-    line = f"{report.run}: removed {len(report.removed)} checkpoints, kept {report.kept}"
+    line = f"{report.run}: removed {output.count(len(report.removed), 'checkpoint')}, kept {report.kept}"
     if report.needed:
         line += f" ({len(report.needed)} only because kept checkpoints need them)"
     if report.journal_removed:
-        line += f", removed {report.journal_removed} journal records"
+        line += f", removed {output.count(report.journal_removed, 'journal record')}"
     output.line(line + "; `agentfs gc` frees their objects")
 
 
@@ -102,7 +103,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
-        _report(store.run(args.run).delete(), args)
+        run = store.run(args.run)
+        if not run.ids() and not run.journal.records():
+            raise NotFound(f"run {run.name!r} not found: it has no checkpoints and no journal")
+        _report(run.delete(), args)
     return OK
 
 
@@ -134,8 +138,9 @@ def cmd_gc(args: argparse.Namespace) -> int:
             output.emit_json(dataclasses.asdict(report))
         else:
             output.line(
-                f"{remote.url}: deleted {report.entries_deleted} retired checkpoints, {report.journal_deleted} journal records, "
-                f"{report.objects_deleted} objects ({output.size(report.bytes_freed)}); kept {report.kept_young} young unreferenced objects"
+                f"{remote.url}: deleted {output.count(report.entries_deleted, 'retired checkpoint')}, "
+                f"{output.count(report.journal_deleted, 'journal record')}, {output.count(report.objects_deleted, 'object')} "
+                f"({output.size(report.bytes_freed)}); kept {output.count(report.kept_young, 'young unreferenced object')}"
             )
         return OK
     with open_existing(args) as store:
@@ -144,7 +149,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
         output.emit_json(dataclasses.asdict(report_local))
     else:
         local = report_local
-        pruned = f"pruned {local.pruned} checkpoints by the retention policy, " if local.pruned else ""
+        pruned = f"pruned {output.count(local.pruned, 'checkpoint')} by the retention policy, " if local.pruned else ""
         freed = output.size(local.bytes_freed)
-        output.line(f"{pruned}deleted {local.deleted} objects ({freed}), kept {local.kept}, removed {local.temp_deleted} temp files")
+        deleted = output.count(local.deleted, "object")
+        output.line(f"{pruned}deleted {deleted} ({freed}), kept {local.kept}, removed {output.count(local.temp_deleted, 'temp file')}")
     return OK

@@ -76,12 +76,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
         )
         output.line()
     ratio = "-" if found.dedup_ratio is None else f"{found.dedup_ratio:.2f}x"
-    output.line(f"checkpoints  {found.checkpoints} in {len(found.runs)} runs")
+    output.line(f"checkpoints  {found.checkpoints} in {output.count(len(found.runs), 'run')}")
     output.line(f"objects      {found.objects} ({output.size(found.object_bytes)} on disk)")
     output.line(f"entries      {output.size(found.entry_bytes)}")
     output.line(f"logical      {output.size(found.logical_bytes)}")
     output.line(f"dedup        {ratio} (logical / objects and entries on disk)")
-    output.line(f"journal      {found.journal_records} records ({output.size(found.journal_bytes)})")
+    output.line(f"journal      {output.count(found.journal_records, 'record')} ({output.size(found.journal_bytes)})")
     if found.remotes:
         output.line()
         output.table(

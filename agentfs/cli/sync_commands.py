@@ -38,7 +38,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return USAGE
     if not args.watch:
         stats = Pusher(store, Remote(args.url, options), workers=args.workers).push(progress=True)
-        output.line(f"pushed {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) to {Remote(args.url, options).url}")
+        url = Remote(args.url, options).url
+        output.line(f"pushed {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) to {url}")
         return OK
     try:
         daemon = SyncDaemon(store, args.url, options, interval=args.interval, workers=args.workers, on_commit=args.on_commit)
@@ -59,18 +60,22 @@ def cmd_sync(args: argparse.Namespace) -> int:
     drained = daemon.stop(timeout=args.drain_timeout)
     status = daemon.status()
     print(
-        f"agentfs: stopped; {status['pushed_entries']} checkpoints pushed, "
+        f"agentfs: stopped; {output.count(status['pushed_entries'], 'checkpoint')} pushed, "
         f"{status['lag_checkpoints']} not yet on the remote" + ("" if drained else f" (drain timed out after {args.drain_timeout}s)"),
         file=sys.stderr,
     )
     return OK if drained else 1
 
 
+def _amounts(checkpoints: int, objects: int) -> str:
+    return f"{output.count(checkpoints, 'checkpoint')}, {output.count(objects, 'object')}"
+
+
 def cmd_pull(args: argparse.Namespace) -> int:
     store = agentfs.open(store_path(args))
     remote = Remote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, args.runs or None, progress=True)
-    output.line(f"pulled {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) from {remote.url}")
+    output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
     return OK
 
 
@@ -78,7 +83,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
     store = agentfs.open(args.directory)
     remote = Remote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, None, progress=True)
-    output.line(f"cloned {remote.url} into {store.root}: {stats.entries} checkpoints, {stats.objects} objects")
+    output.line(f"cloned {remote.url} into {store.root}: {_amounts(stats.entries, stats.objects)}")
     return OK
 
 
@@ -112,7 +117,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     for remote in remotes:
         output.line(remote.url)
         output.line(f"  last push:  {pushed_at(remote.last_push)}")
-        output.line(f"  lag:        {remote.lag_checkpoints} checkpoints, {remote.lag_seconds:.1f} s")
+        output.line(f"  lag:        {output.count(remote.lag_checkpoints, 'checkpoint')}, {remote.lag_seconds:.1f} s")
         output.line(f"  queue:      {remote.lag_checkpoints}")
         output.line(f"  last error: {remote.last_error or '-'}")
     return OK

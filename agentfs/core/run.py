@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
@@ -24,12 +25,15 @@ from ..names import check_id, check_name
 from ..objects.blobs import BlobWriter
 from ..serialization import encode_body, encode_value
 from . import retention
-from .checkpoint import Checkpoint
+from .checkpoint import Artifact, Checkpoint
 from .journal import AsyncToolCall, Journal, ToolCall
 from .retention import PruneReport
 from .schema import Schema
 
-ArtifactSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
+ByteSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
+ArtifactSource = ByteSource | Artifact
+UPDATE_RETRIES = 50
+UPDATE_BACKOFF_MAX = 0.05  # seconds: the longest random pause between two attempts of update()
 
 
 class _Head:
@@ -77,8 +81,14 @@ class Run:
         artifacts: Mapping[str, ArtifactSource] | None = None,
         metadata: Mapping[str, Any] | None = None,
         parent: str | None = HEAD,
+        keep_artifacts: bool = False,
     ) -> Checkpoint:
-        """Durably append a checkpoint. With `parent=`, raise Conflict unless that is still the head."""
+        """Durably append a checkpoint. With `parent=`, raise Conflict unless that is still the head.
+
+        A checkpoint holds only the artifacts given to it; `keep_artifacts=True` starts from the
+        artifacts of the checkpoint it is appended to, and `artifacts=` adds or replaces names.
+        An `Artifact` of this store as a source is referenced, not copied.
+        """
         if parent is not HEAD and parent is not None:
             check_id(parent)
         kind, values = _encode_state(state)
@@ -98,12 +108,41 @@ class Run:
             writer = ObjectWriter(self.store.db, self.store.pool)
             blobs = BlobWriter(writer, self._reusable(head))
             state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
-            artifact_refs = {name: _put_artifact(blobs, source) for name, source in sources.items()}
+            artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
             writer.finish()
             schema = None if self.schema is None else self.schema.version
-            checkpoint = self._append(parent, kind, state_refs, artifact_refs, encoded_metadata, blobs.pack, schema=schema)
+            checkpoint = self._append(
+                parent, kind, state_refs, artifact_refs, encoded_metadata, blobs.pack, schema=schema, keep_artifacts=keep_artifacts
+            )
         self.store.db.mark_referenced(writer.seen)
         return checkpoint
+
+    def update(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        artifacts: Mapping[str, ArtifactSource] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        keep_artifacts: bool = False,
+        retries: int = UPDATE_RETRIES,
+    ) -> Checkpoint:
+        """Commit `fn(state of the head)` (`fn(None)` on an empty run) with `parent=` that head.
+
+        If another writer moved the head meanwhile, read the new head and call `fn` again, up to
+        `retries` times, so no writer's update is lost; `fn` may run more than once and must not
+        have side effects. `artifacts`, `metadata` and `keep_artifacts` are passed to `commit`.
+        """
+        for attempt in range(retries + 1):
+            head = self.latest()
+            state = fn(None if head is None else head.state)
+            try:
+                return self.commit(
+                    state, artifacts=artifacts, metadata=metadata, keep_artifacts=keep_artifacts, parent=None if head is None else head.id
+                )
+            except Conflict:
+                if attempt < retries:  # a random pause, growing with the attempts, so contending writers spread out
+                    time.sleep(random.uniform(0, min(UPDATE_BACKOFF_MAX, 0.001 * 2**attempt)))
+        raise Conflict(f"run {self.name!r}: update gave up after {retries} retries; other writers kept moving the head")
 
     def fork(self, checkpoint_id: str, name: str) -> Run:
         """A new run whose first checkpoint is `checkpoint_id` of this run (no data is copied)."""
@@ -220,6 +259,27 @@ class Run:
         refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())
         return {ref[1]: located(ref, home) for ref in refs if ref[0] == PACKED}
 
+    def _head_artifacts(self, head: str | None) -> dict[str, Ref]:
+        if head is None:
+            return {}
+        home = (self.name, head)
+        return {name: located(ref, home) for name, ref in self.store.read_entry(*home).manifest.artifacts.items()}
+
+    def _artifact_ref(self, blobs: BlobWriter, name: str, source: ArtifactSource) -> Ref:
+        """The ref of one artifact source; an Artifact of this store is referenced where it lies, no byte copied."""
+        if not isinstance(source, Artifact):
+            return _put_artifact(blobs, source)
+        if source.checkpoint._store.id != self.store.id:
+            with source.open() as stream:
+                return blobs.put_stream(stream)
+        home = (source.checkpoint.run, source.checkpoint.id)
+        # called under store.writing(): prune holds that lock exclusively, so an entry that exists now stays
+        if not self.store.entry_path(*home).exists():
+            raise NotFound(f"artifact {name!r}: its checkpoint {source.checkpoint} was pruned")
+        if home[0] != self.name:  # retention must know that this run now borrows from that one
+            self.store.note_fork(home[0], self.name)
+        return located(source.ref, home)
+
     def _append(
         self,
         parent: str | None,
@@ -230,11 +290,14 @@ class Run:
         pack: dict[bytes, bytes],
         forked_from: list[str] | None = None,
         schema: int | None = None,
+        keep_artifacts: bool = False,
     ) -> Checkpoint:
         with flock(self.store.lock_path(self.name), EXCLUSIVE):
             head = self.head_id()
             if parent is not HEAD and parent != head:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
+            if keep_artifacts:  # the head read under the run lock: the one this entry is appended to
+                artifacts = {**self._head_artifacts(head), **artifacts}
             manifest = Manifest(
                 run=self.name,
                 id=new_id(after=head),
@@ -270,23 +333,24 @@ def _quoted(key: str) -> str:
 def _check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, ArtifactSource]:
     """Every artifact's name and source, checked before a single byte is written."""
     if not isinstance(artifacts, Mapping):
-        raise SerializationError(f"artifacts must be a mapping of name -> bytes, path or file, got {type(artifacts).__name__}")
+        raise SerializationError(f"artifacts must be a mapping of name -> bytes, path, file or Artifact, got {type(artifacts).__name__}")
     checked: dict[str, ArtifactSource] = {}
     for name, source in artifacts.items():
         check_name(name, "artifact")
         if isinstance(source, (str, os.PathLike)):
             path = Path(source)
             if not path.is_file():
-                raise NotFound(f"artifact {name!r}: {path} is not a readable file")
+                meaning = " (a str source is a path; give bytes, e.g. text.encode(), for content)" if isinstance(source, str) else ""
+                raise NotFound(f"artifact {name!r}: {path} is not a readable file{meaning}")
         elif isinstance(source, io.TextIOBase):
             raise SerializationError(f"artifact {name!r} is a text stream; open the file in binary mode ('rb')")
-        elif not isinstance(source, (bytes, bytearray, memoryview)) and not hasattr(source, "read"):
-            raise SerializationError(f"artifact {name!r} is a {type(source).__name__}; give bytes, a path or a binary file")
+        elif not isinstance(source, (bytes, bytearray, memoryview, Artifact)) and not hasattr(source, "read"):
+            raise SerializationError(f"artifact {name!r} is a {type(source).__name__}; give bytes, a path, a binary file or an Artifact")
         checked[name] = source
     return checked
 
 
-def _put_artifact(blobs: BlobWriter, source: ArtifactSource) -> Ref:
+def _put_artifact(blobs: BlobWriter, source: ByteSource) -> Ref:
     if isinstance(source, (bytes, bytearray, memoryview)):
         return blobs.put(bytes(source), chunking.LARGE)
     if isinstance(source, (str, os.PathLike)):

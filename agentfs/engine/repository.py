@@ -271,8 +271,11 @@ class Repository:
 
     def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry) -> bool:
         """Add an entry verified as `entry` (from a remote); entries are never replaced."""
+        sources = {source for source, _id in entry.borrowed()}  # a fork, or an Artifact of another run reused
         if entry.manifest.forked_from is not None:
-            self.note_fork(entry.manifest.forked_from[0], run)
+            sources.add(entry.manifest.forked_from[0])
+        for source in sorted(sources - {run}):
+            self.note_fork(source, run)
         return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes)
 
     # forks: the only way a run's entries borrow from another run's

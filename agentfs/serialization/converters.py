@@ -18,8 +18,9 @@ from typing import Any
 from ..errors import FormatError, SerializationError
 
 TUPLE, SET, FROZENSET, DATETIME, DATE, TIME, TIMEDELTA, UUID, DECIMAL = range(1, 10)
-# 10 was bytearray: msgpack packs bytearray and memoryview as bin itself, so they load as bytes
-NDARRAY, NPSCALAR, REGISTERED = 11, 12, 13
+# 10 is never written: msgpack packs bytearray (and memoryview) as bin itself, before any default hook;
+# values.py tags bytearrays as BYTEARRAY instead. Data written before it loads them as bytes.
+NDARRAY, NPSCALAR, REGISTERED, BYTEARRAY = 11, 12, 13, 14
 
 Pack = Callable[[Any], bytes]
 Unpack = Callable[[bytes], Any]
@@ -184,6 +185,8 @@ def from_ext(code: int, payload: bytes, unpack: Unpack, iter_unpack: Callable[[b
         return dt.timedelta(*unpack(payload))
     if code == UUID:
         return uuid.UUID(bytes=payload)
+    if code == BYTEARRAY:
+        return bytearray(payload)
     if code == DECIMAL:
         try:
             return decimal.Decimal(payload.decode())

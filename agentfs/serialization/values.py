@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -30,7 +31,42 @@ def _default(obj: Any) -> msgpack.ExtType:
 
 
 def _pack(value: Any) -> bytes:
-    return msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True, datetime=False)
+    data = msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True, datetime=False)
+    if _holds_bytearray(value):  # msgpack wrote it as bin, which loads as bytes: pack again with it tagged
+        data = msgpack.packb(_tagged(value), default=_default, strict_types=True, use_bin_type=True, datetime=False)
+    return data
+
+
+def _holds_bytearray(value: Any) -> bool:
+    """Whether a bytearray sits in the dicts and lists msgpack packs itself (other containers go through
+    _default, which packs their items with _pack). Only called after a successful pack: msgpack's nesting
+    limit has refused any cycle, so the walk ends."""
+    if type(value) is bytearray:
+        return True
+    if type(value) is not dict and type(value) is not list:
+        return False
+    todo = [value]
+    while todo:
+        container = todo.pop()
+        for item in container.values() if type(container) is dict else container:
+            kind = type(item)
+            if kind is dict or kind is list:
+                todo.append(item)
+            elif kind is bytearray:
+                return True
+    return False
+
+
+def _tagged(value: Any) -> Any:
+    """`value` with each bytearray in its dicts and lists replaced by a BYTEARRAY ext record."""
+    kind = type(value)
+    if kind is bytearray:
+        return msgpack.ExtType(converters.BYTEARRAY, bytes(value))
+    if kind is dict:
+        return {key: _tagged(item) for key, item in value.items()}
+    if kind is list:
+        return [_tagged(item) for item in value]
+    return value
 
 
 def _ext_hook(code: int, payload: bytes) -> Any:
@@ -85,15 +121,49 @@ def _path_of(root: Any, target: Any, path: str, depth: int = 0) -> str | None:
 
 def _describe(value: Any, path: str, exc: Exception) -> SerializationError:
     if isinstance(exc, _Unsupported):
-        where = _path_of(value, exc.obj, path) or path
-        kind = type(exc.obj)
-        hint = (
-            "register it with agentfs.register()"
-            if hasattr(kind, "__dataclass_fields__") or hasattr(kind, "model_fields")
-            else "convert it to a supported type"
-        )
-        return SerializationError(f"{where} is a {kind.__module__}.{kind.__qualname__}, which agentfs cannot store; {hint}")
+        return SerializationError(_unsupported(exc.obj, _path_of(value, exc.obj, path) or path))
+    cycle = _cycle(value, path)
+    if cycle is not None:
+        return SerializationError(cycle)
     return SerializationError(f"{_failing_leaf(value, path)} cannot be stored: {exc}")
+
+
+def _unsupported(obj: Any, where: str) -> str:
+    kind = type(obj)
+    if kind is int:  # msgpack hands an int to the default hook only when it does not fit in 64 bits
+        return (
+            f"{where} is an int of {obj.bit_length()} bits, outside the range agentfs stores (-2**63 to 2**64-1); "
+            "store it as a str or a decimal.Decimal"
+        )
+    name = f"{kind.__module__}.{kind.__qualname__}"
+    dtype = getattr(obj, "dtype", None)
+    if kind.__module__ == "numpy" and dtype is not None:  # plain dtypes have converters: this one holds objects or is structured
+        return f"{where} is a {name} of dtype {dtype}, which agentfs cannot store without pickle; convert it to a list or a plain dtype"
+    if hasattr(kind, "__dataclass_fields__") or hasattr(kind, "model_fields") or isinstance(obj, enum.Enum):
+        return f"{where} is a {name}, which is not registered; register it with agentfs.register() (in every process that loads it)"
+    return f"{where} is a {name}, which agentfs cannot store; convert it to a supported type"
+
+
+def _cycle(root: Any, path: str) -> str | None:
+    """Where `root` refers back to a container that holds it (a cycle), or None."""
+    holding: dict[int, str] = {}  # id -> path of the containers from root down to the current value
+    clear: set[int] = set()  # values already searched without finding a cycle
+
+    def search(value: Any, where: str, depth: int) -> str | None:
+        if id(value) in holding:
+            return f"{where} is {holding[id(value)]} again: a value that contains itself cannot be stored"
+        if id(value) in clear or depth > MAX_DEPTH:
+            return None
+        holding[id(value)] = where
+        for step, child in _children(value):
+            found = search(child, where + step, depth + 1)
+            if found is not None:
+                return found
+        del holding[id(value)]
+        clear.add(id(value))
+        return None
+
+    return search(root, path, 0)
 
 
 def _failing_leaf(value: Any, path: str, depth: int = 0) -> str:
@@ -103,7 +173,7 @@ def _failing_leaf(value: Any, path: str, depth: int = 0) -> str:
     for step, child in _children(value):
         try:
             _pack(child)
-        except (_Unsupported, TypeError, ValueError, OverflowError):
+        except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError):
             return _failing_leaf(child, path + step, depth + 1)
     return path
 
@@ -112,7 +182,7 @@ def encode_value(value: Any, path: str = "state") -> bytes:
     """msgpack bytes for `value`; SerializationError names the path of the first unsupported value."""
     try:
         return _pack(value)
-    except (_Unsupported, TypeError, ValueError, OverflowError) as exc:
+    except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError) as exc:  # RecursionError: a cycle through a tuple
         raise _describe(value, path, exc) from None
 
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tqdm import tqdm
 
 from ..engine.repository import Repository
-from ..errors import AgentFSError, FormatError
+from ..errors import AgentFSError, FormatError, NotFound
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import JOURNAL, RETIRED
@@ -33,7 +33,12 @@ class PullStats:
 def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
     """Fetch every checkpoint of `runs` (default: all) that the store lacks, with all its objects."""
     remote.attach(store)
-    wanted = [loc for loc in remote.list_all_entries() if runs is None or loc[0] in runs]
+    entries = remote.list_all_entries()
+    records = [r for r in remote.list_all_records((JOURNAL, RETIRED)) if runs is None or r[1] in runs]
+    unknown = sorted(set(runs or ()) - {run for run, _id in entries} - {run for _kind, run, _id in records})
+    if unknown:
+        raise NotFound(f"run {', '.join(map(repr, unknown))} not found on {remote.url}")
+    wanted = [loc for loc in entries if runs is None or loc[0] in runs]
     missing = sorted((loc for loc in wanted if not store.entry_path(*loc).is_file()), key=lambda loc: (loc[1], loc[0]))
     stats = PullStats()
     bar = tqdm(total=len(missing), unit="checkpoint", desc=f"pull {remote.url}", disable=not (progress and sys.stderr.isatty()))
@@ -42,7 +47,6 @@ def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, pr
             batch = missing[start : start + BATCH]
             _pull_batch(store, remote, pool, batch, stats)
             bar.update(len(batch))
-        records = [r for r in remote.list_all_records((JOURNAL, RETIRED)) if runs is None or r[1] in runs]
         for size in pool.map(lambda record: _pull_record(store, remote, *record), records):
             stats.records += size > 0
             stats.bytes += size

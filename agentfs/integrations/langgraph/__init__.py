@@ -1,4 +1,4 @@
-"""A LangGraph checkpointer backed by agentfs (`pip install agentfs[langgraph]`)."""
+"""A LangGraph checkpointer backed by agentfs (`pip install agentfs-store[langgraph]`)."""
 
 from .saver import AgentFSSaver
 
