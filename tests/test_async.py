@@ -494,3 +494,18 @@ def test_aflush_times_out_while_the_remote_is_unreachable(store: agentfs.Store, 
     assert not flushed and 1.2 <= took < 3.0
     assert status["lag_checkpoints"] == 1 and status["last_error"]
 
+
+
+def test_concurrent_aupdates_lose_no_increment_and_acommit_keeps_artifacts(store: agentfs.Store) -> None:
+    run = store.run("counter")
+
+    async def main() -> list[int]:
+        await run.acommit({"n": 0}, artifacts={"notes.txt": b"kept"})
+        # 4 offload threads contend on one head: each Conflict is retried with the new head
+        await asyncio.gather(*(run.aupdate(lambda s: {"n": s["n"] + 1}, keep_artifacts=True) for _ in range(20)))
+        await run.acommit({"n": -1}, keep_artifacts=True)
+        return [cp.state["n"] for cp in await run.ahistory()]
+
+    counts = asyncio.run(main())
+    assert counts == [-1, *range(20, -1, -1)]
+    assert run.latest().artifacts["notes.txt"].read_bytes() == b"kept"

@@ -220,12 +220,29 @@ class Run:
         *,
         artifacts: Mapping[str, ArtifactSource] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        keep_artifacts: bool = False,
         parent: str | None = HEAD,
     ) -> Checkpoint:
         """commit() off the loop. Hazard: `state`, `metadata` and the artifacts are read on a pool thread
         while this awaits: another task must not change them until it returns. Cancelled once started,
         the commit still completes (it is then in history)."""
-        return await self.store.offload(self.commit, state, artifacts=artifacts, metadata=metadata, parent=parent)
+        return await self.store.offload(
+            self.commit, state, artifacts=artifacts, metadata=metadata, keep_artifacts=keep_artifacts, parent=parent
+        )
+
+    async def aupdate(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        artifacts: Mapping[str, ArtifactSource] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        keep_artifacts: bool = False,
+        retries: int = UPDATE_RETRIES,
+    ) -> Checkpoint:
+        """update() off the loop: `fn` (a plain function, it may run more than once) runs on a pool thread."""
+        return await self.store.offload(
+            self.update, fn, artifacts=artifacts, metadata=metadata, keep_artifacts=keep_artifacts, retries=retries
+        )
 
     async def afork(self, checkpoint_id: str, name: str) -> Run:
         return await self.store.offload(self.fork, checkpoint_id, name)
