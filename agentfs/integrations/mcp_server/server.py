@@ -16,7 +16,6 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from importlib.metadata import version
 from typing import Any, TypeVar
 
 import anyio
@@ -80,7 +79,7 @@ class AgentFSServer:
         self._subscribers: list[_Subscriber] = []
         self.server: Server[Any] = Server(
             "agentfs",
-            version=version("agentfs"),
+            version=agentfs.__version__,
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
