@@ -40,8 +40,9 @@ Get = Callable[[str], Commit]
 
 
 def typed(raw: Any, where: str) -> Typed:
-    if isinstance(raw, (list, tuple)) and len(raw) == 2 and isinstance(raw[0], str) and isinstance(raw[1], bytes):
-        return raw[0], raw[1]
+    # serde may hand over a bytearray (its "bytearray" type), which agentfs gives back as a bytearray
+    if isinstance(raw, (list, tuple)) and len(raw) == 2 and isinstance(raw[0], str) and isinstance(raw[1], (bytes, bytearray)):
+        return raw[0], bytes(raw[1])
     raise FormatError(f"{where}: not a serialized value")
 
 
