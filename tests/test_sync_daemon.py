@@ -37,6 +37,7 @@ from typing import IO, Any
 import pytest
 
 import agentfs
+from agentfs.format.walk import reach
 from agentfs.sync.pull import pull
 from agentfs.sync.remote import Remote, remote_name
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
@@ -149,10 +150,9 @@ def object_oid(key: str) -> bytes | None:
 def needed_objects(store: agentfs.Store) -> set[bytes]:
     """Every object file (chunk or tree node) that some local checkpoint references."""
     needed: set[bytes] = set()
-    for run in store.runs():
-        for checkpoint_id in store.local_ids(run):
-            for label, ref in store.read_entry(run, checkpoint_id).refs():
-                needed.update(store.blobs.loose_oids(ref, f"{run}@{checkpoint_id} {label}", needed))
+    for run, checkpoint_id in store.local_entries():
+        for _reached in reach(store.read_entry(run, checkpoint_id).refs(), store.db.read_nodes, needed):
+            pass  # reach adds every object file it reaches to `needed`
     return needed
 
 
