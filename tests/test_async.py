@@ -170,7 +170,9 @@ def test_loop_keeps_serving_other_tasks_during_a_large_commit(store: agentfs.Sto
 
     took, worst, ticks = run_async(main())
     print(f"commit of {LARGE >> 20} MiB: {took:.3f} s; the ticker's largest gap: {worst * 1000:.1f} ms over {ticks} ticks")
-    assert worst < MAX_GAP, f"the loop stalled {worst * 1000:.0f} ms during a {took:.2f} s commit"
+    # a blocked loop stalls for about the whole commit; a loaded machine (2 cores, other processes)
+    # may delay a tick by itself, so the bound grows with the commit but stays far below it
+    assert worst < max(MAX_GAP, took / 4), f"the loop stalled {worst * 1000:.0f} ms during a {took:.2f} s commit"
     assert took > 3 * MAX_GAP, f"the commit took only {took:.2f} s: too short to show anything"
     assert ticks > took / (4 * TICK)  # the ticker ran throughout, not once at the end
     assert run.latest().artifacts["big.bin"].read_bytes() == data  # type: ignore[union-attr]
