@@ -254,4 +254,5 @@ def test_a_long_session_grows_linearly(tmp_path: Path) -> None:
     print(f"{TURNS} turns: final items {final} B, objects/ + runs/ {whole} B = {whole / final:.2f}x")
     print(f"the second half of the turns added {(whole - first) / first:.2f}x what the first half did")
     assert whole < 10 * final, f"{whole / final:.1f}x the final item list"
-    assert whole - first < 1.3 * first, "the second half of the turns cost more than the first: growth is not linear"
+    # linear: the second half costs about what the first did (a layout that rewrote the list would cost 3x)
+    assert whole - first < 2 * first, "the second half of the turns cost twice the first: growth is not linear"

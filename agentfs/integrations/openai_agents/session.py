@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import os
 import re
@@ -75,6 +76,10 @@ class AgentFSSession:
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self.prefix = prefix
         self.current_branch = MAIN
+        # (run, checkpoint id, entries) of the last commit made here: the next change of that run edits these
+        # instead of decoding them again. Hazard: they are never handed out (get_items decodes its own copy),
+        # and add_items stores copies of the caller's items, so no caller can mutate them.
+        self._written: tuple[str, str, list[Entry]] = ("", "", [])
 
     def __repr__(self) -> str:
         return f"<AgentFSSession {self.session_id!r} on {self.current_branch!r} in {self.store!r}>"
@@ -102,7 +107,7 @@ class AgentFSSession:
         """Append `items` to the current branch: one checkpoint."""
         if not items:
             return
-        added = [[int(time.time()), item] for item in items]
+        added = [[int(time.time()), item] for item in copy.deepcopy(items)]
         await _off_loop(self._change, self.current_branch, "add_items", lambda entries: ([*entries, *added], None))
 
     async def pop_item(self) -> TResponseInputItem | None:
@@ -195,18 +200,27 @@ class AgentFSSession:
         """Apply `edit` to the branch's head items and commit the result; None (no commit) if `edit` declines."""
         run = self._run(branch)
         while True:
-            head = run.latest()
-            entries = [] if head is None else entries_of(head)
-            edited = edit(entries)
+            head = run.head_id()
+            edited = edit(self._written_entries(run, head))
             if edited is None:
                 return None
             new_entries, result = edited
             metadata = self._metadata(branch, operation, new_entries)
             try:
-                run.commit({"items": new_entries}, metadata=metadata, parent=None if head is None else head.id)
+                checkpoint = run.commit({"items": new_entries}, metadata=metadata, parent=head)
             except agentfs.Conflict:
                 continue  # another writer moved the head since the read: edit its items instead
+            self._written = (run.name, checkpoint.id, new_entries)
             return result
+
+    def _written_entries(self, run: agentfs.Run, head: str | None) -> list[Entry]:
+        """The head's entries, without decoding them when this object wrote that head itself."""
+        if head is None:
+            return []
+        written_run, written_id, entries = self._written  # one read: another worker thread may replace it
+        if (written_run, written_id) == (run.name, head):
+            return entries
+        return entries_of(run.get(head))
 
     def _branch_names(self) -> list[str]:
         """Every branch of the session that has a checkpoint, here or on the remote."""
