@@ -40,13 +40,13 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-def _script(tag: str = "") -> list[Any]:
+def _script() -> list[Any]:
     """The model's answers to QUESTIONS: the second one calls the tool, then answers."""
     return [
-        [assistant_message(f"hello{tag}")],
-        [function_call("get_weather", {"city": "Paris"}, call_id=f"call{tag}")],
-        [assistant_message(f"It is sunny in Paris{tag}")],
-        [assistant_message(f"bye{tag}")],
+        [assistant_message("hello")],
+        [function_call("get_weather", {"city": "Paris"}, call_id="call")],
+        [assistant_message("It is sunny in Paris")],
+        [assistant_message("bye")],
     ]
 
 
@@ -55,19 +55,37 @@ async def _converse(session: Session, model: ScriptedModel, questions: list[str]
     return [str((await Runner.run(agent, question, session=session)).final_output) for question in questions]
 
 
+def _ask(method: str, agent: Agent[Any], question: str, session: Session) -> str:
+    """One turn through the Runner's `run`, `run_sync` (its own event loop) or `run_streamed`."""
+    if method == "run_sync":
+        return str(Runner.run_sync(agent, question, session=session).final_output)
+
+    async def streamed() -> Any:
+        result = Runner.run_streamed(agent, question, session=session)
+        async for _event in result.stream_events():
+            pass
+        return result.final_output
+
+    if method == "run_streamed":
+        return str(asyncio.run(streamed()))
+    return str(asyncio.run(Runner.run(agent, question, session=session)).final_output)
+
+
 def _open(path: Path, **options: Any) -> AgentFSSession:
     return AgentFSSession("chat", path, **options)
 
 
-def test_the_runner_keeps_the_same_history_as_sqlite_session_and_each_change_is_a_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+def test_the_runner_keeps_the_same_history_as_sqlite_session_and_each_change_is_a_checkpoint(method: str, tmp_path: Path) -> None:
     session = _open(tmp_path / "store")
     assert isinstance(session, Session)
     reference = SQLiteSession("chat")
     model = ScriptedModel(_script())
+    agent = Agent(name="assistant", model=model, tools=[get_weather])
     answers = []
     heads = []
     for question in QUESTIONS:
-        answers += asyncio.run(_converse(session, model, [question]))
+        answers.append(_ask(method, agent, question, session))
         heads.append(session.run.head_id())
     assert answers == ["hello", "It is sunny in Paris", "bye"]
     assert asyncio.run(_converse(reference, ScriptedModel(_script()), QUESTIONS)) == answers
@@ -256,3 +274,31 @@ def test_a_long_session_grows_linearly(tmp_path: Path) -> None:
     assert whole < 10 * final, f"{whole / final:.1f}x the final item list"
     # linear: the second half costs about what the first did (a layout that rewrote the list would cost 3x)
     assert whole - first < 2 * first, "the second half of the turns cost twice the first: growth is not linear"
+
+
+def test_the_loop_keeps_running_during_a_change_and_a_cancelled_change_has_landed_when_the_caller_hears(tmp_path: Path) -> None:
+    session = _open(tmp_path / "store")
+    large = {"role": "user", "content": random.Random(1).randbytes(6 << 20).hex()}  # 12 MB of text: a commit of some length
+
+    async def scenario() -> tuple[int, bool]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        beating = asyncio.create_task(ticker())
+        adding = asyncio.create_task(session.add_items([large]))
+        await asyncio.sleep(0.05)  # the commit is under way on its worker thread
+        adding.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await adding
+        landed = session.run.head_id() is not None  # read before anything else can run
+        beating.cancel()
+        return ticks, landed
+
+    ticks, landed = asyncio.run(scenario())
+    assert ticks > 5, "the event loop stalled during add_items"
+    assert landed and asyncio.run(session.get_items()) == [large]

@@ -7,7 +7,8 @@
 - Branches are forks: `create_branch_from_turn(n)` forks the newest checkpoint that holds exactly
   the items before turn n, so no item is copied. The current branch is this object's own
   pointer (as in the SDK's AdvancedSQLiteSession); it starts at `main`.
-- Every protocol call is async: the store's blocking calls run on a worker thread (`_off_loop`).
+- Every protocol call is async: the store's blocking calls run on a worker thread (`_off_loop`),
+  which a cancelled caller waits for.
 """
 
 from __future__ import annotations
@@ -38,8 +39,22 @@ class BranchError(agentfs.AgentFSError, ValueError):
 
 
 async def _off_loop(call: Callable[..., T], *args: Any) -> T:
-    """Run a blocking store call on a worker thread, so the event loop keeps serving other tasks."""
-    return await asyncio.to_thread(call, *args)
+    """Run a blocking store call on a worker thread, so the event loop keeps serving other tasks.
+
+    Hazard: a worker thread cannot be stopped, so a cancelled caller waits for the call to finish
+    before the cancellation reaches it (as the SDK's own sessions do): a change is then committed
+    or not begun, never still landing behind the caller's back.
+    """
+    work = asyncio.ensure_future(asyncio.to_thread(call, *args))
+    cancellation: asyncio.CancelledError | None = None
+    while not work.done():
+        try:
+            await asyncio.wait({work})
+        except asyncio.CancelledError as exc:
+            cancellation = cancellation or exc
+    if cancellation is not None:
+        raise cancellation
+    return work.result()
 
 
 class AgentFSSession:
