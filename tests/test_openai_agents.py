@@ -129,19 +129,32 @@ def test_the_protocol_behaves_as_sqlite_session(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["file", "s3"])
 def test_resume_on_another_machine_through_the_remote(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     spec: RemoteSpec = make_file_spec(tmp_path) if kind == "file" else make_s3_spec(request.getfixturevalue("moto_server"))
+    remote = {"remote": spec.url, "storage_options": spec.storage_options}
     with agentfs.open(tmp_path / "machine-a") as here:
-        asyncio.run(_converse(AgentFSSession("chat", here), ScriptedModel(_script()), QUESTIONS[:2]))
-        items_a = asyncio.run(AgentFSSession("chat", here).get_items())
+        session = AgentFSSession("chat", here)
+        asyncio.run(_converse(session, ScriptedModel(_script()), QUESTIONS[:2]))
+        items_a = asyncio.run(session.get_items())
+        asyncio.run(session.create_branch_from_turn(2, "retry"))
         with here.sync(spec.url, storage_options=spec.storage_options) as daemon:
             assert daemon.flush(timeout=60)
-    there = AgentFSSession("chat", tmp_path / "machine-b", remote=spec.url, storage_options=spec.storage_options)
+
+    there = AgentFSSession("chat", tmp_path / "machine-b", **remote)
     assert asyncio.run(there.get_items()) == items_a
+    assert {branch["branch_id"] for branch in asyncio.run(there.list_branches())} == {"main", "retry"}
+    assert asyncio.run(there.get_items(branch_id="retry")) == items_a[:2]
     model = ScriptedModel(_script()[3:])
     assert asyncio.run(_converse(there, model, QUESTIONS[2:])) == ["bye"]
     assert model.last_call is not None and model.last_call.input == [*items_a, {"content": "thanks", "role": "user"}]
-    assert asyncio.run(there.get_items())[: len(items_a)] == items_a
+    items_b = asyncio.run(there.get_items())
+    assert items_b[: len(items_a)] == items_a and len(items_b) == len(items_a) + 2
+    with there.store.sync(spec.url, storage_options=spec.storage_options) as daemon:
+        assert daemon.flush(timeout=60)
     assert there.store.verify().ok
     there.close()
+
+    back = AgentFSSession("chat", tmp_path / "machine-a", **remote)  # machine A again, now with the remote
+    assert asyncio.run(back.get_items()) == items_b
+    back.close()
 
 
 def test_a_branch_from_a_turn_is_a_fork_and_leaves_main_alone(tmp_path: Path) -> None:

@@ -139,7 +139,7 @@ class AgentFSSession:
         def clear(entries: list[Entry]) -> tuple[list[Entry], None] | None:
             return ([], None) if entries else None
 
-        for branch in await _off_loop(self._branch_names):
+        for branch in await _off_loop(self._branch_heads):
             await _off_loop(self._change, branch, "clear_session", clear)
         self.current_branch = MAIN
 
@@ -161,7 +161,7 @@ class AgentFSSession:
         return await self.create_branch_from_turn(matches[0]["turn"], branch_name)
 
     async def switch_to_branch(self, branch_id: str) -> None:
-        if not await _off_loop(self._entries, branch_id):
+        if not await _off_loop(self._exists, branch_id):
             raise BranchError(f"session {self.session_id!r}: branch {branch_id!r} does not exist")
         self.current_branch = branch_id
 
@@ -173,7 +173,7 @@ class AgentFSSession:
             raise BranchError(f"session {self.session_id!r}: the {MAIN!r} branch cannot be deleted")
         if branch_id == self.current_branch and not force:
             raise BranchError(f"session {self.session_id!r}: {branch_id!r} is the current branch; switch first or pass force=True")
-        if not await _off_loop(self._entries, branch_id):
+        if not await _off_loop(self._exists, branch_id):
             raise BranchError(f"session {self.session_id!r}: branch {branch_id!r} does not exist")
         await _off_loop(self._run(branch_id).delete)
         if branch_id == self.current_branch:
@@ -237,19 +237,31 @@ class AgentFSSession:
             return entries
         return entries_of(run.get(head))
 
-    def _branch_names(self) -> list[str]:
-        """Every branch of the session that has a checkpoint, here or on the remote."""
+    def _branch_heads(self) -> dict[str, agentfs.Checkpoint]:
+        """The head of every branch of the session, here or on the remote, by branch name."""
         root = session_root(self.prefix, self.session_id) + "/"
-        heads = [self.store.run(name).latest() for name in self.store.runs() if name.startswith(root) and "/" not in name[len(root) :]]
-        return [str(head.metadata["branch"]) for head in heads if head is not None]
+        heads: dict[str, agentfs.Checkpoint] = {}
+        for name in self.store.runs():
+            head = self.store.run(name).latest() if name.startswith(root) and "/" not in name[len(root) :] else None
+            if head is None:
+                continue
+            branch = head.metadata.get("branch")
+            # a fork whose first commit was cut short still carries its source's metadata: not a branch yet
+            if isinstance(branch, str) and branch_run(self.prefix, self.session_id, branch) == name:
+                heads[branch] = head
+        return heads
+
+    def _exists(self, branch: str) -> bool:
+        """A branch exists while it holds items (as in the SDK, where a branch is its messages)."""
+        head = self._run(branch).latest()
+        return head is not None and bool(head.metadata.get("items"))
 
     def _list_branches(self) -> list[dict[str, Any]]:
         branches = []
-        for branch in self._branch_names():
-            run = self._run(branch)
-            head = run.latest()
-            if head is None or not head.metadata["items"]:
+        for branch, head in self._branch_heads().items():
+            if not head.metadata["items"]:
                 continue  # emptied by clear_session: no longer a branch, as in the SDK
+            run = self._run(branch)
             first = run.get(run.ids()[0])
             branches.append(
                 {
