@@ -202,6 +202,19 @@ def test_a_branch_from_a_turn_is_a_fork_and_leaves_main_alone(tmp_path: Path) ->
     assert session.store.verify().ok
 
 
+def test_a_branch_after_the_turn_checkpoint_was_pruned_forks_the_head_and_commits_the_prefix(tmp_path: Path) -> None:
+    session = _open(tmp_path / "store")
+    asyncio.run(_converse(session, ScriptedModel(_script()), QUESTIONS))
+    main_items = asyncio.run(session.get_items())
+    head = session.run.head_id()
+    session.run.prune(keep_last=1)  # the checkpoint before turn 2 is gone
+    asyncio.run(session.create_branch_from_turn(2, "late"))
+    assert asyncio.run(session.get_items()) == main_items[:2]
+    forked, created = session.run.history()[::-1]
+    assert forked.forked_from == ("openai-agents/chat/main", head) and created.metadata["operation"] == "create_branch"
+    assert session.store.verify().ok
+
+
 def test_odd_session_ids_get_their_own_runs(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "store") as store:
         ids = ["user 1/chat", "log", "..", "h" + "0" * 64, "ü" * 200]

@@ -38,25 +38,6 @@ class BranchError(agentfs.AgentFSError, ValueError):
     """A branch or turn that does not exist, or a branch name that is empty or already used."""
 
 
-async def _off_loop(call: Callable[..., T], *args: Any) -> T:
-    """Run a blocking store call on a worker thread, so the event loop keeps serving other tasks.
-
-    Hazard: a worker thread cannot be stopped, so a cancelled caller waits for the call to finish
-    before the cancellation reaches it (as the SDK's own sessions do): a change is then committed
-    or not begun, never still landing behind the caller's back.
-    """
-    work = asyncio.ensure_future(asyncio.to_thread(call, *args))
-    cancellation: asyncio.CancelledError | None = None
-    while not work.done():
-        try:
-            await asyncio.wait({work})
-        except asyncio.CancelledError as exc:
-            cancellation = cancellation or exc
-    if cancellation is not None:
-        raise cancellation
-    return work.result()
-
-
 class AgentFSSession:
     """Conversation history for the OpenAI Agents SDK, kept as agentfs checkpoints.
 
@@ -113,7 +94,7 @@ class AgentFSSession:
     async def get_items(self, limit: int | None = None, branch_id: str | None = None) -> list[TResponseInputItem]:
         """The items of the current branch (or `branch_id`) oldest first; with a limit, the newest `limit`."""
         session_limit = resolve_session_limit(limit, self.session_settings)
-        items = [item for _added, item in await _off_loop(self._entries, branch_id or self.current_branch)]
+        items = [item for _added, item in await self._off_loop(self._entries, branch_id or self.current_branch)]
         if session_limit is None or session_limit < 0:  # a negative limit is no limit, as SQLite's LIMIT
             return items
         return items[-session_limit:] if session_limit else []
@@ -123,7 +104,7 @@ class AgentFSSession:
         if not items:
             return
         added = [[int(time.time()), item] for item in copy.deepcopy(items)]
-        await _off_loop(self._change, self.current_branch, "add_items", lambda entries: ([*entries, *added], None))
+        await self._off_loop(self._change, self.current_branch, "add_items", lambda entries: ([*entries, *added], None))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item of the current branch (one checkpoint); None if it has none."""
@@ -131,7 +112,7 @@ class AgentFSSession:
         def pop(entries: list[Entry]) -> tuple[list[Entry], TResponseInputItem] | None:
             return (entries[:-1], entries[-1][1]) if entries else None
 
-        return await _off_loop(self._change, self.current_branch, "pop_item", pop)
+        return await self._off_loop(self._change, self.current_branch, "pop_item", pop)
 
     async def clear_session(self) -> None:
         """Empty every branch of the session (a checkpoint each: the history stays) and switch to `main`."""
@@ -139,8 +120,8 @@ class AgentFSSession:
         def clear(entries: list[Entry]) -> tuple[list[Entry], None] | None:
             return ([], None) if entries else None
 
-        for branch in await _off_loop(self._branch_heads):
-            await _off_loop(self._change, branch, "clear_session", clear)
+        for branch in await self._off_loop(self._branch_heads):
+            await self._off_loop(self._change, branch, "clear_session", clear)
         self.current_branch = MAIN
 
     # branches (the SDK's AdvancedSQLiteSession calls that map onto runs and forks)
@@ -149,7 +130,7 @@ class AgentFSSession:
         """A new branch holding the items before user turn `turn_number` (from 1); switches to it."""
         if branch_name is not None and not branch_name.strip():
             raise BranchError(f"session {self.session_id!r}: branch name cannot be empty")
-        name = await _off_loop(self._branch_from_turn, self.current_branch, turn_number, branch_name)
+        name = await self._off_loop(self._branch_from_turn, self.current_branch, turn_number, branch_name)
         self.current_branch = name
         return name
 
@@ -161,7 +142,7 @@ class AgentFSSession:
         return await self.create_branch_from_turn(matches[0]["turn"], branch_name)
 
     async def switch_to_branch(self, branch_id: str) -> None:
-        if not await _off_loop(self._exists, branch_id):
+        if not await self._off_loop(self._exists, branch_id):
             raise BranchError(f"session {self.session_id!r}: branch {branch_id!r} does not exist")
         self.current_branch = branch_id
 
@@ -173,32 +154,50 @@ class AgentFSSession:
             raise BranchError(f"session {self.session_id!r}: the {MAIN!r} branch cannot be deleted")
         if branch_id == self.current_branch and not force:
             raise BranchError(f"session {self.session_id!r}: {branch_id!r} is the current branch; switch first or pass force=True")
-        if not await _off_loop(self._exists, branch_id):
+        if not await self._off_loop(self._exists, branch_id):
             raise BranchError(f"session {self.session_id!r}: branch {branch_id!r} does not exist")
-        await _off_loop(self._run(branch_id).delete)
+        await self._off_loop(self._run(branch_id).delete)
         if branch_id == self.current_branch:
             self.current_branch = MAIN
 
     async def list_branches(self) -> list[dict[str, Any]]:
         """Each branch with items: branch_id, message_count, user_turns, is_current, created_at."""
-        return await _off_loop(self._list_branches)
+        return await self._off_loop(self._list_branches)
 
     async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
         """Each user turn of the branch: turn, content (cut to 100 characters), full_content, timestamp, can_branch."""
-        entries = await _off_loop(self._entries, branch_id or self.current_branch)
+        entries = await self._off_loop(self._entries, branch_id or self.current_branch)
         return [_turn(number, entries[index], 100) for number, index in enumerate(turn_positions(entries), 1)]
 
     async def find_turns_by_content(self, search_term: str, branch_id: str | None = None) -> list[dict[str, Any]]:
         """The user turns whose text contains `search_term` (ASCII case-insensitive, as the SDK's)."""
         pattern = re.compile(re.escape(search_term), re.IGNORECASE | re.ASCII)
-        entries = await _off_loop(self._entries, branch_id or self.current_branch)
+        entries = await self._off_loop(self._entries, branch_id or self.current_branch)
         return [
             _turn(number, entries[index], None)
             for number, index in enumerate(turn_positions(entries), 1)
             if any(pattern.search(text) for text in texts(entries[index][1].get("content")))
         ]
 
-    # blocking work, run by _off_loop
+    # blocking work, run off the event loop
+
+    async def _off_loop(self, call: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store call on a worker thread, so the event loop keeps serving other tasks.
+
+        Hazard: a worker thread cannot be stopped, so a cancelled caller waits for the call to finish
+        before the cancellation reaches it (as the SDK's own sessions do): a change is then committed
+        or not begun, never still landing behind the caller's back.
+        """
+        work = asyncio.ensure_future(asyncio.to_thread(call, *args))
+        cancellation: asyncio.CancelledError | None = None
+        while not work.done():
+            try:
+                await asyncio.wait({work})
+            except asyncio.CancelledError as exc:
+                cancellation = cancellation or exc
+        if cancellation is not None:
+            raise cancellation
+        return work.result()
 
     def _run(self, branch: str) -> agentfs.Run:
         return self.store.run(branch_run(self.prefix, self.session_id, branch))
