@@ -369,7 +369,7 @@ def test_the_cli_imports_without_the_sdk() -> None:
     listed = subprocess.run([sys.executable, "-c", blocker, "--help"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
     assert listed.returncode == 0 and "mcp" in listed.stdout
     served = subprocess.run([sys.executable, "-c", blocker, "mcp"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
-    assert served.returncode == 4 and "pip install 'agentfs[mcp]'" in served.stderr
+    assert served.returncode == 4 and "pip install 'agentfs-store[mcp]'" in served.stderr
 
 
 def test_readme_client_configuration_starts_a_read_only_server(root: Path) -> None:

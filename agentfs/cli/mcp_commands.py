@@ -9,7 +9,7 @@ from .common import FAILED, OK, Subparsers, open_existing
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser("mcp", help="serve the store to MCP clients: stdio, or streamable HTTP with --http (needs agentfs[mcp])")
+    parser = subparsers.add_parser("mcp", help="serve the store to MCP clients: stdio, or streamable HTTP with --http (extra: mcp)")
     parser.add_argument(
         "--http", metavar="HOST:PORT", type=address, help="serve streamable HTTP at http://HOST:PORT/mcp (port 0: a free port)"
     )
@@ -34,7 +34,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if exc.name != "mcp" and not (exc.name or "").startswith(("mcp.", "uvicorn")):
             raise
-        print(f"agentfs: error: agentfs mcp needs the MCP SDK ({exc.name} is missing): pip install 'agentfs[mcp]'", file=sys.stderr)
+        print(f"agentfs: error: agentfs mcp needs the MCP SDK ({exc.name} is missing): pip install 'agentfs-store[mcp]'", file=sys.stderr)
         return FAILED
     with open_existing(args) as store:
         serve(store, read_only=args.read_only, http=args.http)

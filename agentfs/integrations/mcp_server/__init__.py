@@ -1,4 +1,4 @@
-"""`agentfs mcp`: an agentfs store as an MCP server (`pip install 'agentfs[mcp]'`)."""
+"""`agentfs mcp`: an agentfs store as an MCP server (`pip install 'agentfs-store[mcp]'`)."""
 
 from .server import AgentFSServer, latest_uri, serve, serve_http, serve_stdio
 

@@ -1,0 +1,321 @@
+"""AgentFSSession: the OpenAI Agents SDK's `Session` protocol over agentfs runs (see layout.py).
+
+- Every call that changes the items (`add_items`, `pop_item`, `clear_session`, creating a
+  branch) is one checkpoint of the branch's run: read the head, edit its items, commit with
+  `parent=` the head read, and on `Conflict` (another process or machine appended meanwhile)
+  edit the new head's items again. Nothing one writer added is lost to another.
+- Branches are forks: `create_branch_from_turn(n)` forks the newest checkpoint that holds exactly
+  the items before turn n, so no item is copied. The current branch is this object's own
+  pointer (as in the SDK's AdvancedSQLiteSession); it starts at `main`.
+- Every protocol call is async: the store's blocking calls run on its offload pool (`_off_loop`),
+  which a cancelled caller waits for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import os
+import re
+import time
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar, cast
+
+from agents.items import TResponseInputItem
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+
+import agentfs
+
+from .layout import MAIN, Entry, branch_run, entries_of, is_user_message, preview, session_root, texts, turn_positions
+
+T = TypeVar("T")
+Edit = Callable[[list[Entry]], "tuple[list[Entry], T] | None"]
+PREFIX = "openai-agents"
+
+
+class BranchError(agentfs.AgentFSError, ValueError):
+    """A branch or turn that does not exist, or a branch name that is empty or already used."""
+
+
+class AgentFSSession:
+    """Conversation history for the OpenAI Agents SDK, kept as agentfs checkpoints.
+
+    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options` and
+    `durability` as in `agentfs.open`). `session_settings` works as in `SQLiteSession` (its
+    `limit` applies when `get_items` is called without one).
+    """
+
+    session_id: str
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        store: agentfs.Store | str | os.PathLike[str] = ".agentfs",
+        *,
+        prefix: str = PREFIX,
+        remote: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+        durability: Literal["power", "process"] | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        if isinstance(store, agentfs.Store):
+            if remote is not None or storage_options is not None or durability is not None:
+                raise ValueError("remote, storage_options and durability apply only when AgentFSSession opens the store")
+            self.store = store
+            self._owns_store = False
+        else:
+            self.store = agentfs.open(store, remote=remote, storage_options=storage_options, durability=durability or "power")
+            self._owns_store = True
+        self.session_id = session_id
+        self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
+        self.prefix = prefix
+        self.current_branch = MAIN
+        # (run, checkpoint id, entries) of the last commit made here: the next change of that run edits these
+        # instead of decoding them again. Hazard: they are never handed out (get_items decodes its own copy),
+        # and add_items stores copies of the caller's items, so no caller can mutate them.
+        self._written: tuple[str, str, list[Entry]] = ("", "", [])
+
+    def __repr__(self) -> str:
+        return f"<AgentFSSession {self.session_id!r} on {self.current_branch!r} in {self.store!r}>"
+
+    @property
+    def run(self) -> agentfs.Run:
+        """The agentfs run of the current branch: its history, forks and sync work as for any run."""
+        return self._run(self.current_branch)
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+    # the Session protocol
+
+    async def get_items(self, limit: int | None = None, branch_id: str | None = None) -> list[TResponseInputItem]:
+        """The items of the current branch (or `branch_id`) oldest first; with a limit, the newest `limit`."""
+        session_limit = resolve_session_limit(limit, self.session_settings)
+        items = [item for _added, item in await self._off_loop(self._entries, branch_id or self.current_branch)]
+        if session_limit is None or session_limit < 0:  # a negative limit is no limit, as SQLite's LIMIT
+            return items
+        return items[-session_limit:] if session_limit else []
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append `items` to the current branch: one checkpoint."""
+        if not items:
+            return
+        added = [[int(time.time()), item] for item in copy.deepcopy(items)]
+        await self._off_loop(self._change, self.current_branch, "add_items", lambda entries: ([*entries, *added], None))
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the newest item of the current branch (one checkpoint); None if it has none."""
+
+        def pop(entries: list[Entry]) -> tuple[list[Entry], TResponseInputItem] | None:
+            return (entries[:-1], entries[-1][1]) if entries else None
+
+        return await self._off_loop(self._change, self.current_branch, "pop_item", pop)
+
+    async def clear_session(self) -> None:
+        """Empty every branch of the session (a checkpoint each: the history stays) and switch to `main`."""
+
+        def clear(entries: list[Entry]) -> tuple[list[Entry], None] | None:
+            return ([], None) if entries else None
+
+        for branch in await self._off_loop(self._branch_heads):
+            await self._off_loop(self._change, branch, "clear_session", clear)
+        self.current_branch = MAIN
+
+    # branches (the SDK's AdvancedSQLiteSession calls that map onto runs and forks)
+
+    async def create_branch_from_turn(self, turn_number: int, branch_name: str | None = None) -> str:
+        """A new branch holding the items before user turn `turn_number` (from 1); switches to it."""
+        if branch_name is not None and not branch_name.strip():
+            raise BranchError(f"session {self.session_id!r}: branch name cannot be empty")
+        name = await self._off_loop(self._branch_from_turn, self.current_branch, turn_number, branch_name)
+        self.current_branch = name
+        return name
+
+    async def create_branch_from_content(self, search_term: str, branch_name: str | None = None) -> str:
+        """`create_branch_from_turn` at the first user turn whose text contains `search_term`."""
+        matches = await self.find_turns_by_content(search_term)
+        if not matches:
+            raise BranchError(f"session {self.session_id!r}: no user turn contains {search_term!r}")
+        return await self.create_branch_from_turn(matches[0]["turn"], branch_name)
+
+    async def switch_to_branch(self, branch_id: str) -> None:
+        if not await self._off_loop(self._exists, branch_id):
+            raise BranchError(f"session {self.session_id!r}: branch {branch_id!r} does not exist")
+        self.current_branch = branch_id
+
+    async def delete_branch(self, branch_id: str, force: bool = False) -> None:
+        """Delete a branch's run (its checkpoints, once no other branch needs them); `force` allows the current one."""
+        if not branch_id.strip():
+            raise BranchError(f"session {self.session_id!r}: branch name cannot be empty")
+        if branch_id == MAIN:
+            raise BranchError(f"session {self.session_id!r}: the {MAIN!r} branch cannot be deleted")
+        if branch_id == self.current_branch and not force:
+            raise BranchError(f"session {self.session_id!r}: {branch_id!r} is the current branch; switch first or pass force=True")
+        if not await self._off_loop(self._exists, branch_id):
+            raise BranchError(f"session {self.session_id!r}: branch {branch_id!r} does not exist")
+        await self._off_loop(self._run(branch_id).delete)
+        if branch_id == self.current_branch:
+            self.current_branch = MAIN
+
+    async def list_branches(self) -> list[dict[str, Any]]:
+        """Each branch with items: branch_id, message_count, user_turns, is_current, created_at."""
+        return await self._off_loop(self._list_branches)
+
+    async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
+        """Each user turn of the branch: turn, content (cut to 100 characters), full_content, timestamp, can_branch."""
+        entries = await self._off_loop(self._entries, branch_id or self.current_branch)
+        return [_turn(number, entries[index], 100) for number, index in enumerate(turn_positions(entries), 1)]
+
+    async def find_turns_by_content(self, search_term: str, branch_id: str | None = None) -> list[dict[str, Any]]:
+        """The user turns whose text contains `search_term` (ASCII case-insensitive, as the SDK's)."""
+        pattern = re.compile(re.escape(search_term), re.IGNORECASE | re.ASCII)
+        entries = await self._off_loop(self._entries, branch_id or self.current_branch)
+        return [
+            _turn(number, entries[index], None)
+            for number, index in enumerate(turn_positions(entries), 1)
+            if any(pattern.search(text) for text in texts(entries[index][1].get("content")))
+        ]
+
+    # blocking work, run off the event loop
+
+    async def _off_loop(self, call: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store call on a worker thread, so the event loop keeps serving other tasks.
+
+        Hazard: a worker thread cannot be stopped, so a cancelled caller waits for the call to finish
+        before the cancellation reaches it (as the SDK's own sessions do): a change is then committed
+        or not begun, never still landing behind the caller's back.
+        """
+        work = asyncio.ensure_future(self.store.offload(call, *args))  # the store's bounded pool (aio.py)
+        cancellation: asyncio.CancelledError | None = None
+        while not work.done():
+            try:
+                await asyncio.wait({work})
+            except asyncio.CancelledError as exc:
+                cancellation = cancellation or exc
+        if cancellation is not None:
+            raise cancellation
+        return work.result()
+
+    def _run(self, branch: str) -> agentfs.Run:
+        return self.store.run(branch_run(self.prefix, self.session_id, branch))
+
+    def _entries(self, branch: str) -> list[Entry]:
+        head = self._run(branch).latest()
+        return [] if head is None else entries_of(head)
+
+    def _metadata(self, branch: str, operation: str, entries: list[Entry]) -> dict[str, Any]:
+        turns = sum(1 for _added, item in entries if is_user_message(item))
+        return {"session_id": self.session_id, "branch": branch, "operation": operation, "items": len(entries), "turns": turns}
+
+    def _change(self, branch: str, operation: str, edit: Edit[T]) -> T | None:
+        """Apply `edit` to the branch's head items and commit the result; None (no commit) if `edit` declines."""
+        run = self._run(branch)
+        while True:
+            head = run.head_id()
+            edited = edit(self._written_entries(run, head))
+            if edited is None:
+                return None
+            new_entries, result = edited
+            metadata = self._metadata(branch, operation, new_entries)
+            try:
+                checkpoint = run.commit({"items": new_entries}, metadata=metadata, parent=head)
+            except agentfs.Conflict:
+                continue  # another writer moved the head since the read: edit its items instead
+            self._written = (run.name, checkpoint.id, new_entries)
+            return result
+
+    def _written_entries(self, run: agentfs.Run, head: str | None) -> list[Entry]:
+        """The head's entries, without decoding them when this object wrote that head itself."""
+        if head is None:
+            return []
+        written_run, written_id, entries = self._written  # one read: another worker thread may replace it
+        if (written_run, written_id) == (run.name, head):
+            return entries
+        return entries_of(run.get(head))
+
+    def _branch_heads(self) -> dict[str, agentfs.Checkpoint]:
+        """The head of every branch of the session, here or on the remote, by branch name."""
+        root = session_root(self.prefix, self.session_id) + "/"
+        heads: dict[str, agentfs.Checkpoint] = {}
+        for name in self.store.runs():
+            head = self.store.run(name).latest() if name.startswith(root) and "/" not in name[len(root) :] else None
+            if head is None:
+                continue
+            branch = head.metadata.get("branch")
+            # a fork whose first commit was cut short still carries its source's metadata: not a branch yet
+            if isinstance(branch, str) and branch_run(self.prefix, self.session_id, branch) == name:
+                heads[branch] = head
+        return heads
+
+    def _exists(self, branch: str) -> bool:
+        """A branch exists while it holds items (as in the SDK, where a branch is its messages)."""
+        head = self._run(branch).latest()
+        return head is not None and bool(head.metadata.get("items"))
+
+    def _list_branches(self) -> list[dict[str, Any]]:
+        branches = []
+        for branch, head in self._branch_heads().items():
+            if not head.metadata["items"]:
+                continue  # emptied by clear_session: no longer a branch, as in the SDK
+            run = self._run(branch)
+            first = run.get(run.ids()[0])
+            branches.append(
+                {
+                    "branch_id": branch,
+                    "message_count": head.metadata["items"],
+                    "user_turns": head.metadata["turns"],
+                    "is_current": branch == self.current_branch,
+                    "created_at": _timestamp(first.created.timestamp()),
+                }
+            )
+        return sorted(branches, key=lambda branch: branch["created_at"])
+
+    def _branch_from_turn(self, source: str, turn_number: int, branch_name: str | None) -> str:
+        run = self._run(source)
+        head = run.latest()
+        entries = [] if head is None else entries_of(head)
+        positions = turn_positions(entries)
+        if head is None or not 1 <= turn_number <= len(positions):
+            raise BranchError(f"session {self.session_id!r}: turn {turn_number} does not contain a user message in branch {source!r}")
+        kept = entries[: positions[turn_number - 1]]
+        name = branch_name if branch_name is not None else self._free_name(f"branch_from_turn_{turn_number}_{int(time.time())}")
+        base = _newest_prefix(run, kept) or head
+        try:
+            branch = run.fork(base.id, branch_run(self.prefix, self.session_id, name))
+        except agentfs.Conflict:  # the fork's first append found a head: the name was taken meanwhile
+            raise BranchError(f"session {self.session_id!r}: branch {name!r} has already been used") from None
+        # the fork starts with the base's metadata (its branch name): one commit records the new branch
+        branch.commit({"items": kept}, metadata=self._metadata(name, "create_branch", kept), parent=branch.head_id())
+        return name
+
+    def _free_name(self, base: str) -> str:
+        name, suffix = base, 1
+        while self._run(name).head_id() is not None:
+            suffix += 1
+            name = f"{base}_{suffix}"
+        return name
+
+
+def _newest_prefix(run: agentfs.Run, kept: list[Entry]) -> agentfs.Checkpoint | None:
+    """The newest checkpoint whose items are the start of `kept`: the fork point that copies least."""
+    for checkpoint_id in reversed(run.ids()):
+        checkpoint = run.get(checkpoint_id)
+        count = checkpoint.metadata.get("items")
+        if isinstance(count, int) and count <= len(kept) and entries_of(checkpoint) == kept[:count]:
+            return checkpoint
+    return None
+
+
+def _timestamp(seconds: float) -> str:
+    """UTC as SQLite's CURRENT_TIMESTAMP writes it, the form the SDK's session returns."""
+    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _turn(number: int, entry: Entry, max_length: int | None) -> dict[str, Any]:
+    added, item = entry
+    content = cast(dict[str, Any], item).get("content", "")
+    timestamp = _timestamp(added)
+    return {"turn": number, "content": preview(content, max_length), "full_content": content, "timestamp": timestamp, "can_branch": True}
