@@ -1,5 +1,6 @@
-"""A LangGraph checkpointer backed by agentfs (`pip install agentfs[langgraph]`)."""
+"""LangGraph integrations backed by agentfs (`pip install agentfs[langgraph]`): a checkpointer and a store."""
 
 from .saver import AgentFSSaver
+from .store import AgentFSStore
 
-__all__ = ["AgentFSSaver"]
+__all__ = ["AgentFSSaver", "AgentFSStore"]
