@@ -2,5 +2,6 @@
 
 from .saver import AgentFSSaver
 from .store import AgentFSStore
+from .store_query import StoreError
 
-__all__ = ["AgentFSSaver", "AgentFSStore"]
+__all__ = ["AgentFSSaver", "AgentFSStore", "StoreError"]

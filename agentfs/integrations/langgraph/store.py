@@ -27,8 +27,6 @@ import asyncio
 import concurrent.futures
 import copy
 import functools
-import hashlib
-import json
 import logging
 import os
 import random
@@ -58,11 +56,10 @@ from langgraph.store.base import (
 
 from ... import AgentFSError, Conflict, FormatError, Store
 from ... import open as open_agentfs
-from ...names import MAX_NAME, check_name
-from .layout import HASHED, decode, encode
-from .store_query import Namespace, Vectors, as_vector, best_scores, matches_conditions, matches_filter, texts_to_embed
+from ...names import check_name
+from .store_layout import Namespace, namespace_run, parse_namespace_run
+from .store_query import StoreError, Vectors, as_vector, best_scores, check_filter, matches_conditions, matches_filter, texts_to_embed
 
-ITEMS = "items"
 ATTEMPTS = 32
 CACHED_HEADS = 1024
 NS_PER_MINUTE = 60_000_000_000
@@ -126,7 +123,7 @@ class AgentFSStore(BaseStore):
         self._dims = 0
         if index is not None:
             if not isinstance(index.get("dims"), int) or index.get("embed") is None:
-                raise ValueError(f"index needs an int 'dims' and an 'embed' function or Embeddings, got keys {sorted(index)}")
+                raise StoreError(f"index needs an int 'dims' and an 'embed' function or Embeddings, got keys {sorted(index)}")
             self.embeddings = ensure_embeddings(index["embed"])
             self._dims = index["dims"]
             self._fields = list(index.get("fields") or ["$"])
@@ -155,7 +152,7 @@ class AgentFSStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        wanted = self._to_embed(ops)
+        wanted = self._prepare(ops)
         queries: dict[str, list[float]] = {}
         documents: list[list[float]] = []
         if self.embeddings is not None:
@@ -165,7 +162,7 @@ class AgentFSStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        wanted = self._to_embed(ops)
+        wanted = self._prepare(ops)
         queries: dict[str, list[float]] = {}
         documents: list[list[float]] = []
         if self.embeddings is not None:
@@ -174,11 +171,14 @@ class AgentFSStore(BaseStore):
             documents = await self.embeddings.aembed_documents([text for *_, text in wanted.texts]) if wanted.texts else []
         return await asyncio.to_thread(self._execute, ops, wanted, queries, documents)
 
-    def _to_embed(self, ops: list[Op]) -> Embedded:
+    def _prepare(self, ops: list[Op]) -> Embedded:
+        """Check every op before any runs, and gather what the batch needs embedded."""
         for op in ops:
             validate_op_namespace(op)
             if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
-                raise ValueError(f"unknown store operation {type(op).__name__}")
+                raise StoreError(f"unknown store operation {type(op).__name__}")
+            if isinstance(op, SearchOp):
+                check_filter(op.filter)
         if self.embeddings is None:
             return Embedded([], [])
         puts = {(op.namespace, op.key): op for op in ops if isinstance(op, PutOp)}  # the last put of a key wins
@@ -189,7 +189,7 @@ class AgentFSStore(BaseStore):
     def _execute(self, ops: list[Op], wanted: Embedded, queries: dict[str, list[float]], documents: list[list[float]]) -> list[Result]:
         """Reads first, against the heads as they are; then one commit per namespace the batch changes."""
         if len(documents) != len(wanted.texts):
-            raise ValueError(f"the embed function returned {len(documents)} embeddings for {len(wanted.texts)} texts")
+            raise StoreError(f"the embed function returned {len(documents)} embeddings for {len(wanted.texts)} texts")
         vectors: dict[tuple[Namespace, str], Vectors] = defaultdict(dict)
         for (ns, key, path, _text), embedding in zip(wanted.texts, documents, strict=True):
             vectors[(ns, key)][path] = as_vector(embedding, self._dims, f"namespace {ns} key {key!r} field {path!r}")
@@ -369,37 +369,18 @@ class AgentFSStore(BaseStore):
     # runs and heads
 
     def _run_name(self, ns: Namespace) -> str:
-        name = "/".join([self.prefix, *(encode(label) for label in ns), ITEMS])
-        if len(name) <= MAX_NAME:
-            return name
-        digest = hashlib.sha256(json.dumps(list(ns)).encode("utf-8", "surrogatepass")).hexdigest()
-        return f"{self.prefix}/{HASHED}{digest}/{ITEMS}"
+        return namespace_run(self.prefix, ns)
 
     def _namespaces(self) -> dict[Namespace, str]:
         """Every namespace that has a run (even an emptied one), to its run."""
         found = {}
         for run in self.store.runs():
-            ns = self._namespace_of(run)
-            if ns is not None:
-                found[ns] = run
+            parsed = parse_namespace_run(self.prefix, run)
+            if parsed is True:
+                found[self._recorded_namespace(run)] = run
+            elif parsed:
+                found[parsed] = run
         return found
-
-    def _namespace_of(self, run: str) -> Namespace | None:
-        head, tail = self.prefix + "/", "/" + ITEMS
-        if not (run.startswith(head) and run.endswith(tail)):
-            return None
-        segments = run[len(head) : -len(tail)].split("/")
-        labels: list[str] = []
-        index = 0
-        try:
-            while index < len(segments):
-                label, index = decode(segments, index)
-                if label is None:  # a hashed label or name: the commits record the namespace
-                    return self._recorded_namespace(run)
-                labels.append(label)
-        except ValueError:
-            return None  # another run under the prefix, not a namespace
-        return tuple(labels) if labels else None
 
     def _recorded_namespace(self, run: str) -> Namespace:
         recorded = self._head_metadata(run).get("namespace")

@@ -15,10 +15,29 @@ from typing import Any
 import numpy as np
 from langgraph.store.base import MatchCondition, PutOp, get_text_at_path, tokenize_path
 
-Namespace = tuple[str, ...]
+from ...errors import AgentFSError
+from .store_layout import Namespace
+
 Vectors = dict[str, np.ndarray]  # the index field path (e.g. "text" or "tags.1") -> its embedding
 
+
+
+class StoreError(AgentFSError, ValueError):
+    """A store operation or configuration outside LangGraph's contract: an unknown operator, a wrong embedding size."""
+
+
 _ORDERED: dict[str, Callable[[float, float], bool]] = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+OPERATORS = {"$eq", "$ne", *_ORDERED}
+
+
+def check_filter(conditions: dict[str, Any] | None) -> None:
+    """Refuse an unknown `$` operator before any item is read (an empty namespace would hide it)."""
+    for wanted in (conditions or {}).values():
+        if isinstance(wanted, dict):
+            unknown = sorted(name for name in wanted if name.startswith("$") and name not in OPERATORS)
+            if unknown:
+                raise StoreError(f"unsupported filter operator {unknown[0]!r}: use $eq, $ne, $gt, $gte, $lt or $lte")
+            check_filter({key: inner for key, inner in wanted.items() if not key.startswith("$")})
 
 
 def matches_filter(value: dict[str, Any], conditions: dict[str, Any] | None) -> bool:
@@ -44,11 +63,8 @@ def _apply(found: Any, name: str, operand: Any) -> bool:
         return bool(found == operand)
     if name == "$ne":
         return bool(found != operand)
-    compare = _ORDERED.get(name)
-    if compare is None:
-        raise ValueError(f"unsupported filter operator {name!r}: use $eq, $ne, $gt, $gte, $lt or $lte")
     try:
-        return compare(float(found), float(operand))
+        return _ORDERED[name](float(found), float(operand))
     except (TypeError, ValueError):
         return False  # a missing or non-numeric value is outside every range
 
@@ -63,7 +79,7 @@ def matches_conditions(namespace: Namespace, conditions: Iterable[MatchCondition
         elif condition.match_type == "suffix":
             labels = namespace[len(namespace) - len(path) :]
         else:
-            raise ValueError(f"unsupported namespace match type {condition.match_type!r}: use 'prefix' or 'suffix'")
+            raise StoreError(f"unsupported namespace match type {condition.match_type!r}: use 'prefix' or 'suffix'")
         if any(wanted != "*" and label != wanted for label, wanted in zip(labels, path, strict=True)):
             return False
     return True
@@ -87,7 +103,7 @@ def texts_to_embed(op: PutOp, default_fields: list[str]) -> list[tuple[str, str]
 def as_vector(embedding: Iterable[float], dims: int, where: str) -> np.ndarray:
     vector = np.asarray(list(embedding), dtype=np.float32)
     if vector.shape != (dims,):
-        raise ValueError(f"{where}: the embed function returned {vector.shape[0]} dimensions, the index has dims={dims}")
+        raise StoreError(f"{where}: the embed function returned {vector.shape[0]} dimensions, the index has dims={dims}")
     return vector
 
 
