@@ -128,6 +128,7 @@ class AgentFSStore(BaseStore):
             self._dims = index["dims"]
             self._fields = list(index.get("fields") or ["$"])
         self._heads: OrderedDict[str, tuple[str, Records]] = OrderedDict()
+        self._parsed: dict[str, Namespace | None] = {}  # run name -> the namespace it holds, None for other runs
         self._lock = threading.Lock()
         self._stop_sweeping = threading.Event()
         self._sweeper: threading.Thread | None = None
@@ -375,11 +376,12 @@ class AgentFSStore(BaseStore):
         """Every namespace that has a run (even an emptied one), to its run."""
         found = {}
         for run in self.store.runs():
-            parsed = parse_namespace_run(self.prefix, run)
-            if parsed is True:
-                found[self._recorded_namespace(run)] = run
-            elif parsed:
-                found[parsed] = run
+            if run not in self._parsed:  # a run's name never changes what it holds: parse it once
+                parsed = parse_namespace_run(self.prefix, run)
+                self._parsed[run] = self._recorded_namespace(run) if parsed is True else parsed or None
+            ns = self._parsed[run]
+            if ns is not None:
+                found[ns] = run
         return found
 
     def _recorded_namespace(self, run: str) -> Namespace:
