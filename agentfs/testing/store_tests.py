@@ -262,6 +262,17 @@ class StoreConformance:
         store.put(("t",), "forever", {"v": 2}, ttl=None)
         assert store.get(("t",), "forever") is not None
 
+    def test_ttl_expiry_in_real_time(self, opened: Any) -> None:
+        if not self.supports_ttl:
+            pytest.skip(f"{type(self).__name__} has no TTL")
+        store = opened(ttl={"refresh_on_read": False})
+        store.put(("t",), "short", {"v": 1}, ttl=0.01)  # 0.6 s
+        store.put(("t",), "long", {"v": 2}, ttl=10.0)
+        time.sleep(2.1)  # SqliteStore compares expiry with CURRENT_TIMESTAMP, whole seconds: up to 1 s late
+        assert store.sweep_ttl() == 1
+        assert store.get(("t",), "short") is None
+        assert store.get(("t",), "long") is not None
+
     def test_ttl_expiry_by_sweep(self, opened: Any, clock: ManualClock) -> None:
         store = opened(ttl={"refresh_on_read": False}, clock=clock)
         store.put(("t",), "short", {"v": 1}, ttl=TTL_MINUTES)
