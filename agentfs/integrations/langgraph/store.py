@@ -27,7 +27,6 @@ import asyncio
 import concurrent.futures
 import copy
 import functools
-import logging
 import os
 import random
 import threading
@@ -54,16 +53,16 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from ... import AgentFSError, Conflict, FormatError, Store
+from ... import Conflict, FormatError, Store
 from ... import open as open_agentfs
 from ...names import check_name
 from .store_layout import Namespace, namespace_run, parse_namespace_run
 from .store_query import StoreError, Vectors, as_vector, best_scores, check_filter, matches_conditions, matches_filter, texts_to_embed
+from .store_sweeper import Sweeper
 
 ATTEMPTS = 32
 CACHED_HEADS = 1024
 NS_PER_MINUTE = 60_000_000_000
-logger = logging.getLogger(__name__)
 
 Record = dict[str, Any]  # value, created, updated (ns since the epoch), ttl (minutes or None), expires (ns or None), vectors
 Records = dict[str, Record]
@@ -130,8 +129,7 @@ class AgentFSStore(BaseStore):
         self._heads: OrderedDict[str, tuple[str, Records]] = OrderedDict()
         self._parsed: dict[str, Namespace | None] = {}  # run name -> the namespace it holds, None for other runs
         self._lock = threading.Lock()
-        self._stop_sweeping = threading.Event()
-        self._sweeper: threading.Thread | None = None
+        self._sweeper = Sweeper(self.sweep_ttl, str(self.store))
 
     def __enter__(self) -> AgentFSStore:
         return self
@@ -291,36 +289,12 @@ class AgentFSStore(BaseStore):
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
         """Sweep every `sweep_interval_minutes` (default: the TTL config's, else 5) on a thread until stopped."""
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        done.add_done_callback(lambda future: self._stop_sweeping.set() if future.cancelled() else None)
-        if self._sweeper is not None and self._sweeper.is_alive():
-            return done
-        interval = 60.0 * float(sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5)
-        self._stop_sweeping.clear()
-
-        def sweep_until_stopped() -> None:
-            while not self._stop_sweeping.wait(interval):
-                try:
-                    self.sweep_ttl()
-                except AgentFSError:  # an unreadable or racing namespace: the next round tries again
-                    logger.exception("TTL sweep of %s failed", self.store)
-            if not done.done():
-                done.set_result(None)
-
-        self._sweeper = threading.Thread(target=sweep_until_stopped, name="agentfs-ttl-sweeper", daemon=True)
-        self._sweeper.start()
-        return done
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        return self._sweeper.start(60.0 * float(minutes))
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; False if it was still sweeping after `timeout` seconds."""
-        self._stop_sweeping.set()
-        if self._sweeper is None:
-            return True
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
-        if stopped:
-            self._sweeper = None
-        return stopped
+        return self._sweeper.stop(timeout)
 
     # writing
 
