@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ def cosine(a: list[float], b: list[float]) -> float:
 
 INDEX = IndexConfig(dims=DIMS, embed=embed_words, fields=["text"])
 TTL_MINUTES = 1.0
+Opener = Callable[..., Any]  # make_store's options -> an open store (Any: a store's own methods, e.g. sweep_ttl)
 
 
 class StoreConformance:
@@ -80,10 +82,10 @@ class StoreConformance:
         raise NotImplementedError("a StoreConformance subclass implements make_store")
 
     @pytest.fixture
-    def opened(self, tmp_path: Path) -> Iterator[Any]:
+    def opened(self, tmp_path: Path) -> Iterator[Opener]:
         """A function that opens a store (closed after the test) with make_store's options."""
         with ExitStack() as stack:
-            count = iter(range(1_000))
+            count = itertools.count()
 
             def open_store(**options: Any) -> BaseStore:
                 made = self.make_store(tmp_path / f"store-{next(count)}", **options)
@@ -92,14 +94,14 @@ class StoreConformance:
             yield open_store
 
     @pytest.fixture
-    def store(self, opened: Any) -> BaseStore:
-        return opened()  # type: ignore[no-any-return]
+    def store(self, opened: Opener) -> BaseStore:
+        return opened()
 
     @pytest.fixture
-    def vector_store(self, opened: Any) -> BaseStore:
+    def vector_store(self, opened: Opener) -> BaseStore:
         if not self.supports_vector:
             pytest.skip(f"{type(self).__name__}: no vector index here")
-        return opened(index=INDEX)  # type: ignore[no-any-return]
+        return opened(index=INDEX)
 
     @pytest.fixture
     def clock(self) -> ManualClock:
@@ -262,7 +264,7 @@ class StoreConformance:
         store.put(("t",), "forever", {"v": 2}, ttl=None)
         assert store.get(("t",), "forever") is not None
 
-    def test_ttl_expiry_in_real_time(self, opened: Any) -> None:
+    def test_ttl_expiry_in_real_time(self, opened: Opener) -> None:
         if not self.supports_ttl:
             pytest.skip(f"{type(self).__name__} has no TTL")
         store = opened(ttl={"refresh_on_read": False})
@@ -273,7 +275,7 @@ class StoreConformance:
         assert store.get(("t",), "short") is None
         assert store.get(("t",), "long") is not None
 
-    def test_ttl_expiry_by_sweep(self, opened: Any, clock: ManualClock) -> None:
+    def test_ttl_expiry_by_sweep(self, opened: Opener, clock: ManualClock) -> None:
         store = opened(ttl={"refresh_on_read": False}, clock=clock)
         store.put(("t",), "short", {"v": 1}, ttl=TTL_MINUTES)
         store.put(("t",), "long", {"v": 2}, ttl=10 * TTL_MINUTES)
@@ -289,7 +291,7 @@ class StoreConformance:
         assert store.sweep_ttl() == 1
         assert [item.key for item in store.search(("t",))] == ["forever"]
 
-    def test_ttl_refresh_on_read(self, opened: Any, clock: ManualClock) -> None:
+    def test_ttl_refresh_on_read(self, opened: Opener, clock: ManualClock) -> None:
         store = opened(ttl={"refresh_on_read": True}, clock=clock)
         store.put(("t",), "read", {"v": 1}, ttl=TTL_MINUTES)
         store.put(("t",), "searched", {"v": 2}, ttl=TTL_MINUTES)
@@ -305,7 +307,7 @@ class StoreConformance:
         clock.advance(61)
         assert store.sweep_ttl() == 2
 
-    def test_ttl_default_and_omit_expired(self, opened: Any, clock: ManualClock) -> None:
+    def test_ttl_default_and_omit_expired(self, opened: Opener, clock: ManualClock) -> None:
         store = opened(ttl={"default_ttl": TTL_MINUTES, "omit_expired": True, "refresh_on_read": False}, clock=clock)
         store.put(("t",), "defaulted", {"v": 1})
         store.put(("t",), "longer", {"v": 2}, ttl=5 * TTL_MINUTES)
@@ -314,7 +316,7 @@ class StoreConformance:
         assert [item.key for item in store.search(("t",))] == ["longer"]
         assert store.sweep_ttl() == 1
 
-    def test_ttl_sweeper_thread(self, opened: Any, clock: ManualClock) -> None:
+    def test_ttl_sweeper_thread(self, opened: Opener, clock: ManualClock) -> None:
         store = opened(ttl={"refresh_on_read": False}, clock=clock)
         store.put(("t",), "short", {"v": 1}, ttl=TTL_MINUTES)
         clock.advance(61)
@@ -358,7 +360,7 @@ class StoreConformance:
         vector_store.put(("docs",), "b", {"text": "ripe bananas", "lang": "en"})  # re-embedded on update
         assert vector_store.search(("docs",), query="ripe bananas", limit=1)[0].key == "b"
 
-    def test_vector_search_with_async_embed(self, opened: Any) -> None:
+    def test_vector_search_with_async_embed(self, opened: Opener) -> None:
         if not self.supports_vector:
             pytest.skip(f"{type(self).__name__}: no vector index here")
         store = opened(index={"dims": DIMS, "embed": aembed_words, "fields": ["text"]})
