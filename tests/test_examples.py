@@ -29,3 +29,13 @@ def test_cross_machine_resume_finishes_on_machine_b(tmp_path: Path) -> None:
     assert "machine B: finished at step 12" in result.stdout
     assert "step 6: tool already called before the crash; reusing its journaled result" in result.stdout
     assert (tmp_path / "demo" / "remote" / "config").is_file()
+
+
+def test_langgraph_memory_resumes_with_its_memory_on_machine_b(tmp_path: Path) -> None:
+    result = run_example("langgraph_memory.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "memories of alice: 2" in result.stdout
+    assert "chat-1 found waiting at ('approve',)" in result.stdout
+    assert "chat-1 resumed and finished: sent=True" in result.stdout
+    assert "chat-2 recalled from machine A's memory: ['I drink green tea every morning'," in result.stdout
+    assert ": ok" in result.stdout.split("machine B: verify:")[1]

@@ -13,6 +13,7 @@ from . import (
     incremental_artifact,
     journal,
     langgraph_savers,
+    langgraph_store,
     large_artifact,
     push,
     resume,
@@ -33,4 +34,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "scale": scale.run,
     "langgraph_savers": langgraph_savers.run,
     "journal": journal.run,
+    "langgraph_store": langgraph_store.run,
 }
