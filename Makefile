@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint
+.PHONY: demo test bench lint test-langgraph-upstream
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +16,18 @@ demo: $(BIN)/python
 
 test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
-	$(BIN)/ruff check agentfs tests benchmarks examples
+	$(BIN)/ruff check agentfs tests tests_upstream benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-langgraph-upstream
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
 
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/python -m benchmarks
+
+# LangGraph's own checkpointer tests (from the installed langgraph's sdist, cached in .cache/) with
+# AgentFSSaver beside the stock savers; fails if agentfs fails a test both stock savers pass
+test-langgraph-upstream: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m tests_upstream
