@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint dist-check
+.PHONY: demo test bench lint dist-check test-langgraph-upstream
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +16,11 @@ demo: $(BIN)/python
 
 test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
-	$(BIN)/ruff check agentfs tests benchmarks examples
+	$(BIN)/ruff check agentfs tests tests_upstream benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-langgraph-upstream
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
 	$(MAKE) --no-print-directory dist-check
 
@@ -40,3 +41,9 @@ dist-check: $(BIN)/python
 	cd "$$tmp"; \
 	venv/bin/python -c 'import importlib.metadata as m, agentfs; v = m.version("agentfs-store"); assert v == agentfs.__version__, v; print("dist-check: agentfs-store", v, "imports from", agentfs.__file__)'; \
 	venv/bin/agentfs --version
+
+# LangGraph's own checkpointer tests (from the installed langgraph's sdist, cached in .cache/) with
+# AgentFSSaver beside the stock savers; fails if agentfs fails a test both stock savers pass
+test-langgraph-upstream: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m tests_upstream

@@ -5,9 +5,11 @@
   the run's head is the latest checkpoint and a checkpoint id is found by a binary search over the
   run's commit ids (each probe reads one small cached entry), never by a scan. A put whose id is
   not greater than the head's (clock skew between machines) rebuilds the thread in order.
-- Values (see records.py): a commit stores only the channels in `new_versions`, each serialized
-  with `self.serde`, and records for every other channel the commit that holds its value, so a
-  checkpoint costs what changed; a list that grew is stored as a delta of its new items.
+- Values (see records.py): a commit stores only the channels in `new_versions` and those its parent
+  does not hold at the same version (a copy-fork), each serialized with `self.serde`, and records for
+  every other channel the commit that holds its value, so a checkpoint costs what changed; a list
+  that grew is stored as a delta of its new items.
+- Channel versions: integers; a thread written by a stock saver (string versions) keeps their form.
 - Pending writes: one run per checkpoint, one commit per put_writes call; read back deduplicated
   by (task_id, idx) and in writes_sort_key order.
 - Deletion and copies (see generations.py): a thread switches to a new generation; nothing in
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
@@ -204,9 +207,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         versions = checkpoint["channel_versions"]
         record = {key: value for key, value in checkpoint.items() if key != "channel_values"}
         fixed = {"checkpoint": list(self.serde.dumps_typed(record)), "metadata": list(self.serde.dumps_typed(full_metadata))}
-        written = {channel: values[channel] for channel in new_versions if channel in values and channel in versions}
         compare = _comparable(self.serde)
-        plain = {channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list}
         if full_metadata.get("run_id") is not None:
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for _ in range(ATTEMPTS):
@@ -220,12 +221,22 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 previous = {
                     channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
                 }
+            # a channel is shared with the parent only at the very version the parent holds (as the stock savers
+            # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
+            # its values at newer versions are written here, not dropped
+            shared = {
+                channel
+                for channel, version in versions.items()
+                if channel not in new_versions and channel in previous and previous[channel][0] == version
+            }
+            written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
+            plain = {channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list}
             state, lists = self._encode(run, written, plain, previous)
             state.update(fixed)
             state["blobs"] = {
                 channel: [version, None if channel in written else previous[channel][1]]
                 for channel, version in versions.items()
-                if channel in written or (channel not in new_versions and channel in previous and previous[channel][0] == version)
+                if channel in written or channel in shared
             }
             if ids and records.ids(run.get(ids[-1]))[0] >= checkpoint["id"]:
                 item = Item(where, checkpoint["id"], parent_id, state=state)
@@ -318,6 +329,13 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         self.generations.writes(where, config["configurable"]["checkpoint_id"]).commit(
             {"task_id": task_id, "task_path": task_path, "writes": rows}
         )
+
+    def get_next_version(self, current: int | str | None, channel: None) -> Any:
+        """1, 2, 3...; after a stock saver's string version ("<32-digit counter>.<random>"), the next one in that form
+        (LangGraph compares a channel's versions with each other, so a thread never mixes the two)."""
+        if isinstance(current, str):
+            return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
+        return 1 if current is None else current + 1
 
     def _index_run(self, run_id: str, thread: str) -> None:
         """Remember that `thread` holds checkpoints of `run_id`, so delete_for_runs need not scan every thread."""
