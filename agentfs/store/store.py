@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..errors import FormatError, InvalidName, NotFound
-from ..fsutil import make_dirs, write_atomic
+from ..fsutil import make_dirs, trust_above, write_atomic
 from ..names import ID, check_name
 from ..objects.blobs import BlobReader, Location
 from ..objects.db import ObjectDB
@@ -94,6 +94,8 @@ class Store:
         config_path = self.root / "config"
         created = False
         layout = (self.objects_dir, self.runs_dir, self.locks_dir / "runs", self.tmp_dir, self.remotes_dir, self.forks_dir)
+        if self.sync_writes:
+            trust_above(self.root)
         if not config_path.is_file():
             own = {path.name for path in layout} | {"config"}  # config: another process just created the store
             if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):
