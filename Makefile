@@ -24,3 +24,9 @@ test: $(BIN)/python
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/python -m benchmarks
+
+# Every crash state of every workload (tests/crashsim/README.md); `make test` runs a bounded sample.
+.PHONY: crash-states
+crash-states: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	AGENTFS_CRASH_STATES=full $(BIN)/python -m pytest -q tests/test_crash_states.py
