@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint dist-check test-langgraph-upstream
+.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,3 +47,8 @@ dist-check: $(BIN)/python
 test-langgraph-upstream: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	$(BIN)/python -m tests_upstream
+
+# Every crash state of every workload (tests/crashsim/README.md); `make test` runs a bounded sample.
+crash-states: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	AGENTFS_CRASH_STATES=full $(BIN)/python -m pytest -q tests/test_crash_states.py

@@ -2,17 +2,48 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
 
+# (st_dev, st_ino) of directories whose entry this process made durable in their parent, and their
+# parents' in theirs: see make_dirs. Also the directory each store lives in (see trust_above).
+_durable_dirs: set[tuple[int, int]] = set()
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    _fsync(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a file's bytes durable, whoever wrote them."""
+    _fsync(path, os.O_RDONLY)
+
+
+def _dir_key(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def trust_above(path: Path) -> None:
+    """Stop make_dirs at the nearest existing directory above `path`: its durability is its maker's."""
+    for ancestor in path.parents:
+        key = _dir_key(ancestor)
+        if key is not None:
+            _durable_dirs.add(key)
+            return
 
 
 def temp_path(tmp_dir: Path, suffix: str = ".tmp") -> Path:
@@ -49,16 +80,26 @@ def publish(temp: Path, final: Path) -> bool:
 
 
 def make_dirs(path: Path, *, sync: bool) -> None:
-    """mkdir -p; with `sync`, each directory created is made durable in its parent."""
-    if path.is_dir():
+    """mkdir -p; with `sync`, `path` and each directory above it (up to one trust_above named) are
+    also made durable in their parents, each once per process.
+
+    Hazard: a directory that already exists may have been made by a process killed before it
+    fsynced the parent (or by one with durability="process"): what is written into it and fsynced
+    would still vanish with it on power loss. So an existing directory is trusted only once this
+    process has fsynced its parent (tests/test_crash_states.py, the restart workload).
+    """
+    key = _dir_key(path)
+    if (key is not None and (not sync or key in _durable_dirs)) or path.parent == path:
         return
     make_dirs(path.parent, sync=sync)
-    try:
-        path.mkdir()
-    except FileExistsError:
-        return
+    if key is None:
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another process
+            path.mkdir()
     if sync:
         fsync_dir(path.parent)
+        made = _dir_key(path)
+        if made is not None:
+            _durable_dirs.add(made)
 
 
 def write_atomic(tmp_dir: Path, final: Path, data: bytes, *, sync: bool, exclusive: bool = True) -> bool:

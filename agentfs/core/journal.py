@@ -32,7 +32,7 @@ from ..engine.repository import Repository
 from ..errors import Conflict, FormatError, InFlight, IntegrityError, NotFound, SerializationError
 from ..format.journal import ERROR, MAX_KEY, OK, START, Record, check_key, decode_record, utc
 from ..format.keys import JOURNAL
-from ..fsutil import write_atomic
+from ..fsutil import fsync_dir, fsync_file, make_dirs, write_atomic
 from ..ids import id_time_ns, new_id
 from ..names import ID
 from ..serialization import encode_value
@@ -191,6 +191,7 @@ class _Cache:
         self.damaged: dict[str, str] = {}  # id -> why it was skipped
         self.other: set[str] = set()  # names in journal/ that are no record (directories of nested runs)
         self.last_id: str | None = None  # the greatest id this process wrote or read: new ids go after it
+        self.synced: set[str] = set()  # start ids of successful calls this process made durable (see _make_durable)
 
     def add(self, record: Record) -> None:
         self.records[record.id] = record
@@ -411,10 +412,29 @@ class Journal:
         with flock(self.lock_path, EXCLUSIVE):
             call = self._find(key)
             if call is not None and call.status == OK:
+                self._make_durable(call)
                 return call
             if call is not None and call.status == IN_FLIGHT:
                 raise in_flight_error(call)
             return self._write(START, key, name, None, args=args)
+
+    def _make_durable(self, call: Call) -> None:
+        """Sync a successful call's records before its result is returned, once per call and process.
+
+        Hazard: another process may have linked them into journal/ and been killed before it fsynced
+        the directory (or run with durability="process"): a result returned from them could be undone
+        by power loss after the caller acted on it (tests/test_crash_states.py, the restart workload).
+        """
+        cache = self._cache
+        if not self.store.sync_writes or call.start_id in cache.synced:
+            return
+        for record in (call.start, call.end):
+            if record is not None:
+                fsync_file(self.dir / record.id)
+        make_dirs(self.dir, sync=True)
+        fsync_dir(self.dir)
+        with cache.lock:
+            cache.synced.add(call.start_id)
 
     def _succeed(self, start: Record, value: Any) -> None:
         try:

@@ -13,7 +13,7 @@ from ..errors import AgentFSError, ObjectMissing
 from ..format import codec
 from ..format.refs import parse_node
 from ..format.walk import Children, Reached
-from ..fsutil import fsync_dir, make_dirs, write_temp
+from ..fsutil import fsync_dir, fsync_file, make_dirs, write_temp
 
 Fetch = Callable[[bytes], bytes | None]
 REFERENCED_MAX = 1 << 20
@@ -137,7 +137,26 @@ class ObjectWriter:
             if oid in self.seen:
                 return False
             self.seen.add(oid)
-        return not self.db.touch(oid)
+        if not self.db.touch(oid):
+            return True
+        if self.db.sync and oid not in self.db.referenced:
+            self._adopt(oid)
+        return False
+
+    def _adopt(self, oid: bytes) -> None:
+        """Make an object found in place durable before this commit relies on it.
+
+        Hazard: another writer, or a process killed before its syncs (or one with
+        durability="process"), may have renamed it into place without fsyncing its bytes or its
+        directory: deduplicating against it would let power loss take it from under this commit's
+        acknowledged entry (tests/test_crash_states.py, the restart workload). Its bytes are synced
+        here, its directory in finish() with those of the objects written; mark_referenced then
+        spares the next commits of this process the work.
+        """
+        path = self.db.path(oid)
+        fsync_file(path)
+        make_dirs(path.parent, sync=True)
+        self.dirs.add(path.parent)
 
     def add(self, data: bytes | memoryview) -> bytes:
         """Store `data` unless the store already holds it; returns its id."""
@@ -173,8 +192,7 @@ class ObjectWriter:
         try:
             blob = codec.encode(data)
             final = self.db.path(oid)
-            if not final.parent.is_dir():
-                make_dirs(final.parent, sync=self.db.sync)
+            make_dirs(final.parent, sync=self.db.sync)
             os.replace(write_temp(self.db.tmp, blob, sync=self.db.sync), final)  # replacing an object only ever puts the same bytes back
             self.dirs.add(final.parent)
             self.written += 1

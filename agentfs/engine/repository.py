@@ -24,7 +24,7 @@ from ..format.entries import Entry, decode_entry_at
 from ..format.keys import LOG, RETIRED
 from ..format.refs import Location
 from ..format.retirement import Retirement, decode_retirement
-from ..fsutil import make_dirs, write_atomic
+from ..fsutil import make_dirs, trust_above, write_atomic
 from ..names import ID, check_name
 from .locks import SHARED, flock
 from .objectdb import ObjectDB
@@ -92,6 +92,8 @@ class Repository:
         config_path = self.root / keys.CONFIG
         created = False
         layout = (self.objects_dir, self.runs_dir, self.root.joinpath(*keys.RUN_LOCKS), self.tmp_dir, self.remotes_dir, self.forks_dir)
+        if self.sync_writes:
+            trust_above(self.root)
         if not config_path.is_file():
             own = {path.name for path in layout} | {keys.CONFIG}  # config: another process just created the store
             if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):

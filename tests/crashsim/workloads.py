@@ -1,0 +1,163 @@
+"""Workloads for the crash-state test, run as real processes under strace (public API only).
+
+`python -m tests.crashsim.workloads NAME DIR [--setup]` works on the store DIR/store and marks each
+acknowledged call with `trace.ack(...)` the moment it returns. A workload in SETUPS first runs its
+setup untraced (with --setup); what that leaves counts as durable. With AGENTFS_CRASHSIM_PLANT set,
+`plants` disables one fsync call site first (planted bugs, see plants.py).
+
+The upgrade workload (format 1 -> 2) belongs here once `agentfs upgrade` exists: a setup that copies
+the format-1 test store into DIR/store, and a workload that runs the upgrade and acks it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import agentfs
+
+from . import plants
+from .trace import ack
+
+ARTIFACT = random.Random(7).randbytes(300_000)  # several chunks, so a tree of objects
+RESTART_STATE = {"step": 1, "same": "in every process"}
+
+
+def digest(value: Any) -> str:
+    """How acks and the checker name a state or a result: sha256 of its canonical JSON."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def ack_commit(checkpoint: agentfs.Checkpoint, call: str = "commit") -> None:
+    artifacts = {name: hashlib.sha256(art.read_bytes()).hexdigest() for name, art in checkpoint.artifacts.items()}
+    ack({"call": call, "run": checkpoint.run, "id": checkpoint.id, "state": digest(checkpoint.state), "artifacts": artifacts})
+
+
+def ack_once(run: agentfs.Run, key: str, value: Any) -> None:
+    ack({"call": "once", "run": run.name, "key": key, "result": digest(value)})
+
+
+def commit(store: agentfs.Store) -> None:
+    run = store.run("w/main")
+    for step in range(3):
+        ack_commit(run.commit({"step": step, "notes": "n" * step, "fixed": "same every time"}))
+    ack_commit(run.commit({"step": 3}, artifacts={"model.bin": ARTIFACT, "log.txt": b"trained\n"}))
+    ack_commit(run.commit({"step": 4}, artifacts={"model.bin": ARTIFACT}))  # deduplicated against step 3
+
+
+def fork(store: agentfs.Store) -> None:
+    source = store.run("w/src")
+    ack_commit(source.commit({"turn": 1}, artifacts={"a.txt": b"first"}))
+    head = source.commit({"turn": 2, "history": ["a", "b"]})
+    ack_commit(head)
+    target = source.fork(head.id, "w/dst")
+    latest = target.latest()
+    assert latest is not None
+    ack_commit(latest, "fork")
+    ack_commit(target.commit({"turn": 3, "branch": "dst"}))
+
+
+def once(store: agentfs.Store) -> None:
+    run = store.run("w/tools")
+    for key, value in (("search", {"hits": [1, 2, 3]}), ("fetch", "page body")):
+        ack_once(run, key, run.once(key, lambda v=value: v))
+    ack_once(run, "search", run.once("search", _must_not_run))  # the recorded result
+
+
+def _must_not_run() -> None:
+    raise AssertionError("once ran a call that had already succeeded")
+
+
+def prune_gc_setup(store: agentfs.Store) -> None:
+    run = store.run("w/old")
+    for step in range(5):
+        run.commit({"step": step}, artifacts={"out.bin": random.Random(step).randbytes(20_000)})
+
+
+def prune_gc(store: agentfs.Store) -> None:
+    run = store.run("w/old")
+    report = run.prune(keep_last=2)
+    ack({"call": "prune", "run": run.name, "removed": sorted(report.removed), "kept": run.ids()})
+    store.gc(grace=0)
+    ack({"call": "gc"})
+    ack_commit(run.commit({"step": 5}, artifacts={"out.bin": random.Random(4).randbytes(20_000)}))
+
+
+def two_writers(store: agentfs.Store) -> None:
+    """Two processes commit to one run at once."""
+    children = [_spawn("writer", store.root, str(number)) for number in range(2)]
+    for child in children:
+        if child.wait(timeout=120) != 0:
+            raise RuntimeError(f"writer process {child.args!r} failed with {child.returncode}")
+
+
+def writer(store: agentfs.Store, number: str) -> None:
+    run = store.run("w/shared")
+    for step in range(3):
+        ack_commit(run.commit({"writer": number, "step": step, "common": "x" * 100}))
+
+
+def restart(store: agentfs.Store) -> None:
+    """Processes SIGKILLed at a precise point each (see plants.KILL_POINTS), then one that reuses their work.
+
+    The last one commits the same state and artifact (deduplicated against objects a killed process
+    renamed into place), into a log directory a killed process made, and gets the `once` result a
+    killed process recorded: what it acknowledges must not rest on anything they left unsynced.
+    """
+    for point in plants.KILL_POINTS:
+        killed = _spawn("killed", store.root, point)
+        if killed.wait(timeout=120) != -signal.SIGKILL:
+            raise RuntimeError(f"the process to kill at {point!r} exited with {killed.returncode}")
+    run = store.run("w/restart")
+    ack_commit(run.commit(RESTART_STATE, artifacts={"model.bin": ARTIFACT}))
+    tools = store.run("w/restart-tools")  # not w/restart: making its journal/ would sync the log's entry by the way
+    ack_once(tools, "tool", tools.once("tool", _must_not_run))
+
+
+def killed(store: agentfs.Store, point: str) -> None:
+    plants.KILL_POINTS[point]()
+    run = store.run("w/restart")
+    run.commit(RESTART_STATE, artifacts={"model.bin": ARTIFACT})
+    store.run("w/restart-tools").once("tool", lambda: {"answer": 42})
+    raise RuntimeError(f"kill point {point!r} was never reached")
+
+
+def _spawn(name: str, root: Path, *args: str) -> subprocess.Popen[bytes]:
+    module = __spec__.name if __spec__ is not None else __name__  # run with -m, __name__ is "__main__"
+    return subprocess.Popen([sys.executable, "-m", module, name, str(root.parent), *args])
+
+
+WORKLOADS: dict[str, Callable[..., None]] = {
+    "commit": commit,
+    "fork": fork,
+    "once": once,
+    "prune_gc": prune_gc,
+    "two_writers": two_writers,
+    "restart": restart,
+    "writer": writer,
+    "killed": killed,
+}
+SETUPS: dict[str, Callable[[agentfs.Store], None]] = {"prune_gc": prune_gc_setup}
+SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart")  # the ones a test runs
+
+
+def main(argv: list[str]) -> None:
+    name, directory, *rest = argv
+    plants.apply(os.environ.get(plants.ENV))
+    with agentfs.open(Path(directory) / "store") as store:
+        if rest == ["--setup"]:
+            SETUPS[name](store)
+        else:
+            WORKLOADS[name](store, *rest)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
