@@ -25,7 +25,8 @@ import msgpack
 import pytest
 
 import agentfs
-from agentfs.core.journal import encode_args, install_record, journal_dir, local_journal_records
+from agentfs.core.calls import encode_args
+from agentfs.core.journal import install_record, journal_dir, local_journal_records
 from agentfs.format.journal import MAGIC, Record, decode_record
 from agentfs.ids import new_id
 from agentfs.names import ID

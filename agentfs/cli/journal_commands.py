@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..core.journal import IN_FLIGHT, Call, calls_of, describe_error
+from ..core.calls import IN_FLIGHT, Call, calls_of, describe_error
 from ..errors import AgentFSError, NotFound
 from ..format.journal import ERROR, OK, START, Record
 from . import output

@@ -12,7 +12,6 @@ record is skipped, logged and listed in `Journal.damaged`, never misread.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import functools
 import hashlib
 import logging
@@ -22,29 +21,22 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import msgpack
 
 from ..engine.locks import EXCLUSIVE, flock
 from ..engine.repository import Repository
-from ..errors import Conflict, FormatError, InFlight, IntegrityError, NotFound, SerializationError
-from ..format.journal import ERROR, MAX_KEY, OK, START, Record, check_key, decode_record, utc
+from ..errors import Conflict, FormatError, IntegrityError, NotFound, SerializationError
+from ..format.journal import ERROR, OK, START, Record, check_key, decode_record
 from ..format.keys import JOURNAL
 from ..fsutil import fsync_dir, fsync_file, make_dirs, write_atomic
-from ..ids import id_time_ns, new_id
+from ..ids import new_id
 from ..names import ID
 from ..serialization import encode_value
+from .calls import ABANDONED, CANCELLED, IN_FLIGHT, Call, calls_of, capped, clean, encode_args, in_flight_error, message_of, name_of
+from .tool_calls import AsyncToolCall, ToolCall
 
 if TYPE_CHECKING:
     from .run import Run
-
-MAX_MESSAGE = 4096
-MAX_VALUE = 16 << 20  # an encoded args or result; remotes cap a record at 64 MiB
-IN_FLIGHT = "in_flight"
-ABANDONED = "agentfs.Abandoned"  # the error type abandon() records
-CANCELLED = "asyncio.CancelledError"  # the error type an async call cancelled before it ran records
 
 log = logging.getLogger("agentfs.journal")
 T = TypeVar("T")
@@ -62,123 +54,6 @@ def local_journal_records(store: Repository) -> Iterator[tuple[str, str]]:
 def install_record(store: Repository, run: str, record_id: str, data: bytes) -> bool:
     """Add a record decode_record accepted (from a remote); records are never replaced."""
     return write_atomic(store.tmp_dir, journal_dir(store, run) / record_id, data, sync=store.sync_writes)
-
-
-@dataclasses.dataclass(frozen=True)
-class Call:
-    """A key's latest attempt: its start record and the end record that names it (None while in flight).
-
-    `start` is None only when the start record is damaged but its end is readable.
-    """
-
-    key: str
-    start_id: str
-    attempts: int  # starts recorded for the key
-    start: Record | None = dataclasses.field(repr=False)
-    end: Record | None = dataclasses.field(repr=False)
-
-    @property
-    def status(self) -> str:
-        """OK, ERROR or IN_FLIGHT ("in_flight": started, no end recorded, so it may or may not have happened)."""
-        return IN_FLIGHT if self.end is None else self.end.kind
-
-    @property
-    def _record(self) -> Record:
-        record = self.start or self.end
-        assert record is not None  # a Call is built from at least one record
-        return record
-
-    @property
-    def run(self) -> str:
-        return self._record.run
-
-    @property
-    def name(self) -> str:
-        return self._record.name
-
-    @property
-    def writer(self) -> dict[str, Any]:
-        """Who started the call (who ended it, if the start record is damaged)."""
-        return dict(self._record.writer)
-
-    @property
-    def started(self) -> dt.datetime:
-        return self.start.created_at if self.start else utc(id_time_ns(self.start_id))
-
-    @property
-    def finished(self) -> dt.datetime | None:
-        return None if self.end is None else self.end.created_at
-
-    @property
-    def end_id(self) -> str | None:
-        return None if self.end is None else self.end.id
-
-    @property
-    def args(self) -> Any:
-        if self.start is None:
-            raise FormatError(f"{self}: its start record is damaged, so its args are unknown")
-        return self.start.value("args")
-
-    @property
-    def unrecorded(self) -> str | None:
-        """Why a successful call's result was not recorded (None if it was)."""
-        return None if self.end is None else self.end.unrecorded
-
-    @property
-    def result(self) -> Any:
-        """The recorded result of a successful call; raises for any other."""
-        if self.end is None:
-            raise in_flight_error(self)
-        if self.end.kind == ERROR:
-            raise NotFound(f"{self} ended with an error ({describe_error(self.error)}): it has no result")
-        if self.end.result is None:
-            raise SerializationError(
-                f"{self} succeeded, but its result was not recorded: {self.end.unrecorded}. "
-                "It counts as done; call it under a new key to run it again"
-            )
-        return self.end.value("result")
-
-    @property
-    def error(self) -> dict[str, str] | None:
-        return None if self.end is None or self.end.error is None else dict(self.end.error)
-
-    def __str__(self) -> str:
-        return f"call {self.key!r} of run {self.run!r}"
-
-
-def in_flight_error(call: Call) -> InFlight:
-    writer = call.writer
-    return InFlight(
-        f"{call} started at {call.started.isoformat(timespec='milliseconds')} on host {writer['host']} (pid {writer['pid']}) "
-        "and never recorded an end: it may or may not have happened. If that process is still running, wait for it; "
-        "if it died, check whether the call's side effect took place, then, to run it again, "
-        f"call run.journal.abandon({call.key!r}, reason) and retry"
-    )
-
-
-def calls_of(records: list[Record]) -> list[Call]:
-    """One Call per key, in the order of its first attempt. `records` must be in id order.
-
-    A key's latest attempt is its greatest start id, also counting starts known only from their
-    end (a damaged start record): the end still tells whether the call happened.
-    """
-    attempts: dict[str, list[str]] = {}  # key -> its start ids, in order
-    starts: dict[tuple[str, str], Record] = {}
-    ends: dict[tuple[str, str], Record] = {}
-    for record in records:
-        where = (record.key, record.call)
-        if record.kind == START:
-            starts[where] = record
-        elif where not in ends or (record.kind == OK and ends[where].kind != OK):  # abandoned, then it finished after all
-            ends[where] = record
-        known = attempts.setdefault(record.key, [])
-        if record.call not in known:
-            known.append(record.call)
-    calls = []
-    for key, ids in attempts.items():
-        latest = max(ids)
-        calls.append(Call(key, latest, len(ids), starts.get((key, latest)), ends.get((key, latest))))
-    return sorted(calls, key=lambda call: min(attempts[call.key]))
 
 
 class _Cache:
@@ -267,14 +142,14 @@ class Journal:
         (naming the path, e.g. args[1]["client"]) before anything is written or called; wrap such
         calls in a lambda: `once(key, lambda: fn(client, q))`.
         """
-        return self._once(check_key(key), _name_of(fn), encode_args(args, kwargs), fn, args, kwargs)
+        return self._once(check_key(key), name_of(fn), encode_args(args, kwargs), fn, args, kwargs)
 
     def tool_call(self, name: str, args: Any = None, *, key: str | None = None) -> ToolCall:
         """A context manager journaling one call (see ToolCall); without `key`, a fresh one (a pure audit record).
 
         `with journal.tool_call("search", {"q": q}, key=k) as call:` then `if not call.done: call.result = ...`
         """
-        encoded = _capped(encode_value(args, "args"), "args")
+        encoded = capped(encode_value(args, "args"), "args")
         return ToolCall(self, check_key(name, "tool name"), encoded, check_key(key) if key is not None else f"call-{new_id()}")
 
     def tool(self, name: str | None = None, *, key: Callable[..., str] | None = None) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -282,7 +157,7 @@ class Journal:
         tool name and a hash of the arguments (so the same arguments are the same call)."""
 
         def decorate(fn: Callable[..., T]) -> Callable[..., T]:
-            label = _name_of(fn) if name is None else check_key(name, "tool name")
+            label = name_of(fn) if name is None else check_key(name, "tool name")
 
             @functools.wraps(fn)
             def journaled(*args: Any, **kwargs: Any) -> T:
@@ -304,7 +179,7 @@ class Journal:
                 raise NotFound(f"no call with key {key!r} in the journal of run {self.run.name!r}")
             if call.status != IN_FLIGHT:
                 raise Conflict(f"{call} is not in flight (its latest attempt ended: {call.status}); only a call in flight can be abandoned")
-            end = self._write(ERROR, key, call.name, call.start_id, error={"type": ABANDONED, "message": _clean(reason)})
+            end = self._write(ERROR, key, call.name, call.start_id, error={"type": ABANDONED, "message": clean(reason)})
         return dataclasses.replace(call, end=end)
 
     # async twins (aio.py): journal reads and writes run off the event loop, the coroutine on it
@@ -319,7 +194,7 @@ class Journal:
         called: the start is ended as an error of type asyncio.CancelledError, so the next aonce runs
         it. Cancelled while its end is being recorded, the end is still recorded.
         """
-        return await self._aonce(check_key(key), _name_of(coro_fn), lambda: encode_args(args, kwargs), coro_fn, args, kwargs)
+        return await self._aonce(check_key(key), name_of(coro_fn), lambda: encode_args(args, kwargs), coro_fn, args, kwargs)
 
     def atool_call(self, name: str, args: Any = None, *, key: str | None = None) -> AsyncToolCall:
         """tool_call() for async code: `async with journal.atool_call(...) as call:` (see AsyncToolCall)."""
@@ -331,7 +206,7 @@ class Journal:
         """tool() for coroutine functions: each call goes through `aonce`, keyed the same way."""
 
         def decorate(coro_fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-            label = _name_of(coro_fn) if name is None else check_key(name, "tool name")
+            label = name_of(coro_fn) if name is None else check_key(name, "tool name")
 
             @functools.wraps(coro_fn)
             async def journaled(*args: Any, **kwargs: Any) -> T:
@@ -438,15 +313,15 @@ class Journal:
 
     def _succeed(self, start: Record, value: Any) -> None:
         try:
-            result: bytes | None = _capped(encode_value(value, "result"), "result")
+            result: bytes | None = capped(encode_value(value, "result"), "result")
             unrecorded = None
         except SerializationError as exc:
-            result, unrecorded = None, _clean(str(exc))
+            result, unrecorded = None, clean(str(exc))
         self._write(OK, start.key, start.name, start.id, result=result, unrecorded=unrecorded)
 
     def _fail(self, start: Record, exc: Exception) -> None:
         kind = type(exc)
-        error = {"type": f"{kind.__module__}.{kind.__qualname__}", "message": _message(exc)}
+        error = {"type": f"{kind.__module__}.{kind.__qualname__}", "message": message_of(exc)}
         self._write(ERROR, start.key, start.name, start.id, error=error)
 
     def _find(self, key: str) -> Call | None:
@@ -519,110 +394,3 @@ class Journal:
         return True
 
 
-class ToolCall:
-    """One journaled call as a context manager (see Journal.tool_call).
-
-    If the key already succeeded, `done` is True, `result` holds the recorded result and nothing is
-    recorded. Otherwise the body sets `result`; leaving the block records it, or the exception
-    that left it (which propagates). A KeyboardInterrupt or SystemExit records nothing, leaving
-    the call in flight: it may or may not have happened.
-    """
-
-    def __init__(self, journal: Journal, name: str, args: bytes, key: str) -> None:
-        self.journal = journal
-        self.name = name
-        self.key = key
-        self.done = False
-        self.result: Any = None
-        self._args = args
-        self._start: Record | None = None
-
-    def __repr__(self) -> str:
-        return f"<agentfs.ToolCall {self.name!r} key={self.key!r} done={self.done}>"
-
-    def __enter__(self) -> ToolCall:
-        claimed = self.journal._claim(self.key, self.name, self._args)
-        self._take(claimed, claimed.result if isinstance(claimed, Call) else None)
-        return self
-
-    def _take(self, claimed: Call | Record, recorded: Any) -> None:
-        if isinstance(claimed, Call):
-            self.result = recorded
-            self.done = True
-        else:
-            self._start = claimed
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
-        start, self._start = self._start, None
-        if start is None:
-            return
-        if exc is None:
-            self.journal._succeed(start, self.result)
-        elif isinstance(exc, Exception):
-            self.journal._fail(start, exc)
-
-
-class AsyncToolCall:
-    """`async with run.atool_call(name, args, key=k) as call:` a ToolCall whose journal reads and writes
-    run off the event loop. `call` is the ToolCall: `if not call.done: call.result = await ...`.
-
-    Leaving the block by cancellation records nothing, like a KeyboardInterrupt: the call stays in
-    flight, since the body may have had its effect. Cancelled on entry while the start is being
-    recorded, the body never runs and the start is ended as an error (see Journal.aonce).
-    """
-
-    def __init__(self, call: ToolCall) -> None:
-        self.call = call
-
-    def __repr__(self) -> str:
-        return f"<agentfs.AsyncToolCall {self.call.name!r} key={self.call.key!r}>"
-
-    async def __aenter__(self) -> ToolCall:
-        call = self.call
-        claimed, recorded = await call.journal._aclaim(call.key, call.name, lambda: call._args)
-        call._take(claimed, recorded)
-        return call
-
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
-        await self.call.journal.store.offload(self.call.__exit__, kind, exc, traceback)
-
-
-def encode_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    """once()'s args record, {"args": [...], "kwargs": {...}}, kwargs sorted so equal calls give equal bytes.
-
-    Built from the two halves so that an error names args[1][...] or kwargs["x"], not a path inside a wrapper.
-    """
-    positional = encode_value(list(args), "args")
-    named = encode_value(dict(sorted(kwargs.items())), "kwargs")
-    return _capped(b"\x82" + msgpack.packb("args") + positional + msgpack.packb("kwargs") + named, "args")  # \x82: a map of 2
-
-
-def _capped(data: bytes, what: str) -> bytes:
-    if len(data) > MAX_VALUE:
-        raise SerializationError(
-            f"{what} take {len(data)} bytes encoded, over the journal's {MAX_VALUE >> 20} MiB limit: "
-            "store large data as an artifact (run.commit(..., artifacts=...)) and journal its name"
-        )
-    return data
-
-
-def _name_of(fn: Callable[..., Any]) -> str:
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__qualname__  # a partial has neither
-    return _clean(str(name), MAX_KEY)
-
-
-def _message(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # a broken __str__ must not stop the error from being recorded
-        text = f"<{type(exc).__qualname__} whose str() failed>"
-    return _clean(text)
-
-
-def _clean(text: str, limit: int = MAX_MESSAGE) -> str:
-    # hazard: a lone surrogate (from a bytes path, say) cannot be packed as UTF-8
-    return text[:limit].encode("utf-8", "backslashreplace").decode("utf-8")[:limit]
-
-
-def describe_error(error: dict[str, str] | None) -> str:
-    return "" if error is None else f"{error['type']}: {error['message']}"
