@@ -121,7 +121,10 @@ def test_a_torn_batch_at_every_byte_is_never_read_and_the_next_writer_overwrites
         shutil.rmtree(root)
 
 
-def test_a_flipped_byte_in_the_middle_is_reported_and_hides_no_later_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damaged", [2, 4])
+def test_a_flipped_byte_is_reported_and_hides_no_later_batch(damaged: int, tmp_path: Path) -> None:
+    """Every byte of a middle batch; every record byte of the last one (damage to the BEGIN or END frame
+    of the last batch of an unsealed segment is indistinguishable from a torn append, and is treated as one)."""
     options: dict[str, Any] = {"durability": "process", "segment_bytes": SEGMENT_BYTES}
     probe = tmp_path / "probe"
     with writer(probe, **options) as appender:
@@ -132,7 +135,10 @@ def test_a_flipped_byte_in_the_middle_is_reported_and_hides_no_later_batch(tmp_p
             bounds.append((before, appender.position))
         end = appender.position
     pristine = only_segment(probe).read_bytes()
-    for offset in range(*bounds[2]):
+    start, stop = bounds[damaged]
+    if damaged == 4:
+        start, stop = start + fmt.BEGIN_FRAME, stop - fmt.END_FRAME
+    for offset in range(start, stop):
         root = tmp_path / "damaged"
         shutil.copytree(probe, root)
         segment = only_segment(root)
@@ -140,10 +146,10 @@ def test_a_flipped_byte_in_the_middle_is_reported_and_hides_no_later_batch(tmp_p
         data[offset] ^= 0x40
         segment.write_bytes(bytes(data))
         found, problems = read_all(root)
-        assert found == small_contents((0, 1, 3, 4)), f"flipped byte at {offset}"
+        assert found == small_contents(tuple(n for n in range(5) if n != damaged)), f"flipped byte at {offset}"
         assert len(problems) == 1 and str(segment) in problems[0], problems
         with writer(root, **options) as adopter:
-            assert adopter.position == end, "the adopter writes after the last intact batch"
+            assert adopter.position == end, "the adopter writes after the last intact batch, never over the damaged one"
         shutil.rmtree(root)
 
 

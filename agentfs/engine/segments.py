@@ -102,11 +102,14 @@ def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str
             break  # preallocated zeros, or the footer of a seal whose trailer never became durable
         length = fmt.batch_length(head, header.segment_id, position)
         if length is not None and position + length <= size:
+            data = window.read(position, length)
             try:
-                entries.extend(fmt.decode_batch(window.read(position, length), header.segment_id, position, str(path)))
+                entries.extend(fmt.decode_batch(data, header.segment_id, position, str(path)))
             except AgentFSError as exc:
-                following = position + length  # the intact BEGIN frame vouches for where the next batch starts
-                if fmt.batch_length(window.read(following, fmt.BEGIN_FRAME), header.segment_id, following) is not None:
+                # the intact BEGIN frame vouches for where the next batch starts; an intact END (or a
+                # next batch) says the whole batch was written: damage, not a torn append
+                following = position + length
+                if fmt.ends_batch(data, position) or fmt.batch_length(window.read(following, fmt.BEGIN_FRAME), header.segment_id, following):
                     problems.append(f"damaged batch skipped: {exc}")
                     position = end = following
                     continue

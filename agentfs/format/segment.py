@@ -184,6 +184,20 @@ def decode_batch(data: bytes | memoryview, segment_id: int, offset: int, where: 
     return entries
 
 
+def ends_batch(data: bytes | memoryview, offset: int) -> bool:
+    """Whether the batch `data` holds (its BEGIN frame intact, found at `offset`) ends in its intact END frame.
+
+    A torn append leaves a prefix of the batch; an intact END frame at the stated length means the
+    whole batch was written and then damaged.
+    """
+    count = BEGIN.unpack_from(data, FRAME.size)[4]
+    try:
+        kind, payload = decode_frame(data[len(data) - END_FRAME :], "")
+    except IntegrityError:
+        return False
+    return kind == KIND_END and END.unpack(payload) == (offset, count)
+
+
 def decode_record(data: bytes | memoryview, where: str) -> Record:
     """The record in the frame `data` holds exactly, refused unless whole and unaltered."""
     kind, payload = decode_frame(data, where)
