@@ -109,7 +109,8 @@ def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str
                 # the intact BEGIN frame vouches for where the next batch starts; an intact END (or a
                 # next batch) says the whole batch was written: damage, not a torn append
                 following = position + length
-                if fmt.ends_batch(data, position) or fmt.batch_length(window.read(following, fmt.BEGIN_FRAME), header.segment_id, following):
+                next_begin = window.read(following, fmt.BEGIN_FRAME)
+                if fmt.ends_batch(data, position) or fmt.batch_length(next_begin, header.segment_id, following) is not None:
                     problems.append(f"damaged batch skipped: {exc}")
                     position = end = following
                     continue
