@@ -19,7 +19,7 @@ import pytest
 
 from agentfs.engine.segment_writer import SegmentWriter
 from agentfs.engine.segments import Location, SegmentReader, open_segment, segment_ids
-from agentfs.errors import IntegrityError
+from agentfs.errors import FormatError, IntegrityError
 from agentfs.format import segment as fmt
 from tests.crashsim.explore import explore
 from tests.crashsim.segment_workloads import PLANTS, SEGMENT_BYTES, batch, body_of, check
@@ -316,3 +316,21 @@ def test_every_power_loss_state_keeps_every_acknowledged_batch(tmp_path: Path) -
 def test_a_planted_missing_sync_loses_an_acknowledged_batch(plant: str, tmp_path: Path) -> None:
     result = explore(WORKLOADS, "batches", tmp_path, check, plant=plant, max_cuts=None)
     assert result.lost(), f"planting {plant} went unnoticed in {result.states} states"
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        (fmt.Record(fmt.KIND_FOOTER, b"k", b""), "record kind 3 is outside 16..255"),
+        (fmt.Record(fmt.FIRST_RECORD_KIND, bytes(fmt.MAX_KEY + 1), b""), "record key of 65536 bytes"),
+    ],
+)
+def test_a_record_the_format_cannot_frame_is_refused_before_anything_is_written(
+    record: fmt.Record, message: str, tmp_path: Path
+) -> None:
+    with writer(tmp_path, durability="process") as appender:
+        appender.append(batch("w", 0))
+        with pytest.raises(FormatError, match=message):
+            appender.append([*batch("w", 1), record])
+        appender.append(batch("w", 2))
+    assert contents(tmp_path) == {**expected("w", 1), **expected_batch("w", 2)}

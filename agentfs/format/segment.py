@@ -130,9 +130,9 @@ def encode_batch(segment_id: int, offset: int, records: Sequence[Record]) -> tup
     position = offset + BEGIN_FRAME
     for record in records:
         if not FIRST_RECORD_KIND <= record.kind <= 0xFF:
-            raise ValueError(f"record kind {record.kind} is outside {FIRST_RECORD_KIND}..255")
+            raise FormatError(f"record kind {record.kind} is outside {FIRST_RECORD_KIND}..255")
         if len(record.key) > MAX_KEY:
-            raise ValueError(f"record key of {len(record.key)} bytes is longer than {MAX_KEY}")
+            raise FormatError(f"record key of {len(record.key)} bytes is longer than {MAX_KEY}")
         frame = encode_frame(record.kind, KEY_LENGTH.pack(len(record.key)) + record.key + record.body)
         frames.append(frame)
         entries.append(IndexEntry(record.kind, record.key, position, len(frame)))
