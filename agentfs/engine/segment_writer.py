@@ -1,0 +1,179 @@
+"""Appending commit batches to format-2 segment files: one write and one fdatasync per batch.
+
+A writer holds one slot lock of a fixed set (`locks/segment-writer-NN`, at most SLOTS files, never one
+per run or per commit) and appends to the newest unsealed segment that slot owns. Taking a slot whose
+lock was free ADOPTS the segment a dead (or closed) holder left: the writer continues after its last
+intact batch, so it never rewrites an acknowledged byte, and overwrites the torn tail with the next
+batch (padded with zeros up to the tail's last nonzero byte, in the same write). Older unsealed
+segments of the slot (a crash between rollover and seal) are sealed.
+
+Durability "power": a new segment is preallocated and made durable (file fsync, then the directory
+fsync for its new entry) before its first batch, so the per-batch fdatasync has no size change or
+new entry to write. Hazard: on ext4 a posix_fallocate'd extent is "unwritten" until written, so the
+first fdatasync over each extent still records its conversion; nothing else changes metadata.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from ulid import ULID
+
+from ..errors import AgentFSError
+from ..format import segment as fmt
+from ..fsutil import fsync_dir, make_dirs
+from .repository import DURABILITY, Durability
+from .segments import Location, open_segment, peek, segment_ids
+
+SLOTS = 16
+SEGMENT_BYTES = 64 << 20  # the size bound past which a writer rolls over to a new segment
+
+
+def slot_lock_path(locks: Path, slot: int) -> Path:
+    return locks / f"segment-writer-{slot:02d}"
+
+
+def _acquire_slot(locks: Path, slots: int) -> tuple[int, int]:
+    """(slot, descriptor holding its lock): the first free slot, else wait for one chosen by pid."""
+    for slot in range(slots):
+        fd = os.open(slot_lock_path(locks, slot), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return slot, fd
+    slot = os.getpid() % slots
+    fd = os.open(slot_lock_path(locks, slot), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return slot, fd
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+class SegmentWriter:
+    """Owns one writer slot and its current segment; `append` adds one commit batch."""
+
+    def __init__(
+        self,
+        directory: Path,
+        locks: Path,
+        *,
+        durability: Durability = "power",
+        segment_bytes: int = SEGMENT_BYTES,
+        slots: int = SLOTS,
+    ) -> None:
+        if durability not in DURABILITY:
+            raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
+        self.directory, self.segment_bytes = directory, segment_bytes
+        self.sync = durability == "power"
+        make_dirs(directory, sync=self.sync)
+        make_dirs(locks, sync=self.sync)
+        self.slot, self._lock_fd = _acquire_slot(locks, slots)
+        self.writer = ULID().bytes
+        self._mutex = threading.Lock()
+        self._fd = -1
+        self.segment_id = self.position = self.allocated = self.torn_end = 0
+        self.entries: list[fmt.IndexEntry] = []
+        try:
+            self._adopt()
+        except BaseException:
+            self.close()
+            raise
+
+    def _adopt(self) -> None:
+        """Continue the slot's newest unsealed segment; seal its older unsealed ones."""
+        mine = []
+        for segment_id in segment_ids(self.directory):
+            try:
+                header, sealed = peek(self.directory / fmt.segment_name(segment_id))
+            except AgentFSError:  # a segment this writer cannot read (damaged, newer) is not one it continues
+                continue
+            if header.slot == self.slot and not sealed:
+                mine.append(segment_id)
+        for index, segment_id in enumerate(mine):
+            view = open_segment(self.directory / fmt.segment_name(segment_id))
+            self._fd = os.open(view.path, os.O_RDWR)
+            self.segment_id, self.entries = segment_id, view.entries
+            self.position, self.torn_end, self.allocated = view.end, view.torn_end, os.fstat(self._fd).st_size
+            if index < len(mine) - 1:
+                self._seal()
+
+    def append(self, records: Sequence[fmt.Record]) -> list[Location]:
+        """Append `records` as one batch (one write; one fdatasync with durability "power"); their locations."""
+        with self._mutex:
+            data, entries = fmt.encode_batch(self.segment_id, self.position, records)
+            if self._fd < 0 or self.position + len(data) > self.allocated:
+                self._roll(len(data))
+                data, entries = fmt.encode_batch(self.segment_id, self.position, records)
+            padding = max(0, self.torn_end - self.position - len(data))  # zeros over what is left of a torn tail
+            _write_all(self._fd, data + bytes(padding), self.position)
+            if self.sync:
+                os.fdatasync(self._fd)
+            self.position += len(data)
+            self.torn_end = max(self.position, self.torn_end)
+            self.entries.extend(entries)
+            return [Location(self.segment_id, entry.offset, entry.length) for entry in entries]
+
+    def _roll(self, needed: int) -> None:
+        """Start a new segment with room for `needed` bytes, then seal the current one."""
+        previous = self._fd
+        size = max(self.segment_bytes, fmt.HEADER.size + needed)
+        segment_id = (segment_ids(self.directory) or [0])[-1] + 1
+        while True:
+            try:
+                fd = os.open(self.directory / fmt.segment_name(segment_id), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:  # another writer took this id meanwhile
+                segment_id += 1
+                continue
+            break
+        _write_all(fd, fmt.encode_header(segment_id, self.slot, self.writer), 0)
+        os.posix_fallocate(fd, 0, size)
+        if self.sync:
+            os.fsync(fd)  # the size and the header
+            fsync_dir(self.directory)  # the new entry: without it the segment vanishes with every batch in it
+        if previous >= 0:
+            self._seal()
+        self._fd, self.segment_id, self.allocated = fd, segment_id, size
+        self.position = self.torn_end = fmt.HEADER.size
+        self.entries = []
+
+    def seal(self) -> None:
+        """Seal the current segment now (footer, trailer, fsync); the next append starts a new one."""
+        with self._mutex:
+            if self._fd >= 0:
+                self._seal()
+
+    def _seal(self) -> None:
+        seal = fmt.encode_seal(self.segment_id, self.position, self.entries)
+        _write_all(self._fd, seal, self.position)
+        os.ftruncate(self._fd, self.position + len(seal))  # drops the unused preallocation and any torn tail
+        if self.sync:
+            os.fsync(self._fd)  # the size changed: fdatasync would do it too, fsync says so
+        os.close(self._fd)
+        self._fd = -1
+
+    def close(self) -> None:
+        """Release the slot, leaving the segment unsealed for the slot's next writer to continue."""
+        with self._mutex:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+    def __enter__(self) -> SegmentWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,219 @@
+"""Reading a directory of format-2 segment files (agentfs/format/segment.py has the bytes).
+
+A sealed segment is opened from its trailer and footer alone; an unsealed one is scanned from its
+header to the zeros that end its data. Damage never stops a scan: a batch that fails its checks is
+reported (one line naming the file and offset) and the scan resumes at the next intact batch, found
+through the length its intact BEGIN frame states or else by searching for the batch magic. Bytes after
+the last intact batch with no intact batch after them are a torn tail (a crash mid-append): ignored,
+not reported, and overwritten by the next writer of that segment (segment_writer.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
+from ..format import segment as fmt
+
+READ_CHUNK = 1 << 20
+
+
+class Location(NamedTuple):
+    """Where a record's frame lies: its segment and the frame's offset and length."""
+
+    segment_id: int
+    offset: int
+    length: int
+
+
+@dataclasses.dataclass
+class SegmentView:
+    """What a reader knows about one segment after opening it."""
+
+    path: Path
+    header: fmt.Header
+    sealed: bool
+    entries: list[fmt.IndexEntry]
+    end: int  # where the intact data ends: the footer of a sealed segment, else the next append's offset
+    torn_end: int  # an unsealed segment's last nonzero byte + 1 past `end` (a torn tail), else `end`
+    problems: list[str]
+
+
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    data = os.pread(fd, length, offset)
+    while len(data) < length:
+        more = os.pread(fd, length - len(data), offset + len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+class _Window:
+    """Reads a file forward through a buffer of READ_CHUNK bytes (one pread per chunk)."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+        self.start, self.buffer = 0, b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        length = max(0, min(length, self.size - offset))
+        if not (self.start <= offset and offset + length <= self.start + len(self.buffer)):
+            self.start, self.buffer = offset, _pread(self.fd, max(length, READ_CHUNK), offset)
+        return self.buffer[offset - self.start : offset - self.start + length]
+
+
+def open_segment(path: Path) -> SegmentView:
+    """Open one segment: the footer of a sealed one, a scan of an unsealed one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
+        if fmt.segment_id_of(path.name) != header.segment_id:
+            raise FormatError(f"{path}: its header names segment {header.segment_id}")
+        problems: list[str] = []
+        if size >= fmt.HEADER.size + fmt.TRAILER.size:
+            pointer = fmt.decode_trailer(_pread(fd, fmt.TRAILER.size, size - fmt.TRAILER.size), size)
+            if pointer is not None:
+                offset, length = pointer
+                try:
+                    entries = fmt.decode_footer(_pread(fd, length, offset), header.segment_id, offset, str(path))
+                except AgentFSError as exc:
+                    problems.append(f"{exc}; scanning the segment instead")
+                else:
+                    return SegmentView(path, header, True, entries, offset, offset, problems)
+        return _scan(fd, size, path, header, problems)
+    finally:
+        os.close(fd)
+
+
+def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str]) -> SegmentView:
+    window = _Window(fd, size)
+    entries: list[fmt.IndexEntry] = []
+    position = end = fmt.HEADER.size
+    torn_end = end
+    while position < size:
+        head = window.read(position, fmt.BEGIN_FRAME)
+        if head[: fmt.FRAME.size] == fmt.ZERO_FRAME[: len(head)] or _is_footer(window, position):
+            break  # preallocated zeros, or the footer of a seal whose trailer never became durable
+        length = fmt.batch_length(head, header.segment_id, position)
+        if length is not None and position + length <= size:
+            data = window.read(position, length)
+            try:
+                entries.extend(fmt.decode_batch(data, header.segment_id, position, str(path)))
+            except AgentFSError as exc:
+                # the intact BEGIN frame vouches for where the next batch starts; an intact END (or a
+                # next batch) says the whole batch was written: damage, not a torn append
+                following = position + length
+                next_begin = window.read(following, fmt.BEGIN_FRAME)
+                if fmt.ends_batch(data, position) or fmt.batch_length(next_begin, header.segment_id, following) is not None:
+                    problems.append(f"damaged batch skipped: {exc}")
+                    position = end = following
+                    continue
+            else:
+                position = end = position + length
+                continue
+        found, last_nonzero = _next_batch(fd, size, header.segment_id, position)
+        if found is None:
+            torn_end = last_nonzero
+            break
+        problems.append(f"{path} offsets {position}..{found}: damaged bytes skipped up to the next intact batch")
+        position = found
+    return SegmentView(path, header, False, entries, end, max(end, torn_end), problems)
+
+
+def _is_footer(window: _Window, position: int) -> bool:
+    head = window.read(position, fmt.FRAME.size)
+    if len(head) < fmt.FRAME.size or head[-1] != fmt.KIND_FOOTER:
+        return False
+    try:
+        fmt.decode_frame(window.read(position, fmt.frame_length(head)), "")
+    except IntegrityError:
+        return False
+    return True
+
+
+def _next_batch(fd: int, size: int, segment_id: int, position: int) -> tuple[int | None, int]:
+    """(offset of the next intact BEGIN frame after `position`, or None; the offset past the last nonzero byte seen).
+
+    Searches to the end of the file: a damaged frame must not hide a later intact batch. Reads
+    overlapping chunks so that a BEGIN frame across a chunk boundary is found.
+    """
+    last_nonzero = position
+    start = position + 1
+    while start < size:
+        chunk = _pread(fd, min(READ_CHUNK, size - start) + fmt.BEGIN_FRAME, start)
+        stripped = len(chunk.rstrip(b"\0"))
+        if stripped:
+            last_nonzero = max(last_nonzero, start + stripped)
+        candidate = fmt.find_batch_magic(chunk, 0)
+        while candidate >= 0:
+            if fmt.batch_length(chunk[candidate:], segment_id, start + candidate) is not None:
+                return start + candidate, last_nonzero
+            candidate = fmt.find_batch_magic(chunk, candidate + 1)
+        start += READ_CHUNK
+    return None, last_nonzero
+
+
+def segment_ids(directory: Path) -> list[int]:
+    """The ids of the segments in `directory`, oldest first."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(i for i in map(fmt.segment_id_of, names) if i is not None)
+
+
+class SegmentReader:
+    """Lists a directory of segments and reads records at their locations, verifying each frame."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.problems: list[str] = []
+
+    def segments(self) -> Iterator[SegmentView]:
+        """Each segment opened, oldest first; a segment that cannot be opened is reported and skipped."""
+        for segment_id in segment_ids(self.directory):
+            try:
+                view = open_segment(self.directory / fmt.segment_name(segment_id))
+            except (AgentFSError, FileNotFoundError) as exc:  # a segment compacted away meanwhile is gone, not damage
+                if not isinstance(exc, FileNotFoundError):
+                    self.problems.append(str(exc))
+                continue
+            self.problems.extend(view.problems)
+            yield view
+
+    def records(self) -> Iterator[tuple[int, bytes, Location]]:
+        """(kind, key, location) of every intact record, segment by segment in append order."""
+        for view in self.segments():
+            for entry in view.entries:
+                yield entry.kind, entry.key, Location(view.header.segment_id, entry.offset, entry.length)
+
+    def read(self, location: Location) -> fmt.Record:
+        """The record at `location`; IntegrityError if its frame is damaged."""
+        path = self.directory / fmt.segment_name(location.segment_id)
+        where = f"{path} offset {location.offset}"
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise NotFound(f"segment {path} does not exist") from None
+        try:
+            return fmt.decode_record(_pread(fd, location.length, location.offset), where)
+        finally:
+            os.close(fd)
+
+
+def peek(path: Path) -> tuple[fmt.Header, bool]:
+    """A segment's header and whether it is sealed, from two small reads."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
+        trailer = _pread(fd, fmt.TRAILER.size, max(0, size - fmt.TRAILER.size))
+        return header, fmt.decode_trailer(trailer, size) is not None
+    finally:
+        os.close(fd)

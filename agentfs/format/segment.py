@@ -1,0 +1,260 @@
+"""Format 2 segment files, bytes only (docs/FORMAT.md, "Format 2: segment files").
+
+A segment is a header, then commit batches, then (once sealed) a footer index and a trailer:
+
+    header  magic "\\x89AFSSEG\\n" | version u16 = 2 | slot u16 | segment id u64 | writer (16 bytes) | crc32
+    frame   payload length u32 | crc32(length, kind, payload) u32 | kind u8 | payload
+    batch   BEGIN frame | one frame per record | END frame
+    footer  a FOOTER frame listing every record (kind, key, offset, frame length), then
+    trailer magic "\\x89AFSEND\\n" | footer offset u64 | footer frame length u32 | crc32, at the end of the file
+
+All integers are big-endian. The frame checksum is zlib.crc32: it is there to tell a torn or damaged
+frame from an intact one, not to name content (records keep their sha256 identity, which the layer
+above verifies on every read). CRC-32 catches every burst error up to 32 bits and any other damage with
+probability 1 - 2^-32, at several GB/s in the stdlib, where sha256 would cost a second hash of every
+byte written. A batch counts only when its BEGIN, every record frame and its END are intact, so a crash
+mid-append never shows half a commit. A frame header of zeros ends the data: segments are preallocated
+with zeros. BEGIN frames carry a magic, the segment id and their own offset, so a reader can find the
+next batch after a damaged one, and a copy of segment bytes stored inside a record is never taken for
+a batch of this segment at that place.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from ..errors import FormatError, IntegrityError
+
+VERSION = 2
+SEGMENT_MAGIC = b"\x89AFSSEG\n"
+BATCH_MAGIC = b"\x89AFSBAT\n"
+TRAILER_MAGIC = b"\x89AFSEND\n"
+SUFFIX = ".seg"
+
+HEADER = struct.Struct(">8sHHQ16sI")  # magic, version, slot, segment id, writer, crc32 of what precedes it
+FRAME = struct.Struct(">IIB")  # payload length, crc32, kind
+_CHECKED = struct.Struct(">IB")  # the frame fields the crc32 covers before the payload
+BEGIN = struct.Struct(">8sQQII")  # batch magic, segment id, offset of this frame, batch length, record count
+END = struct.Struct(">QI")  # offset of the batch's BEGIN frame, record count
+KEY_LENGTH = struct.Struct(">H")  # a record's payload: key length, key, body
+FOOTER_HEAD = struct.Struct(">QI")  # segment id, entry count
+FOOTER_ENTRY = struct.Struct(">BHQI")  # kind, key length, frame offset, frame length; then the key
+TRAILER = struct.Struct(">8sQII")  # trailer magic, footer offset, footer frame length, crc32 of what precedes it
+
+KIND_BEGIN, KIND_END, KIND_FOOTER = 1, 2, 3
+FIRST_RECORD_KIND = 16  # record kinds are 16..255, named by the layer that stores records
+BEGIN_FRAME = FRAME.size + BEGIN.size
+END_FRAME = FRAME.size + END.size
+MAX_KEY = 0xFFFF
+ZERO_FRAME = bytes(FRAME.size)
+
+
+class Record(NamedTuple):
+    kind: int
+    key: bytes
+    body: bytes
+
+
+class IndexEntry(NamedTuple):
+    """What a record is and where its frame lies in its segment."""
+
+    kind: int
+    key: bytes
+    offset: int
+    length: int
+
+
+class Header(NamedTuple):
+    segment_id: int
+    slot: int
+    writer: bytes
+
+
+def segment_name(segment_id: int) -> str:
+    return f"{segment_id:016x}{SUFFIX}"
+
+
+def segment_id_of(name: str) -> int | None:
+    """The id a segment file name carries; None for a name that is not a segment's."""
+    stem = name.removesuffix(SUFFIX)
+    if stem == name or len(stem) != 16 or stem.strip("0123456789abcdef"):
+        return None
+    return int(stem, 16)
+
+
+def encode_header(segment_id: int, slot: int, writer: bytes) -> bytes:
+    fields = HEADER.pack(SEGMENT_MAGIC, VERSION, slot, segment_id, writer, 0)[:-4]
+    return fields + struct.pack(">I", zlib.crc32(fields))
+
+
+def decode_header(data: bytes, where: str) -> Header:
+    if len(data) < HEADER.size or data[:8] != SEGMENT_MAGIC:
+        raise FormatError(f"{where} is not an agentfs segment (no segment header)")
+    _magic, version, slot, segment_id, writer, crc = HEADER.unpack_from(data)
+    if zlib.crc32(data[: HEADER.size - 4]) != crc:
+        raise IntegrityError(f"{where}: the segment header does not match its checksum (corrupt)")
+    if version != VERSION:
+        raise FormatError(f"{where} has segment format version {version}; this agentfs reads {VERSION}")
+    return Header(segment_id, slot, writer)
+
+
+def encode_frame(kind: int, payload: bytes) -> bytes:
+    checked = _CHECKED.pack(len(payload), kind)
+    return FRAME.pack(len(payload), zlib.crc32(payload, zlib.crc32(checked)), kind) + payload
+
+
+def decode_frame(data: bytes | memoryview, where: str) -> tuple[int, bytes]:
+    """(kind, payload) of the frame `data` holds exactly, refused unless whole and unaltered."""
+    if len(data) < FRAME.size:
+        raise IntegrityError(f"{where}: a frame is cut short ({len(data)} bytes)")
+    length, crc, kind = FRAME.unpack_from(data)
+    if FRAME.size + length != len(data):
+        raise IntegrityError(f"{where}: a frame says {length} payload bytes where {len(data) - FRAME.size} lie")
+    payload = bytes(data[FRAME.size :])
+    if zlib.crc32(payload, zlib.crc32(_CHECKED.pack(length, kind))) != crc:
+        raise IntegrityError(f"{where}: a frame does not match its checksum (torn or corrupt)")
+    return kind, payload
+
+
+def frame_length(data: bytes | memoryview) -> int:
+    """The whole length of the frame whose header `data` starts with (unchecked)."""
+    return FRAME.size + int(FRAME.unpack_from(data)[0])
+
+
+def encode_batch(segment_id: int, offset: int, records: Sequence[Record]) -> tuple[bytes, list[IndexEntry]]:
+    """The bytes of one commit batch to append at `offset`, and where each record lands."""
+    frames, entries = [], []
+    position = offset + BEGIN_FRAME
+    for record in records:
+        if not FIRST_RECORD_KIND <= record.kind <= 0xFF:
+            raise FormatError(f"record kind {record.kind} is outside {FIRST_RECORD_KIND}..255")
+        if len(record.key) > MAX_KEY:
+            raise FormatError(f"record key of {len(record.key)} bytes is longer than {MAX_KEY}")
+        frame = encode_frame(record.kind, KEY_LENGTH.pack(len(record.key)) + record.key + record.body)
+        frames.append(frame)
+        entries.append(IndexEntry(record.kind, record.key, position, len(frame)))
+        position += len(frame)
+    length = position + END_FRAME - offset
+    begin = encode_frame(KIND_BEGIN, BEGIN.pack(BATCH_MAGIC, segment_id, offset, length, len(records)))
+    end = encode_frame(KIND_END, END.pack(offset, len(records)))
+    return b"".join([begin, *frames, end]), entries
+
+
+def batch_length(data: bytes | memoryview, segment_id: int, offset: int) -> int | None:
+    """The length of the batch whose intact BEGIN frame for (segment_id, offset) `data` starts with; else None."""
+    if len(data) < BEGIN_FRAME:
+        return None
+    try:
+        kind, payload = decode_frame(data[:BEGIN_FRAME], "")
+    except IntegrityError:
+        return None
+    if kind != KIND_BEGIN:
+        return None
+    magic, segment, at, length, _count = BEGIN.unpack(payload)
+    if magic != BATCH_MAGIC or segment != segment_id or at != offset or length < BEGIN_FRAME + END_FRAME:
+        return None
+    return int(length)
+
+
+def decode_batch(data: bytes | memoryview, segment_id: int, offset: int, where: str) -> list[IndexEntry]:
+    """The records of the batch `data` holds exactly (found at `offset`); IntegrityError unless all of it is intact."""
+    length = batch_length(data, segment_id, offset)
+    if length is None or length != len(data):
+        raise IntegrityError(f"{where} offset {offset}: no intact batch start")
+    count = BEGIN.unpack_from(data, FRAME.size)[4]
+    entries, position = [], BEGIN_FRAME
+    for _ in range(count):
+        if position + FRAME.size > length - END_FRAME:
+            raise IntegrityError(f"{where} offset {offset + position}: the batch ends before its {count} records")
+        size = frame_length(data[position:])
+        kind, payload = decode_frame(data[position : position + size], f"{where} offset {offset + position}")
+        key_length = KEY_LENGTH.unpack_from(payload)[0] if len(payload) >= KEY_LENGTH.size else MAX_KEY + 1
+        if kind < FIRST_RECORD_KIND or KEY_LENGTH.size + key_length > len(payload):
+            raise FormatError(f"{where} offset {offset + position}: a record frame of kind {kind} is malformed")
+        entries.append(IndexEntry(kind, payload[KEY_LENGTH.size : KEY_LENGTH.size + key_length], offset + position, size))
+        position += size
+    if position != length - END_FRAME:
+        raise IntegrityError(f"{where} offset {offset + position}: the batch's records overrun its end frame")
+    kind, payload = decode_frame(data[position:], f"{where} offset {offset + position}")
+    if kind != KIND_END or END.unpack(payload) != (offset, count):
+        raise IntegrityError(f"{where} offset {offset + position}: the batch's end frame does not close it")
+    return entries
+
+
+def ends_batch(data: bytes | memoryview, offset: int) -> bool:
+    """Whether the batch `data` holds (its BEGIN frame intact, found at `offset`) ends in its intact END frame.
+
+    A torn append leaves a prefix of the batch; an intact END frame at the stated length means the
+    whole batch was written and then damaged.
+    """
+    count = BEGIN.unpack_from(data, FRAME.size)[4]
+    try:
+        kind, payload = decode_frame(data[len(data) - END_FRAME :], "")
+    except IntegrityError:
+        return False
+    return kind == KIND_END and END.unpack(payload) == (offset, count)
+
+
+def decode_record(data: bytes | memoryview, where: str) -> Record:
+    """The record in the frame `data` holds exactly, refused unless whole and unaltered."""
+    kind, payload = decode_frame(data, where)
+    if kind < FIRST_RECORD_KIND or len(payload) < KEY_LENGTH.size:
+        raise FormatError(f"{where}: not a record frame (kind {kind})")
+    key_end = KEY_LENGTH.size + KEY_LENGTH.unpack_from(payload)[0]
+    if key_end > len(payload):
+        raise FormatError(f"{where}: a record's key runs past its frame")
+    return Record(kind, payload[KEY_LENGTH.size : key_end], payload[key_end:])
+
+
+def find_batch_magic(data: bytes, start: int) -> int:
+    """The offset in `data`, from `start`, where a BEGIN frame holding the batch magic would start; -1 if none."""
+    found = data.find(BATCH_MAGIC, start + FRAME.size)
+    return -1 if found < 0 else found - FRAME.size
+
+
+def encode_seal(segment_id: int, offset: int, entries: Sequence[IndexEntry]) -> bytes:
+    """The footer frame and trailer that seal a segment whose batches end at `offset`."""
+    parts = [FOOTER_HEAD.pack(segment_id, len(entries))]
+    for entry in entries:
+        parts.append(FOOTER_ENTRY.pack(entry.kind, len(entry.key), entry.offset, entry.length))
+        parts.append(entry.key)
+    footer = encode_frame(KIND_FOOTER, b"".join(parts))
+    fields = TRAILER.pack(TRAILER_MAGIC, offset, len(footer), 0)[:-4]
+    return footer + fields + struct.pack(">I", zlib.crc32(fields))
+
+
+def decode_trailer(data: bytes, file_size: int) -> tuple[int, int] | None:
+    """(footer offset, footer frame length) from the last TRAILER.size bytes of a sealed segment; None if unsealed."""
+    if len(data) != TRAILER.size or data[:8] != TRAILER_MAGIC:
+        return None
+    _magic, offset, length, crc = TRAILER.unpack(data)
+    if zlib.crc32(data[:-4]) != crc or offset + length + TRAILER.size != file_size or offset < HEADER.size:
+        return None
+    return int(offset), int(length)
+
+
+def decode_footer(data: bytes, segment_id: int, footer_offset: int, where: str) -> list[IndexEntry]:
+    """The index a sealed segment's footer frame holds; every entry must lie between the header and the footer."""
+    kind, payload = decode_frame(data, f"{where} footer")
+    if kind != KIND_FOOTER or len(payload) < FOOTER_HEAD.size:
+        raise FormatError(f"{where}: the trailer does not point at a footer")
+    segment, count = FOOTER_HEAD.unpack_from(payload)
+    if segment != segment_id:
+        raise FormatError(f"{where}: the footer is segment {segment}'s, not {segment_id}'s")
+    entries, position = [], FOOTER_HEAD.size
+    for _ in range(count):
+        if position + FOOTER_ENTRY.size > len(payload):
+            raise FormatError(f"{where}: the footer ends before its {count} entries")
+        kind, key_length, offset, length = FOOTER_ENTRY.unpack_from(payload, position)
+        position += FOOTER_ENTRY.size
+        key = payload[position : position + key_length]
+        position += key_length
+        if len(key) != key_length or offset < HEADER.size or offset + length > footer_offset or kind < FIRST_RECORD_KIND:
+            raise FormatError(f"{where}: footer entry at offset {offset} is malformed")
+        entries.append(IndexEntry(kind, key, offset, length))
+    if position != len(payload):
+        raise FormatError(f"{where}: {len(payload) - position} stray bytes after the footer's entries")
+    return entries
