@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import agentfs
 
+from ..errors import AgentFSError
 from ..sync.daemon import SyncDaemon
 from ..sync.pull import pull
 from ..sync.push import Pusher
 from ..sync.remote import Remote
 from ..sync.status import RemoteStats, remote_stats
 from . import output
-from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
+from .common import FAILED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
 
 
 def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,9 +40,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
         return USAGE
     if not args.watch:
-        stats = Pusher(store, Remote(args.url, options), workers=args.workers).push(progress=True)
-        output.line(f"pushed {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) to {Remote(args.url, options).url}")
-        return OK
+        return push_once(store, Remote(args.url, options), args.workers)
     try:
         daemon = SyncDaemon(store, args.url, options, interval=args.interval, workers=args.workers, on_commit=args.on_commit)
     except ValueError as exc:  # an --on-commit command shlex cannot split
@@ -66,6 +67,22 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return OK if drained else 1
 
 
+def push_once(store: agentfs.Store, remote: Remote, workers: int) -> int:
+    """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`."""
+    pusher = Pusher(store, remote, workers=workers)
+    try:
+        stats = pusher.push(progress=True)
+    except (AgentFSError, OSError) as exc:
+        pusher.record_status(pushed=False, error=str(exc))
+        raise
+    for reason in stats.refused:
+        print(f"agentfs: error: {reason}", file=sys.stderr)
+    refused = f"{len(stats.refused)} corrupt records refused, e.g. {stats.refused[0]}" if stats.refused else None
+    pusher.record_status(pushed=True, error=refused)
+    output.line(f"pushed {stats.entries} checkpoints, {stats.objects} objects ({stats.bytes} bytes) to {remote.url}")
+    return FAILED if stats.refused else OK
+
+
 def cmd_pull(args: argparse.Namespace) -> int:
     store = agentfs.open(store_path(args))
     remote = Remote(args.url, storage_options(args.storage_options))
@@ -75,10 +92,18 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_clone(args: argparse.Namespace) -> int:
-    store = agentfs.open(args.directory)
     remote = Remote(args.url, storage_options(args.storage_options))
-    stats = pull(store, remote, None, progress=True)
-    output.line(f"cloned {remote.url} into {store.root}: {stats.entries} checkpoints, {stats.objects} objects")
+    remote.identify()  # a typo'd URL is refused before anything is made here
+    target = Path(args.directory).absolute()
+    made = next((path for path in reversed([target, *target.parents]) if not path.exists()), None)
+    try:
+        with agentfs.open(target) as store:
+            stats = pull(store, remote, None, progress=True)
+    except BaseException:  # also Ctrl-C: a failed clone leaves no half-made store behind
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+    output.line(f"cloned {remote.url} into {target}: {stats.entries} checkpoints, {stats.objects} objects")
     return OK
 
 

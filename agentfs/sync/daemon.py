@@ -103,7 +103,9 @@ class SyncDaemon:
                 self.uploaded_objects += stats.objects
                 if stats.entries or self.last_push is None:
                     self.last_push = time.time()
-                self.last_error = None
+                self.last_error = f"refused {len(stats.refused)} corrupt records: {stats.refused[0]}"[:500] if stats.refused else None
+                if stats.refused:
+                    log.error("agentfs sync to %s: %s", self.url, "; ".join(stats.refused))
                 self.consecutive_errors = 0
                 backoff = 0.0
             except Exception as exc:  # a remote fault must never kill the daemon: retry with backoff
