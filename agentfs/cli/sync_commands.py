@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shutil
 import signal
 import sys
@@ -20,7 +21,9 @@ from ..sync.push import Pusher
 from ..sync.remote import Remote
 from ..sync.status import RemoteStats, remote_stats
 from . import output
-from .common import FAILED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
+from .common import FAILED, INTERRUPTED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
+
+INTERRUPT_DRAIN = 1.0  # seconds Ctrl-C gives the daemon to push what is committed: exit within 2 s even if the remote is down
 
 
 def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,24 +50,38 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print(f"agentfs: error: {exc}", file=sys.stderr)
         return USAGE
     stopping = threading.Event()
+    received: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
+        if received:  # a second signal: stop at once, whatever is in flight
+            os._exit(INTERRUPTED)
+        received.append(signum)
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     daemon.start()
-    print(f"agentfs: syncing {store.root} to {daemon.url} (SIGTERM or Ctrl-C to drain and stop)", file=sys.stderr, flush=True)
+    print(f"agentfs: syncing {store.root} to {daemon.url} (SIGTERM drains and stops; Ctrl-C stops within 2 s)", file=sys.stderr, flush=True)
     while not stopping.wait(1.0):
         pass
-    drained = daemon.stop(timeout=args.drain_timeout)
-    status = daemon.status()
+    interrupted = received[0] == signal.SIGINT
+    drain = min(args.drain_timeout, INTERRUPT_DRAIN) if interrupted else args.drain_timeout
+    drained = daemon.stop(timeout=drain)
+    status = daemon.status(rescan=False)
     print(
         f"agentfs: stopped; {status['pushed_entries']} checkpoints pushed, "
-        f"{status['lag_checkpoints']} not yet on the remote" + ("" if drained else f" (drain timed out after {args.drain_timeout}s)"),
+        f"{status['lag_checkpoints']} not yet on the remote" + ("" if drained else f" (drain timed out after {drain:g}s)"),
         file=sys.stderr,
     )
-    return OK if drained else 1
+    code = INTERRUPTED if interrupted else OK if drained else FAILED
+    if daemon.alive():
+        # hazard: the pushing thread is inside a remote call (botocore retries an endpoint that refuses
+        # for 10 s and more), and interpreter exit would wait for the push pool's threads: leave now,
+        # everything committed is safe in the store and the next sync pushes it
+        sys.stderr.flush()
+        output.flush()
+        os._exit(code)
+    return code
 
 
 def push_once(store: agentfs.Store, remote: Remote, workers: int) -> int:
