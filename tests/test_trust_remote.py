@@ -48,6 +48,7 @@ def test_a_typo_d_directory_is_an_error_for_every_reader_and_clone_leaves_nothin
         assert_refused(cli("verify", "--remote", typo), typo)
         with pytest.raises(agentfs.RemoteError, match="holds no agentfs store"):
             agentfs.open(tmp_path / "b", remote=typo)
+        assert not (tmp_path / "b").exists()
     assert not (tmp_path / "remtoe").exists()  # readers never create a remote's config
     assert cli("clone", (tmp_path / "remote").as_uri(), str(tmp_path / "copy")).returncode == 0
 

@@ -77,6 +77,7 @@ def test_sigint_exits_130_within_2_s_with_the_remote_down(downed_remote: tuple[M
     down_with_work_pending(server, tmp_path / "a")
     code, took, stderr = stopped(process, signal.SIGINT)
     assert code == 130, stderr
+    print(f"\nSIGINT -> exit with the remote down: {took:.2f} s")
     assert took < 2.0, f"SIGINT took {took:.2f} s"
     assert "1 not yet on the remote" in stderr and "Traceback" not in stderr
 

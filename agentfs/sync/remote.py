@@ -85,6 +85,7 @@ class Remote:
         self.protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.file_like = bool(FILE_LIKE.intersection(self.protocols))
         self.index: PushIndex | None = None
+        self.config: dict[str, Any] | None = None  # set once identify() has read and checked it
 
     def __repr__(self) -> str:
         return f"<Remote {self.url}>"
@@ -106,10 +107,12 @@ class Remote:
 
     def identify(self) -> dict[str, Any]:
         """The remote's config, checked: a URL with none (a typo, a missing bucket) is refused, never read as empty."""
-        data = self.read(self.key(CONFIG), 1 << 20)
-        if data is None:
-            raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path; a first push creates one")
-        return check_config(data, f"remote {self.url} config")
+        if self.config is None:
+            data = self.read(self.key(CONFIG), 1 << 20)
+            if data is None:
+                raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path (a push creates one)")
+            self.config = check_config(data, f"remote {self.url} config")
+        return self.config
 
     def ensure_config(self, config: dict[str, Any]) -> None:
         """For a pusher: create the remote's config on the first push, else check that this agentfs can write its format."""
