@@ -7,6 +7,8 @@ pushes the rest.
 
 from __future__ import annotations
 
+import threading
+
 from ..format import codec
 from ..format.entries import decode_entry_at
 from ..format.refs import Location
@@ -23,3 +25,26 @@ def check_entry(loc: Location, data: bytes, where: str) -> None:
     for oid in entry.pack:
         entry.packed(oid, where)
 
+
+class Refusals:
+    """What one push refused to upload (corrupt locally): objects, entries and records, each with its reason."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.objects: set[bytes] = set()
+        self.entries: set[Location] = set()
+        self.reasons: list[str] = []
+
+    def object(self, oid: bytes, reason: str) -> None:
+        with self.lock:
+            self.objects.add(oid)
+            self.reasons.append(reason)
+
+    def entry(self, loc: Location, reason: str) -> None:
+        with self.lock:
+            self.entries.add(loc)
+            self.reasons.append(f"checkpoint {loc[0]}@{loc[1]} not pushed: {reason}")
+
+    def record(self, reason: str) -> None:
+        with self.lock:
+            self.reasons.append(reason)

@@ -20,7 +20,7 @@ from ..format.refs import Location
 from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
-from .outgoing import check_entry, check_object
+from .outgoing import Refusals, check_entry, check_object
 from .pull import check_record
 from .remote import Remote
 from .remote_gc import GcBarrier
@@ -37,30 +37,6 @@ class PushStats:
     bytes: int = 0
     seconds: float = 0.0
     refused: list[str] = dataclasses.field(default_factory=list)  # corrupt local records, not pushed: why, each
-
-
-class Refusals:
-    """What one push refused to upload (corrupt locally): objects, entries and records, each with its reason."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.objects: set[bytes] = set()
-        self.entries: set[Location] = set()
-        self.reasons: list[str] = []
-
-    def object(self, oid: bytes, reason: str) -> None:
-        with self.lock:
-            self.objects.add(oid)
-            self.reasons.append(reason)
-
-    def entry(self, loc: Location, reason: str) -> None:
-        with self.lock:
-            self.entries.add(loc)
-            self.reasons.append(f"checkpoint {loc[0]}@{loc[1]} not pushed: {reason}")
-
-    def record(self, reason: str) -> None:
-        with self.lock:
-            self.reasons.append(reason)
 
 
 def lag_seconds(pending: list[Location]) -> float:
