@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states
+.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states faketime
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/python examples/cross_machine_resume.py $(REMOTE)
 
-test: $(BIN)/python
+test: $(BIN)/python faketime
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/ruff check agentfs tests tests_upstream benchmarks examples
 	$(BIN)/mypy
@@ -52,3 +52,9 @@ test-langgraph-upstream: $(BIN)/python
 crash-states: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	AGENTFS_CRASH_STATES=full $(BIN)/python -m pytest -q tests/test_crash_states.py
+
+# libfaketime for the clock-skew tests (Debian package faketime); installed once, skipped when present
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+faketime:
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || \
+		($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq faketime)

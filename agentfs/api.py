@@ -111,4 +111,6 @@ def open_store(
     """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there."""
     root = Path(path).absolute()
     source = None if remote is None else Remote(remote, storage_options or {})
+    if source is not None:
+        source.identify()  # a typo'd remote is refused before a store is made here
     return Store(root, durability=durability, source=source)

@@ -421,6 +421,7 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
         machine_a.run(RUN).once("report", lambda: {"sent": True})
         remote_journal = tmp_path / "remote" / "runs" / RUN / "journal"
         shutil.copytree(journal_dir(machine_a, RUN), remote_journal)  # the remote layout mirrors the store's
+        shutil.copy(machine_a.root / "config", tmp_path / "remote" / "config")  # a remote is known by its config
     bogus = new_id()
     (remote_journal / bogus).write_bytes(b"AFJ\x01" + bytes(40))
     with agentfs.open(tmp_path / "b", remote=str(tmp_path / "remote")) as machine_b:

@@ -100,6 +100,10 @@ def test_remote_gc_while_another_process_pushes_loses_nothing(tmp_path: Path, mo
     rem = Remote(spec.url, spec.storage_options)
     rounds = deleted = 0
     try:
+        deadline = time.monotonic() + 30
+        while not rem.exists(rem.key("config")):  # a remote exists once its first push wrote the config
+            assert time.monotonic() < deadline, "the daemon never reached the remote"
+            time.sleep(0.05)
         while writer.poll() is None or rounds < 2:
             report = remote_gc(rem, grace=0, settle=SETTLE)
             rounds += 1

@@ -227,6 +227,11 @@ def assert_every_remote_entry_is_complete(spec: RemoteSpec, suffix: str, reader_
         missing = [m for label, ref in entry.refs() for m in ref_missing(fs, prefix, keys, home, entry, ref, f"{key} {label}")]
         assert not missing, missing
         complete.append(home)
+    if "config" not in keys:  # a push stopped before its first write: not a remote yet, and a reader says so
+        assert not complete
+        with pytest.raises(agentfs.RemoteError, match="holds no agentfs store"):
+            open_remote_store(reader_dir, spec, suffix)
+        return 0
     # and through the public API of a store on another machine: every visible checkpoint loads in full
     with open_remote_store(reader_dir, spec, suffix) as reader:
         seen = []
@@ -253,12 +258,12 @@ class StopAfter(Remote):
         self.writes: list[str] = []
         self._lock = threading.Lock()
 
-    def create(self, key: str, data: bytes) -> bool:
+    def create(self, key: str, data: bytes, *, compare: bool = True) -> bool:
         with self._lock:
             if len(self.writes) >= self.allowed:
                 raise Stopped(f"stopped before writing {key}")
             self.writes.append(key)
-        return super().create(key, data)
+        return super().create(key, data, compare=compare)
 
 
 class CountingRemote(Remote):
@@ -266,9 +271,9 @@ class CountingRemote(Remote):
         super().__init__(url, storage_options)
         self.creates: list[str] = []
 
-    def create(self, key: str, data: bytes) -> bool:
+    def create(self, key: str, data: bytes, *, compare: bool = True) -> bool:
         self.creates.append(key)
-        return super().create(key, data)
+        return super().create(key, data, compare=compare)
 
 
 def commit_steps(run: agentfs.Run, count: int, model: bytes, memory: bytes) -> None:
@@ -465,8 +470,10 @@ class TestRemoteConformance:
             r = remote_of(remote)
             entry = sorted(entry_keys(before))[0]
             obj = sorted(key for key in before if key.startswith("objects/"))[0]
-            for key in (entry, obj):
-                assert r.create(r.key(*key.split("/")), b"someone else's bytes") is False
+            for key in (entry, obj):  # other bytes under a taken key are an error, never taken for ours
+                with pytest.raises(agentfs.RemoteError, match="already exists with other bytes"):
+                    r.create(r.key(*key.split("/")), b"someone else's bytes")
+                assert r.create(r.key(*key.split("/")), after[key]) is False  # the same bytes: already there
             assert remote_files(remote) == after
 
     def test_resume_reads_do_not_grow_with_history(
@@ -644,8 +651,7 @@ def test_file_remote_create_never_replaces_a_key_created_meanwhile(tmp_path: Pat
         real_link(path1, path2, **kwargs)
 
     monkeypatch.setattr(first.fs, "link", racing_link)
-    results["first"] = first.create(key, b"first writer")
-    assert raced.is_set()
-    winners = [name for name, created in results.items() if created]
-    assert len(winners) == 1, f"both creates reported success: {results}"
-    assert first.fs.cat_file(key) == f"{winners[0]} writer".encode()
+    with pytest.raises(agentfs.RemoteError, match="already exists with other bytes"):  # the loser finds other bytes
+        first.create(key, b"first writer")
+    assert raced.is_set() and results == {"second": True}
+    assert first.fs.cat_file(key) == b"second writer"

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
+import shutil
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import agentfs
 
+from ..errors import AgentFSError
 from ..sync.daemon import SyncDaemon
 from ..sync.pull import pull
 from ..sync.push import Pusher
 from ..sync.remote import Remote
 from ..sync.status import RemoteStats, remote_stats
 from . import output
-from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
+from .common import FAILED, INTERRUPTED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
+
+INTERRUPT_DRAIN = 1.0  # seconds Ctrl-C gives the daemon to push what is committed: exit within 2 s even if the remote is down
 
 
 def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,34 +43,61 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
         return USAGE
     if not args.watch:
-        stats = Pusher(store, Remote(args.url, options), workers=args.workers).push(progress=True)
-        url = Remote(args.url, options).url
-        output.line(f"pushed {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) to {url}")
-        return OK
+        return push_once(store, Remote(args.url, options), args.workers)
     try:
         daemon = SyncDaemon(store, args.url, options, interval=args.interval, workers=args.workers, on_commit=args.on_commit)
     except ValueError as exc:  # an --on-commit command shlex cannot split
         print(f"agentfs: error: {exc}", file=sys.stderr)
         return USAGE
     stopping = threading.Event()
+    received: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
+        if received:  # a second signal: stop at once, whatever is in flight
+            os._exit(INTERRUPTED)
+        received.append(signum)
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     daemon.start()
-    print(f"agentfs: syncing {store.root} to {daemon.url} (SIGTERM or Ctrl-C to drain and stop)", file=sys.stderr, flush=True)
+    print(f"agentfs: syncing {store.root} to {daemon.url} (SIGTERM drains and stops; Ctrl-C stops within 2 s)", file=sys.stderr, flush=True)
     while not stopping.wait(1.0):
         pass
-    drained = daemon.stop(timeout=args.drain_timeout)
-    status = daemon.status()
+    interrupted = received[0] == signal.SIGINT
+    drain = min(args.drain_timeout, INTERRUPT_DRAIN) if interrupted else args.drain_timeout
+    drained = daemon.stop(timeout=drain)
+    status = daemon.status(rescan=False)
     print(
         f"agentfs: stopped; {output.count(status['pushed_entries'], 'checkpoint')} pushed, "
-        f"{status['lag_checkpoints']} not yet on the remote" + ("" if drained else f" (drain timed out after {args.drain_timeout}s)"),
+        f"{status['lag_checkpoints']} not yet on the remote" + ("" if drained else f" (drain timed out after {drain:g}s)"),
         file=sys.stderr,
     )
-    return OK if drained else 1
+    code = INTERRUPTED if interrupted else OK if drained else FAILED
+    if daemon.alive():
+        # hazard: the pushing thread is inside a remote call (botocore retries an endpoint that refuses
+        # for 10 s and more), and interpreter exit would wait for the push pool's threads: leave now,
+        # everything committed is safe in the store and the next sync pushes it
+        sys.stderr.flush()
+        output.flush()
+        os._exit(code)
+    return code
+
+
+def push_once(store: agentfs.Store, remote: Remote, workers: int) -> int:
+    """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`."""
+    pusher = Pusher(store, remote, workers=workers)
+    try:
+        stats = pusher.push(progress=True)
+    except (AgentFSError, OSError) as exc:
+        pusher.record_status(pushed=False, error=str(exc))
+        raise
+    for reason in stats.refused:
+        print(f"agentfs: error: {reason}", file=sys.stderr)
+    refused = f"{output.count(len(stats.refused), 'corrupt record')} refused, e.g. {stats.refused[0]}" if stats.refused else None
+    pusher.record_status(pushed=True, error=refused)
+    output.line(f"pushed {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) to {remote.url}")
+    return FAILED if stats.refused else OK
 
 
 def _amounts(checkpoints: int, objects: int) -> str:
@@ -80,10 +113,18 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_clone(args: argparse.Namespace) -> int:
-    store = agentfs.open(args.directory)
     remote = Remote(args.url, storage_options(args.storage_options))
-    stats = pull(store, remote, None, progress=True)
-    output.line(f"cloned {remote.url} into {store.root}: {_amounts(stats.entries, stats.objects)}")
+    remote.identify()  # a typo'd URL is refused before anything is made here
+    target = Path(args.directory).absolute()
+    made = next((path for path in reversed([target, *target.parents]) if not path.exists()), None)
+    try:
+        with agentfs.open(target) as store:
+            stats = pull(store, remote, None, progress=True)
+    except BaseException:  # also Ctrl-C: a failed clone leaves no half-made store behind
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+    output.line(f"cloned {remote.url} into {target}: {_amounts(stats.entries, stats.objects)}")
     return OK
 
 

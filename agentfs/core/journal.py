@@ -340,7 +340,8 @@ class Journal:
             record = Record(self.run.name, record_id, kind, key, call or record_id, name, time.time_ns(), self.store.writer(), **payload)
             if write_atomic(self.store.tmp_dir, self.dir / record_id, record.to_bytes(), sync=self.store.sync_writes):
                 break
-            # hazard: another process can take the same id (new_id steps one past an id both knew): take the next one
+            # hazard: write_atomic never replaces a record; a name taken by another process (80 random bits: all but
+            # impossible) just means taking another id
         with cache.lock:
             cache.add(record)
         return record

@@ -105,7 +105,9 @@ class SyncDaemon:
                 self.uploaded_objects += stats.objects
                 if stats.entries or self.last_push is None:
                     self.last_push = time.time()
-                self.last_error = None
+                self.last_error = f"refused {len(stats.refused)} corrupt records: {stats.refused[0]}"[:500] if stats.refused else None
+                if stats.refused:
+                    log.error("agentfs sync to %s: %s", self.url, "; ".join(stats.refused))
                 self.consecutive_errors = 0
                 backoff = 0.0
             except Exception as exc:  # a remote fault must never kill the daemon: retry with backoff
@@ -182,23 +184,32 @@ class SyncDaemon:
                 self._cycle.wait(0.5 if left is None else min(left, 0.5))
 
     def stop(self, timeout: float = 10.0) -> bool:
-        """Push what is committed (waiting at most `timeout` seconds), then stop; True if all went up.
+        """Push what is committed, then stop, all within `timeout` seconds; True if all went up.
 
-        An on-commit command that is running is let finish first (at most `timeout` seconds too).
+        An on-commit command that is running is let finish first, within the same `timeout`.
         """
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         if self.hook is not None:
-            self.hook.stop(timeout)
-        drained = self.flush(timeout) if self._thread is not None and self._thread.is_alive() else False
+            self.hook.stop(left())
+        drained = self.flush(left()) if self.alive() else False
         self._halt.set()
         self._wake.set()
         self._urgent.set()
         if self._observer is not None:
             self._observer.stop()
-            self._observer.join(timeout=5)
+            self._observer.join(timeout=left())
         if self._thread is not None:
-            self._thread.join(timeout=timeout)
+            self._thread.join(timeout=left())
         self._publish_status()
         return drained
+
+    def alive(self) -> bool:
+        """Whether the pushing thread still runs (after `stop`: still inside a remote call that has not returned)."""
+        return self._thread is not None and self._thread.is_alive()
 
     # async twins (aio.py): the same calls, run off the event loop
 

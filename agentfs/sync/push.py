@@ -12,14 +12,16 @@ from concurrent.futures import ThreadPoolExecutor
 from tqdm import tqdm
 
 from ..engine.repository import Repository
-from ..errors import NotFound
-from ..format.config import encode_config, remote_config
+from ..errors import AgentFSError, NotFound
+from ..format.config import remote_config
 from ..format.entries import Entry
-from ..format.keys import CONFIG, JOURNAL, RETIRED
+from ..format.keys import JOURNAL, RETIRED
 from ..format.refs import Location
 from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
+from .outgoing import Refusals, check_entry, check_object
+from .pull import check_record
 from .remote import Remote
 from .remote_gc import GcBarrier
 
@@ -34,6 +36,7 @@ class PushStats:
     records: int = 0  # journal and retirement records
     bytes: int = 0
     seconds: float = 0.0
+    refused: list[str] = dataclasses.field(default_factory=list)  # corrupt local records, not pushed: why, each
 
 
 def lag_seconds(pending: list[Location]) -> float:
@@ -60,6 +63,7 @@ class Pusher:
         self.barrier = GcBarrier(remote, self.index)
         self.last_scan: list[Location] = []  # what the last push found pending: status without a rescan
         self._stats_lock = threading.Lock()
+        self.refusals = Refusals()
 
     def pending(self) -> list[Location]:
         """Local checkpoints the remote is not known to hold, oldest first."""
@@ -73,6 +77,7 @@ class Pusher:
     def push(self, *, progress: bool = False, stop: threading.Event | None = None) -> PushStats:
         started = time.monotonic()
         stats = PushStats()
+        self.refusals = Refusals()
         pending = self.pending()
         self.last_scan = pending
         records = self.pending_records()
@@ -94,7 +99,24 @@ class Pusher:
                     self._push_batch(pool, batch, stats, stop)  # true damage raises again
                 bar.update(len(batch))
         stats.seconds = time.monotonic() - started
+        stats.refused = self.refusals.reasons
         return stats
+
+    def record_status(self, *, pushed: bool, error: str | None) -> None:
+        """Publish a one-shot push's outcome where `agentfs status` reads it (the daemon publishes its own)."""
+        pending = [loc for loc in self.last_scan if loc not in self.index.entries]
+        previous = self.index.read_status().get("last_push")
+        self.index.write_status(
+            {
+                "url": self.remote.url,
+                "last_push": time.time() if pushed else previous,
+                "last_error": error,
+                "lag_checkpoints": len(pending),
+                "lag_seconds": lag_seconds(pending),
+                "running": False,
+                "updated": time.time(),
+            }
+        )
 
     def connect(self) -> None:
         """Reach the remote once: checks (or writes) its config."""
@@ -103,11 +125,18 @@ class Pusher:
     def _ensure_config(self) -> None:
         if self._config_checked:
             return
-        self.remote.create(self.remote.key(CONFIG), encode_config(remote_config(self.store.config)))
+        self.remote.ensure_config(remote_config(self.store.config))
         self._config_checked = True
 
     def _push_batch(self, pool: ThreadPoolExecutor, batch: list[Location], stats: PushStats, stop: threading.Event | None) -> None:
-        entries = {loc: self.store.read_entry(*loc) for loc in batch}
+        entries: dict[Location, Entry] = {}
+        for loc in batch:
+            try:
+                entries[loc] = self.store.read_entry(*loc)
+            except NotFound:
+                raise
+            except AgentFSError as exc:  # a damaged entry stays local; the rest goes up
+                self.refusals.entry(loc, str(exc))
         self.barrier.check(stop, force=True)
         self._push_objects(pool, entries, stats, stop)
         for wave in self._waves(entries):
@@ -124,9 +153,23 @@ class Pusher:
         needed: list[bytes] = []
         seen: set[bytes] = set()
         for loc, entry in entries.items():
-            needed.extend(oid for oid in self._closure(loc, entry, seen) if oid not in self.index.objects)
+            try:
+                needed.extend(oid for oid in self._closure(loc, entry, seen) if oid not in self.index.objects)
+            except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
+                self.refusals.entry(loc, str(exc))
         for _ in pool.map(lambda oid: self._push_object(oid, stats, stop), needed):
             pass
+        if self.refusals.objects or self.refusals.entries:
+            for loc, entry in entries.items():
+                if loc not in self.refusals.entries and self._needs_refused(loc, entry):
+                    self.refusals.entry(loc, "it needs a corrupt object or tree node")
+
+    def _needs_refused(self, loc: Location, entry: Entry) -> bool:
+        """Whether `entry`'s closure (walked whole: a shared `seen` hides what another entry reached) holds a refused object."""
+        try:
+            return any(oid in self.refusals.objects for oid in self._closure(loc, entry, set()))
+        except AgentFSError:
+            return True
 
     def _push_record(self, record: tuple[str, str, str], stats: PushStats) -> None:
         kind, run, record_id = record
@@ -134,6 +177,12 @@ class Pusher:
             data = (self.store.record_dir(run, kind) / record_id).read_bytes()
         except FileNotFoundError:
             return  # removed by retention since it was listed
+        where = f"{run} {kind}/{record_id} ({self.store.record_dir(run, kind) / record_id})"
+        try:
+            check_record(kind, data, run, record_id, where)
+        except AgentFSError as exc:
+            self.refusals.record(f"{kind} record not pushed: {exc}")
+            return
         created = self.remote.create(self.remote.record_key(kind, run, record_id), data)
         self.index.add_records([record])
         if created:
@@ -145,6 +194,11 @@ class Pusher:
         if stop is not None and stop.is_set():
             return
         data = self.store.db.read_raw(oid)
+        try:
+            check_object(oid, data, str(self.store.db.path(oid)))
+        except AgentFSError as exc:
+            self.refusals.object(oid, f"object not pushed: {exc}")
+            return
         # one conditional PUT, no HEAD first: on object stores requests, not bytes, bound the push rate
         created = self.remote.create(self.remote.object_key(oid), data)
         self.index.add_objects([oid])
@@ -156,7 +210,18 @@ class Pusher:
                 stats.objects_present += 1
 
     def _push_entry(self, loc: Location, stats: PushStats) -> None:
-        data = self.store.entry_path(*loc).read_bytes()
+        if loc in self.refusals.entries:
+            return
+        if any(dep in self.refusals.entries for dep in self.store.read_entry(*loc).borrowed()):
+            self.refusals.entry(loc, "it borrows from a checkpoint that was refused")
+            return
+        path = self.store.entry_path(*loc)
+        data = path.read_bytes()
+        try:
+            check_entry(loc, data, f"{loc[0]}@{loc[1]} ({path})")
+        except AgentFSError as exc:
+            self.refusals.entry(loc, str(exc))
+            return
         created = self.remote.create(self.remote.entry_key(*loc), data)
         self.index.add_entries([loc])
         if created:

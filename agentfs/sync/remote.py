@@ -6,20 +6,22 @@ import contextlib
 import datetime
 import hashlib
 import logging
+import os
 import posixpath
 import re
 import secrets
 import time
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
 import fsspec
 from ulid import ULID
 
 from ..engine.repository import Repository
-from ..errors import InvalidName, RemoteError
-from ..format.config import check_config
-from ..format.keys import JOURNAL, LOG, RECORD_KINDS
+from ..errors import AgentFSError, InvalidName, RemoteError
+from ..format.config import check_config, encode_config
+from ..format.keys import CONFIG, JOURNAL, LOG, RECORD_KINDS
 from ..names import ID, check_id, check_name
 from .index import PushIndex, remember_url
 
@@ -58,28 +60,65 @@ def redact(url: str) -> str:
     return url
 
 
+def canonical_url(url: str) -> str:
+    """One spelling per remote: `/x`, `file:///x/` and `x` (relative to the working directory) are all `file:///x`."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme in ("", "file", "local") and not parts.netloc:
+        return "file://" + os.path.abspath(parts.path if parts.scheme else url)
+    return url.rstrip("/")
+
+
 def remote_name(url: str) -> str:
     """A directory name for the remote's local sync state: readable, unique per URL."""
-    clean = redact(url).rstrip("/")
+    clean = redact(canonical_url(url))
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", clean)[-48:].strip("-.")
     return f"{slug}-{hashlib.sha256(clean.encode()).hexdigest()[:10]}"
 
 
 class Remote:
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
-        self.url = redact(url)
+        self.url = redact(canonical_url(url))
         self.name = remote_name(url)
-        try:
-            self.fs, root = fsspec.core.url_to_fs(url, **storage_options)
-        except (ImportError, ValueError) as exc:
-            raise RemoteError(f"cannot open remote {self.url}: {exc}") from None
+        with self.failing("open"):
+            self.fs, root = fsspec.core.url_to_fs(canonical_url(url), **storage_options)
         self.root = root.rstrip("/")
         self.protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.file_like = bool(FILE_LIKE.intersection(self.protocols))
         self.index: PushIndex | None = None
+        self.config: dict[str, Any] | None = None  # set once identify() has read and checked it
 
     def __repr__(self) -> str:
         return f"<Remote {self.url}>"
+
+    @contextlib.contextmanager
+    def failing(self, operation: str, *expected: type[Exception]) -> Iterator[None]:
+        """Turn any failure of `operation` into one RemoteError naming the URL (its credentials redacted).
+
+        s3fs lets botocore's own exceptions out (no credentials, an endpoint that refuses), which are
+        not OSErrors; `expected` ones (FileNotFoundError: the key is not there) are the caller's to handle.
+        """
+        passing: tuple[type[Exception], ...] = (AgentFSError, *expected)
+        try:
+            yield
+        except passing:
+            raise
+        except Exception as exc:
+            raise RemoteError(f"remote {self.url}: {operation} failed: {type(exc).__name__}: {exc}") from None
+
+    def identify(self) -> dict[str, Any]:
+        """The remote's config, checked: a URL with none (a typo, a missing bucket) is refused, never read as empty."""
+        if self.config is None:
+            data = self.read(self.key(CONFIG), 1 << 20)
+            if data is None:
+                raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path (a push creates one)")
+            self.config = check_config(data, f"remote {self.url} config")
+        return self.config
+
+    def ensure_config(self, config: dict[str, Any]) -> None:
+        """For a pusher: create the remote's config on the first push, else check that this agentfs can write its format."""
+        if self.read(self.key(CONFIG), 1 << 20) is None:
+            self.create(self.key(CONFIG), encode_config(config), compare=False)
+        self.identify()
 
     # keys
 
@@ -101,7 +140,8 @@ class Remote:
 
     def read(self, key: str, limit: int) -> bytes | None:
         try:
-            data = bytes(self.fs.cat_file(key, start=0, end=limit + 1))
+            with self.failing(f"read {key}", FileNotFoundError):
+                data = bytes(self.fs.cat_file(key, start=0, end=limit + 1))
         except FileNotFoundError:
             return None
         if len(data) > limit:
@@ -136,25 +176,27 @@ class Remote:
         """Record what is fetched from here in the store's index for this remote; check the remote's format."""
         if self.index is not None:
             return
-        config = self.read(self.key("config"), 1 << 20)
-        if config is not None:
-            check_config(config, f"remote {self.url} config")
+        self.identify()
         self.index = PushIndex(store.remotes_dir / self.name, store.tmp_dir)
         remember_url(self.index.directory, self.url)
         (self.index.directory / "pulled").touch()
 
     def exists(self, key: str) -> bool:
-        return bool(self.fs.exists(key))
+        with self.failing(f"check {key}"):
+            return bool(self.fs.exists(key))
 
-    def list_ids(self, run: str, kind: str = LOG) -> list[str]:
-        prefix = self.key("runs", check_name(run), kind)
+    def list_names(self, prefix: str) -> list[str]:
+        """The names directly under `prefix`; none if it does not exist."""
         self.fs.invalidate_cache(prefix)
         try:
-            names = [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(prefix, detail=False)]
+            with self.failing(f"list {prefix}", FileNotFoundError):
+                return [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(prefix, detail=False)]
         except FileNotFoundError:
             return []
+
+    def list_ids(self, run: str, kind: str = LOG) -> list[str]:
         ids = []
-        for name in names:
+        for name in self.list_names(self.key("runs", check_name(run), kind)):
             if ID.fullmatch(name):
                 ids.append(name)
             else:
@@ -223,7 +265,8 @@ class Remote:
         prefix = self.key("runs")
         self.fs.invalidate_cache(prefix)
         try:
-            keys = self.fs.find(prefix)
+            with self.failing(f"list {prefix}", FileNotFoundError):
+                keys = self.fs.find(prefix)
         except FileNotFoundError:
             return []
         found = []
@@ -241,7 +284,8 @@ class Remote:
         prefix = self.key("objects")
         self.fs.invalidate_cache(prefix)
         try:
-            infos = self.fs.find(prefix, detail=True)
+            with self.failing(f"list {prefix}", FileNotFoundError):
+                infos = self.fs.find(prefix, detail=True)
         except FileNotFoundError:
             return {}
         found = {}
@@ -253,21 +297,33 @@ class Remote:
 
     def delete(self, key: str) -> None:
         try:
-            self.fs.rm_file(key)
+            with self.failing(f"delete {key}", FileNotFoundError):
+                self.fs.rm_file(key)
         except FileNotFoundError:
             return
 
     # writing: nothing on the remote is ever overwritten
 
-    def create(self, key: str, data: bytes) -> bool:
-        """Create `key` holding `data` unless it exists; False if it existed.
+    def create(self, key: str, data: bytes, *, compare: bool = True) -> bool:
+        """Create `key` holding `data`; False if it already held exactly `data`.
 
-        Object stores get a conditional PUT (If-None-Match: *), atomic and refused if the key exists.
-        File-like remotes get the bytes under a temporary key first, so a crash mid-upload never
-        leaves a complete-looking key.
+        A key that exists with other bytes is never taken for ours: RemoteError (with `compare=False`,
+        for a key whose content the caller checks itself, it is just False). Object stores get a
+        conditional PUT (If-None-Match: *), atomic and refused if the key exists. File-like remotes
+        get the bytes under a temporary key first, so a crash mid-upload never leaves a
+        complete-looking key.
         """
-        if self.file_like:
-            return self._create_by_rename(key, data)
+        with self.failing(f"create {key}"):
+            created = self._create_by_rename(key, data) if self.file_like else self._create_conditionally(key, data)
+        if created or not compare:
+            return created
+        with self.failing(f"read {key}"):
+            held = bytes(self.fs.cat_file(key, start=0, end=len(data) + 1))
+        if held != data:
+            raise RemoteError(f"remote {self.url}: {key} already exists with other bytes; not marked pushed")
+        return False
+
+    def _create_conditionally(self, key: str, data: bytes) -> bool:
         try:
             self.fs.pipe_file(key, data, mode="create")
         except FileExistsError:

@@ -85,14 +85,8 @@ def _get_json(remote: Remote, name: str) -> dict[str, Any]:
 
 def list_markers(remote: Remote) -> dict[str, set[str]]:
     """gc id -> the markers it has written ("intent", "plan", "done")."""
-    prefix = remote.key("gc")
-    remote.fs.invalidate_cache(prefix)
-    try:
-        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in remote.fs.ls(prefix, detail=False)]
-    except FileNotFoundError:
-        return {}
     markers: dict[str, set[str]] = {}
-    for name in names:
+    for name in remote.list_names(remote.key("gc")):
         gc_id, _, kind = name.partition(".")
         if ID.fullmatch(gc_id) and kind in ("intent", "plan", "done"):
             markers.setdefault(gc_id, set()).add(kind)
@@ -189,6 +183,7 @@ def remote_gc(
     """Delete what no remaining remote entry references; safe while other machines push (see module doc)."""
     if settle < MIN_SETTLE:
         raise ValueError(f"settle must be at least {MIN_SETTLE:g} s: pushers look at gc/ every {RECHECK:g} s")
+    remote.identify()
     gc_id = new_id()
     report = RemoteGcReport(gc_id)
     started = time.time()

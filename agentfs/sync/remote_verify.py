@@ -88,6 +88,7 @@ def _kind(error: AgentFSError) -> str:
 
 def verify_remote(remote: Remote, *, deep: bool = False, workers: int = 16) -> VerifyReport:
     """Check every entry, journal and retirement record on `remote`; with `deep`, re-hash every object an entry uses."""
+    remote.identify()
     records = remote.list_all_records()
     entries = {(run, rid) for kind, run, rid in records if kind == LOG}
     objects = set(remote.list_objects())

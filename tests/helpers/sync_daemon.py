@@ -31,10 +31,10 @@ def log_attempts(path: str) -> None:
     lock = threading.Lock()
     original = remote_module.Remote.create
 
-    def create(self: remote_module.Remote, key: str, data: bytes) -> bool:
+    def create(self: remote_module.Remote, key: str, data: bytes, *, compare: bool = True) -> bool:
         with lock:
             handle.write(key + "\n")
-        return original(self, key, data)
+        return original(self, key, data, compare=compare)
 
     remote_module.Remote.create = create  # type: ignore[method-assign]
 
