@@ -1,15 +1,17 @@
 """Where a LangGraph thread lives in a store: run names made reversibly from arbitrary strings.
 
     <prefix>/<thread>/ctl                          the thread's generation pointer (latest commit wins)
-    <prefix>/<thread>/g<gen>/<ns>/cp               checkpoints of one namespace, in LangGraph id order
-    <prefix>/<thread>/g<gen>/<ns>/w/<checkpoint>   pending writes of one checkpoint, one commit per put_writes
+    <prefix>/<thread>/g<gen>/<ns>/cp               checkpoints of one namespace, in LangGraph id order, each
+                                                   followed by the put_writes commits made while it was the head
+    <prefix>/<thread>/g<gen>/<ns>/late             put_writes for a checkpoint that was not the head (rare)
+    <prefix>/<thread>/g<gen>/<ns>/w/<checkpoint>   the earlier layout's pending writes of one checkpoint (read only)
     <prefix>/byrun/<run_id>                        threads that hold checkpoints of a LangGraph run_id
 
 A string becomes one or more segments: every character outside [A-Za-z0-9.-] is written as `_xx`
 per UTF-8 byte, the result is cut into pieces of at most 120 characters, each piece but the last
 is prefixed with `p` and the last with `s`. A string whose escaped form is over 240 characters
 becomes `h` and its sha256 instead (the saver then keeps the string in the commit's metadata), so
-that a run name stays within agentfs's 1024 characters. The fixed names (ctl, g..., cp, w, byrun)
+that a run name stays within agentfs's 1024 characters. The fixed names (ctl, g..., cp, late, w, byrun)
 start with other letters, so a name parses back without ambiguity.
 """
 
@@ -107,6 +109,9 @@ class Layout:
 
     def checkpoints(self, where: Namespace) -> str:
         return f"{self.namespace_root(where)}/cp"
+
+    def late(self, where: Namespace) -> str:
+        return f"{self.namespace_root(where)}/late"
 
     def writes(self, where: Namespace, checkpoint_id: str) -> str:
         return f"{self.namespace_root(where)}/w/{encode(checkpoint_id)}"

@@ -10,8 +10,9 @@
   every other channel the commit that holds its value, so a checkpoint costs what changed; a list
   that grew is stored as a delta of its new items.
 - Channel versions: integers; a thread written by a stock saver (string versions) keeps their form.
-- Pending writes: one run per checkpoint, one commit per put_writes call; read back deduplicated
-  by (task_id, idx) and in writes_sort_key order.
+- Pending writes (see namespace_log.py): commits in the checkpoints run right after their
+  checkpoint, so a thread is a handful of runs however long; read back deduplicated by
+  (task_id, idx) and in writes_sort_key order.
 - Deletion and copies (see generations.py): a thread switches to a new generation; nothing in
   the log is rewritten.
 """
@@ -22,9 +23,8 @@ import asyncio
 import os
 import random
 import threading
-from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -35,11 +35,11 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     PendingWrite,
     SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
@@ -51,6 +51,7 @@ from ...errors import Conflict, FormatError
 from . import records
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
 from .layout import Layout, Namespace
+from .namespace_log import NamespaceLog
 
 RECENT_LISTS = 64  # serialized list values kept to compare the next version against
 # the saver has a method named list: signatures in its class body use these names instead
@@ -113,12 +114,10 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread, ns = _address(config)
-        where = Namespace(thread, self.generations.current(thread)[0], ns)
-        run = self.generations.checkpoints(where)
-        ids = run.ids()
+        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
         checkpoint_id = get_checkpoint_id(config)
-        commit_id = self.generations.find(run, ids, checkpoint_id) if checkpoint_id else (ids[-1] if ids else None)
-        return None if commit_id is None else self._tuple(where, run.get(commit_id))
+        index = log.find(checkpoint_id) if checkpoint_id else log.latest()
+        return None if index is None else self._tuple(log, index)
 
     def list(
         self,
@@ -141,55 +140,77 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         before_id = get_checkpoint_id(before) if before else None
         left = limit
         for where in spaces:
-            run = self.generations.checkpoints(where)
-            ids = run.ids()
+            log = self.generations.log(where)
             if only:
-                found = self.generations.find(run, ids, only)
-                ids = [found] if found is not None and (before_id is None or only < before_id) else []
-            elif before_id:
-                ids = ids[: bisect_left(ids, before_id, key=lambda commit_id: records.ids(run.get(commit_id))[0])]
-            for commit_id in reversed(ids):
+                found = log.find(only)
+                indexes = [found] if found is not None and (before_id is None or only < before_id) else []
+            else:
+                indexes = list(range(log.before(before_id) if before_id else len(log.ids)))
+            for index in reversed(indexes):
                 if left is not None and left <= 0:
                     return
-                commit = run.get(commit_id)
+                if not log.is_checkpoint(index):
+                    continue
+                commit = log.commit(index)
                 metadata = records.load_typed(self.serde, commit, "metadata")
                 if filter and not all(metadata.get(key) == value for key, value in filter.items()):
                     continue
                 if left is not None:
                     left -= 1
-                yield self._tuple(where, commit, metadata)
+                yield self._tuple(log, index, metadata)
 
-    def _tuple(self, where: Namespace, commit: Commit, metadata: Any = None) -> CheckpointTuple:
+    def _tuple(self, log: NamespaceLog, index: int, metadata: Any = None) -> CheckpointTuple:
+        commit = log.commit(index)
         checkpoint_id, parent_id = records.ids(commit)
-        run = self.generations.checkpoints(where)
-        values = {}
-        for channel, (_version, holder) in records.commit_blobs(commit).items():
-            listed = self._recall(run, holder or commit.id, channel)
-            if listed is not None:
-                values[channel] = records.load_items(self.serde, listed.stored)
-            else:
-                values[channel] = self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
+        blobs = records.commit_blobs(commit)
+        values = {channel: self._value(log.run, commit, channel, holder) for channel, (_version, holder) in blobs.items()}
         checkpoint = records.load_typed(self.serde, commit, "checkpoint")
+        where = log.where
+        writes = records.pending_writes(log.write_batches(index), f"{log.run.name} {checkpoint_id}")
         return CheckpointTuple(
             config=_config(where.thread, where.ns, checkpoint_id),
             checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=records.load_typed(self.serde, commit, "metadata") if metadata is None else metadata,
             parent_config=_config(where.thread, where.ns, parent_id) if parent_id else None,
-            pending_writes=self._pending_writes(where, checkpoint_id),
+            pending_writes=[(task_id, channel, self.serde.loads_typed(value)) for task_id, channel, value in writes],
         )
 
-    def _pending_writes(self, where: Namespace, checkpoint_id: str) -> Writes:
-        run = self.generations.writes(where, checkpoint_id)
-        found: dict[tuple[str, int], tuple[str, str, int, str, tuple[str, bytes]]] = {}
-        for commit_id in run.ids():
-            commit = run.get(commit_id)
-            task_id, task_path, rows = records.write_batch(commit.state, str(commit))
-            for idx, channel, value in rows:
-                if idx >= 0 and (task_id, idx) in found:
-                    continue  # a regular write is stored once; special ones (negative idx) are replaced
-                found[(task_id, idx)] = (task_path, task_id, idx, channel, value)
-        ordered = sorted(found.values(), key=lambda row: writes_sort_key(row[0], row[1], row[2]))
-        return [(task_id, channel, self.serde.loads_typed(value)) for _path, task_id, _idx, channel, value in ordered]
+    def _value(self, run: Run, commit: Commit, channel: str, holder: str | None) -> Any:
+        """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
+        listed = self._recall(run, holder or commit.id, channel)
+        if listed is not None:
+            return records.load_items(self.serde, listed.stored)
+        return self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
+
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """BaseCheckpointSaver's answer, reading along the parent chain only the requested channels and their writes."""
+        if not channels:
+            return {}
+        thread, ns = _address(config)
+        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
+        checkpoint_id = get_checkpoint_id(config)
+        index = log.find(checkpoint_id) if checkpoint_id else log.latest()
+        collected: dict[str, list[PendingWrite]] = {channel: [] for channel in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        parent_id = None if index is None else records.ids(log.commit(index))[1]
+        while parent_id is not None and remaining and (index := log.find(parent_id)) is not None:
+            commit = log.commit(index)
+            writes = records.pending_writes(log.write_batches(index), f"{log.run.name} {parent_id}")
+            for task_id, channel, value in reversed(writes):
+                if channel in remaining:
+                    collected[channel].append((task_id, channel, self.serde.loads_typed(value)))
+            for channel, (_version, holder) in records.commit_blobs(commit).items():
+                if channel in remaining:
+                    seeds[channel] = self._value(log.run, commit, channel, holder)
+                    remaining.discard(channel)
+            parent_id = records.ids(commit)[1]
+        history: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            history[channel] = {"writes": collected[channel][::-1]}
+            if channel in seeds:
+                history[channel]["seed"] = seeds[channel]
+        return history
 
     # writing
 
@@ -213,11 +234,12 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         for _ in range(ATTEMPTS):
             generation, control_head = self.generations.current(thread)
             where = Namespace(thread, generation, ns)
-            run = self.generations.checkpoints(where)
-            ids = run.ids()
-            parent = self.generations.find(run, ids, parent_id) if parent_id else None
+            log = self.generations.log(where)
+            run, ids = log.run, log.ids
+            found = log.find(parent_id) if parent_id else None
             previous: records.Blobs = {}
-            if parent is not None:
+            if found is not None:
+                parent = ids[found]
                 previous = {
                     channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
                 }
@@ -322,13 +344,25 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         thread, ns = _address(config)
-        where = Namespace(thread, self.generations.current(thread)[0], ns)
+        checkpoint_id = str(config["configurable"]["checkpoint_id"])
         rows = [
             [WRITES_IDX_MAP.get(channel, idx), channel, list(self.serde.dumps_typed(value))] for idx, (channel, value) in enumerate(writes)
         ]
-        self.generations.writes(where, config["configurable"]["checkpoint_id"]).commit(
-            {"task_id": task_id, "task_path": task_path, "writes": rows}
-        )
+        batch = {"task_id": task_id, "task_path": task_path, "writes": rows}
+        for _ in range(ATTEMPTS):
+            where = Namespace(thread, self.generations.current(thread)[0], ns)
+            run = self.generations.checkpoints(where)
+            head = run.head_id()
+            if head is None or records.ids(run.get(head))[0] != checkpoint_id:
+                # not the head: appending here would break the run's id order that binary search relies on
+                self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                return
+            try:
+                run.commit(batch, metadata=records.write_batch_metadata(checkpoint_id), parent=head)
+                return
+            except Conflict:
+                continue
+        raise Conflict(f"thread {thread!r}: writes for checkpoint {checkpoint_id} lost {ATTEMPTS} races with other writers")
 
     def get_next_version(self, current: int | str | None, channel: None) -> Any:
         """1, 2, 3...; after a stock saver's string version ("<32-digit counter>.<random>"), the next one in that form
@@ -363,12 +397,12 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             dropped = False
             for where in spaces:
                 kept[where.ns] = []
-                for commit_id in self.generations.checkpoints(where).ids():
-                    run_id = self._metadata(where, commit_id).get("run_id")
+                for item in self.generations.items(where):
+                    run_id = self._metadata(where, item).get("run_id")
                     if run_id is not None and str(run_id) in doomed:
                         dropped = True
                     else:
-                        kept[where.ns].append(self.generations.item(where, commit_id))
+                        kept[where.ns].append(item)
             return kept if dropped else None
 
         for thread in sorted(threads):
@@ -377,8 +411,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = str(source_thread_id), str(target_thread_id)
         for where in self.generations.spaces(self.store.runs(), source, self.generations.current(source)[0]):
-            for commit_id in self.generations.checkpoints(where).ids():
-                run_id = self._metadata(where, commit_id).get("run_id")
+            for item in self.generations.items(where):
+                run_id = self._metadata(where, item).get("run_id")
                 if run_id is not None:
                     self._index_run(str(run_id), target)  # before the copy, as put does
 
@@ -405,8 +439,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             else:
                 self.generations.rewrite(str(thread_id), "prune", self.generations.keep_latest)
 
-    def _metadata(self, where: Namespace, commit_id: str) -> Any:
-        return records.load_typed(self.serde, self.generations.checkpoints(where).get(commit_id), "metadata")
+    def _metadata(self, where: Namespace, item: Item) -> Any:
+        return records.load_typed(self.serde, self.generations.checkpoints(where).get(str(item.commit_id)), "metadata")
 
     # async: the same work on a worker thread, so file I/O never blocks the event loop
 
@@ -424,6 +458,9 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         tuples = self.list(config, filter=filter, before=before, limit=limit)
         while (item := await asyncio.to_thread(next, tuples, None)) is not None:
             yield item
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        return await asyncio.to_thread(self.get_delta_channel_history, config=config, channels=channels)
 
     async def aput(
         self,

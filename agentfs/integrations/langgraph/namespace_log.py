@@ -1,0 +1,90 @@
+"""One namespace's checkpoints run, read once: its checkpoints and the pending writes of each.
+
+The run holds a checkpoint commit, then the put_writes commits made for it while it was the head
+(each marked `{"writes": true}` in its agentfs metadata, with the checkpoint's id), then the next
+checkpoint, and so on. Writes for a checkpoint that is no longer the head (or not yet saved) go to
+the namespace's `late` run instead, so the run stays in LangGraph id order for binary search.
+A checkpoint written by the earlier layout (no `inline_writes` mark) also has its writes in its own
+run `w/<checkpoint>`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import Any
+
+from ...api import Store
+from ...core.checkpoint import Checkpoint as Commit
+from ...core.run import Run
+from . import records
+from .layout import Layout, Namespace
+
+
+class NamespaceLog:
+    """`where`'s checkpoints run as listed now; `late` is read once, the first time writes are asked for."""
+
+    def __init__(self, store: Store, layout: Layout, where: Namespace) -> None:
+        self.store = store
+        self.layout = layout
+        self.where = where
+        self.run: Run = store.run(layout.checkpoints(where))
+        self.ids = self.run.ids()
+        self._late: dict[str, list[Any]] | None = None
+
+    def commit(self, index: int) -> Commit:
+        return self.run.get(self.ids[index])
+
+    def key(self, index: int) -> str:
+        """The LangGraph checkpoint id commit `index` is (or holds writes for); keys never decrease along the run."""
+        return records.ids(self.commit(index))[0]
+
+    def is_checkpoint(self, index: int) -> bool:
+        return not records.is_write_batch(self.commit(index))
+
+    def checkpoints(self) -> Iterator[int]:
+        """Indexes of the checkpoint commits, oldest first."""
+        return (index for index in range(len(self.ids)) if self.is_checkpoint(index))
+
+    def latest(self) -> int | None:
+        """Index of the newest checkpoint: the head, or the checkpoint a run of write commits at the end follows."""
+        index = len(self.ids) - 1
+        while index >= 0 and not self.is_checkpoint(index):
+            index -= 1
+        return index if index >= 0 else None
+
+    def find(self, checkpoint_id: str) -> int | None:
+        """Index of the commit of `checkpoint_id`: a binary search (it comes before the writes made for it)."""
+        latest = self.latest()
+        if latest is not None and self.key(latest) == checkpoint_id:
+            return latest
+        index = self.before(checkpoint_id)
+        return index if index < len(self.ids) and self.key(index) == checkpoint_id and self.is_checkpoint(index) else None
+
+    def before(self, checkpoint_id: str) -> int:
+        """How many commits come before the first whose key is `checkpoint_id` or greater."""
+        return bisect_left(range(len(self.ids)), checkpoint_id, key=self.key)
+
+    def write_batches(self, index: int) -> list[Any]:
+        """The states of the put_writes commits for the checkpoint at `index`, oldest first."""
+        commit = self.commit(index)
+        checkpoint_id = records.ids(commit)[0]
+        batches = []
+        if not records.inline_writes(commit):
+            legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
+            batches += [legacy.get(commit_id).state for commit_id in legacy.ids()]
+        following = index + 1
+        while following < len(self.ids) and not self.is_checkpoint(following):
+            batches.append(self.commit(following).state)
+            following += 1
+        return batches + self.late().get(checkpoint_id, [])
+
+    def late(self) -> dict[str, list[Any]]:
+        """The namespace's late write batches by checkpoint id."""
+        if self._late is None:
+            run = self.store.run(self.layout.late(self.where))
+            self._late = {}
+            for commit_id in run.ids():
+                commit = run.get(commit_id)
+                self._late.setdefault(records.ids(commit)[0], []).append(commit.state)
+        return self._late
