@@ -30,13 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...api import Store
-from ...core.checkpoint import Checkpoint
 from ...core.retention import delete_runs
 from ...core.run import Run
-from ...errors import Conflict, FormatError
+from ...errors import Conflict
+from ..langgraph_layout import INITIAL_GENERATION, Namespace, encode, hashed
+from ..langgraph_threads import ThreadRuns, generation_of, write_batch_metadata
 from . import records
-from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, encode, hashed
 from .namespace_log import NamespaceLog
 
 ATTEMPTS = 8
@@ -58,50 +57,9 @@ class Item:
 Plan = dict[str, list[Item]]  # namespace -> checkpoints of the new generation
 
 
-class Generations:
-    def __init__(self, store: Store, layout: Layout) -> None:
-        self.store = store
-        self.layout = layout
-
-    def current(self, thread: str) -> tuple[str, str | None]:
-        """(current generation of `thread`, the commit of its ctl run that chose it)."""
-        control = self.store.run(self.layout.control(thread))
-        head = control.head_id()
-        if head is None:
-            return INITIAL_GENERATION, None
-        return _generation(control.get(head)), head
-
+class Generations(ThreadRuns):
     def checkpoints(self, where: Namespace) -> Run:
         return self.store.run(self.layout.checkpoints(where))
-
-    def spaces(self, runs: list[str], thread: str | None = None, generation: str | None = None) -> list[Namespace]:
-        """The namespaces among `runs` of `thread` (or of every thread) in `generation` (or the current one)."""
-        root = None if thread is None else self.layout.thread_root(thread) + "/"
-        current: dict[str, str] = {}
-        spaces = []
-        for name in runs:
-            parsed = self.layout.parse_checkpoints(name) if root is None or name.startswith(root) else None
-            if parsed is None:
-                continue
-            where = self._named(name, parsed)
-            if where.thread not in current:
-                current[where.thread] = generation if generation is not None else self.current(where.thread)[0]
-            if where.generation == current[where.thread]:
-                spaces.append(where)
-        return spaces
-
-    def _named(self, name: str, parsed: Parsed) -> Namespace:
-        """The namespace a checkpoints run holds; a hashed thread id or namespace is read from its first commit."""
-        thread, ns = parsed.thread, parsed.ns
-        if thread is None or ns is None:
-            run = self.store.run(name)
-            meta = run.get(run.ids()[0]).metadata
-            thread = meta.get("thread_id") if thread is None and isinstance(meta, dict) else thread
-            ns = meta.get("checkpoint_ns") if ns is None and isinstance(meta, dict) else ns
-        where = Namespace(thread, parsed.generation, ns) if isinstance(thread, str) and isinstance(ns, str) else None
-        if where is None or self.layout.checkpoints(where) != name:
-            raise FormatError(f"run {name!r} does not record the thread and namespace its name stands for")
-        return where
 
     def log(self, where: Namespace) -> NamespaceLog:
         return NamespaceLog(self.store, self.layout, where)
@@ -154,7 +112,7 @@ class Generations:
                 if item.commit_id is not None:
                     moved[(item.origin, item.commit_id)] = commit.id
                 for batch in item.writes:
-                    target.commit(batch, metadata=records.write_batch_metadata(item.checkpoint_id))
+                    target.commit(batch, metadata=write_batch_metadata(item.checkpoint_id))
         try:
             self.store.run(self.layout.control(thread)).commit({"generation": generation, "reason": reason}, parent=control_head)
         except Conflict:
@@ -168,7 +126,7 @@ class Generations:
         switches = control.history()  # newest first: each names the generation it switched to
         if not switches:
             return []
-        named = [_generation(switch) for switch in switches]
+        named = [generation_of(switch) for switch in switches]
         left_at = {INITIAL_GENERATION: switches[-1].created}
         for (newer, _), (_, generation) in itertools.pairwise(zip(switches, named, strict=True)):
             left_at[generation] = newer.created
@@ -208,14 +166,6 @@ class Generations:
                 items, _depth = records.extend(key, state.pop(key), where, records.resolver(origin.get, channel))
                 state[records.ITEMS + channel] = [list(value) for value in items]
         return state
-
-
-def _generation(switch: Checkpoint) -> str:
-    state = switch.state
-    generation = state.get("generation") if isinstance(state, dict) else None
-    if not isinstance(generation, str) or not GENERATION.fullmatch(generation):
-        raise FormatError(f"{switch} does not name a generation")
-    return generation
 
 
 def _item(log: NamespaceLog, index: int) -> Item:

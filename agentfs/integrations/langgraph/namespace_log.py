@@ -17,8 +17,9 @@ from typing import Any
 from ...api import Store
 from ...core.checkpoint import Checkpoint as Commit
 from ...core.run import Run
+from ..langgraph_layout import Layout, Namespace
+from ..langgraph_threads import is_write_batch
 from . import records
-from .layout import Layout, Namespace
 
 
 class NamespaceLog:
@@ -40,7 +41,7 @@ class NamespaceLog:
         return records.ids(self.commit(index))[0]
 
     def is_checkpoint(self, index: int) -> bool:
-        return not records.is_write_batch(self.commit(index))
+        return not is_write_batch(self.commit(index))
 
     def checkpoints(self) -> Iterator[int]:
         """Indexes of the checkpoint commits, oldest first."""

@@ -151,14 +151,6 @@ def ids(commit: Commit) -> tuple[str, str | None]:
     raise FormatError(f"{commit} is not a LangGraph checkpoint (no checkpoint id)")
 
 
-def write_batch_metadata(checkpoint_id: str) -> dict[str, Any]:
-    return {"checkpoint_id": checkpoint_id, "writes": True}
-
-
-def is_write_batch(commit: Commit) -> bool:
-    return isinstance(commit.metadata, dict) and commit.metadata.get("writes") is True
-
-
 def inline_writes(commit: Commit) -> bool:
     """Whether a checkpoint commit's writes follow it in its run (else, the earlier layout, in their own run)."""
     return isinstance(commit.metadata, dict) and commit.metadata.get("inline_writes") is True

@@ -1,6 +1,6 @@
 """AgentFSSaver: a LangGraph checkpointer whose checkpoints are agentfs commits.
 
-- Runs (see layout.py): the checkpoints of one (thread, namespace) are one run, in LangGraph id
+- Runs (see ../langgraph_layout.py): the checkpoints of one (thread, namespace) are one run, in LangGraph id
   order. LangGraph's ids are uuid6 strings that sort by time and "latest" means the greatest id, so
   the run's head is the latest checkpoint and a checkpoint id is found by a binary search over the
   run's commit ids (each probe reads one small cached entry), never by a scan. A put whose id is
@@ -22,10 +22,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -41,31 +39,22 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
-from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from ...api import Store, open_store
 from ...core.checkpoint import Checkpoint as Commit
 from ...core.run import Run
 from ...engine.repository import Durability
-from ...errors import Conflict, FormatError
+from ...errors import Conflict
+from ..langgraph_layout import Layout, Namespace
+from ..langgraph_threads import write_batch_metadata
 from . import records
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
-from .layout import Layout, Namespace
+from .list_values import ListValues, comparable
 from .namespace_log import NamespaceLog
 
-RECENT_LISTS = 64  # serialized list values kept to compare the next version against
 # the saver has a method named list: signatures in its class body use these names instead
 Spaces = list[Namespace]
 Writes = list[PendingWrite]
-Serialized = list[records.Typed]
-
-
-class Listed(NamedTuple):
-    """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth."""
-
-    stored: Serialized
-    plain: Serialized | None
-    depth: int
 
 
 class AgentFSSaver(BaseCheckpointSaver[int]):
@@ -97,8 +86,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         self.layout = Layout(prefix)
         self.generations = Generations(self.store, self.layout)
         self._indexed: set[tuple[str, str]] = set()
-        self._recent: OrderedDict[tuple[str, str, str], Listed] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lists = ListValues()
 
     def close(self) -> None:
         if self._owns_store:
@@ -177,7 +165,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 
     def _value(self, run: Run, commit: Commit, channel: str, holder: str | None) -> Any:
         """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
-        listed = self._recall(run, holder or commit.id, channel)
+        listed = self._lists.recall(self.serde, run, holder or commit.id, channel)
         if listed is not None:
             return records.load_items(self.serde, listed.stored)
         return self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
@@ -228,7 +216,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         versions = checkpoint["channel_versions"]
         record = {key: value for key, value in checkpoint.items() if key != "channel_values"}
         fixed = {"checkpoint": list(self.serde.dumps_typed(record)), "metadata": list(self.serde.dumps_typed(full_metadata))}
-        compare = _comparable(self.serde)
+        compare = comparable(self.serde)
         if full_metadata.get("run_id") is not None:
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for _ in range(ATTEMPTS):
@@ -253,7 +241,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             }
             written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
             plain = {channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list}
-            state, lists = self._encode(run, written, plain, previous)
+            state, lists = self._lists.encode(self.serde, run, written, plain, previous)
             state.update(fixed)
             state["blobs"] = {
                 channel: [version, None if channel in written else previous[channel][1]]
@@ -270,71 +258,11 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             except Conflict:
                 continue
             for channel, remembered in lists.items():
-                self._remember((run.name, commit.id, channel), remembered)
+                self._lists.remember((run.name, commit.id, channel), remembered)
             break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
         return _config(thread, ns, checkpoint["id"])
-
-    def _encode(
-        self, run: Run, written: dict[str, Any], plain: dict[str, Serialized], previous: records.Blobs
-    ) -> tuple[dict[str, Any], dict[str, Listed]]:
-        """State keys for the written channels; a list whose previous version is a prefix of it becomes a delta."""
-        state: dict[str, Any] = {}
-        lists: dict[str, Listed] = {}
-        for channel, value in written.items():
-            if channel not in plain:
-                state[records.VALUE + channel] = list(self.serde.dumps_typed(value))
-                continue
-            items = plain[channel]
-            base = previous[channel][1] if channel in previous else None
-            known = self._recall(run, base, channel) if base is not None else None
-            count = None
-            if known is not None and known.plain is not None and known.depth + 1 < records.SNAPSHOT_EVERY:
-                count = len(known.plain) if items[: len(known.plain)] == known.plain else None
-            if _comparable(self.serde) is self.serde:
-                stored = items
-            elif known is None or count is None:
-                stored = [self.serde.dumps_typed(item) for item in value]
-            else:  # encrypted: the items that did not change keep their ciphertext, so their chunks repeat
-                stored = known.stored + [self.serde.dumps_typed(item) for item in value[count:]]
-            if known is None or count is None:
-                state[records.ITEMS + channel] = [list(item) for item in stored]
-                lists[channel] = Listed(stored, items, 0)
-            else:
-                state[records.DELTA + channel] = [base, count, known.depth + 1, [list(item) for item in stored[count:]]]
-                lists[channel] = Listed(stored, items, known.depth + 1)
-        return state, lists
-
-    def _recall(self, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
-        """The list `channel` holds in a commit; None if it holds the channel whole."""
-        key = (run.name, commit_id, channel)
-        with self._lock:
-            if key in self._recent:
-                self._recent.move_to_end(key)
-                return self._recent[key]
-        if hops > 4 * records.SNAPSHOT_EVERY:
-            raise FormatError(f"{run.name}@{commit_id}: chain of list deltas is too long")
-        commit = run.get(commit_id)
-        found = records.list_record(commit, channel)
-        if found is None:
-            return None
-        stored, depth = records.extend(*found, f"{commit} channel {channel!r}", lambda base: self._base(run, base, channel, hops + 1))
-        known = Listed(stored, stored if _comparable(self.serde) is self.serde else None, depth)
-        self._remember(key, known)
-        return known
-
-    def _base(self, run: Run, commit_id: str, channel: str, hops: int) -> Serialized:
-        known = self._recall(run, commit_id, channel, hops)
-        if known is None:
-            raise FormatError(f"{run.name}@{commit_id}: a list delta's base holds no list for channel {channel!r}")
-        return known.stored
-
-    def _remember(self, key: tuple[str, str, str], known: Listed) -> None:
-        with self._lock:
-            self._recent[key] = known
-            if len(self._recent) > RECENT_LISTS:
-                self._recent.popitem(last=False)
 
     def put_writes(
         self,
@@ -358,7 +286,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
                 return
             try:
-                run.commit(batch, metadata=records.write_batch_metadata(checkpoint_id), parent=head)
+                run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=head)
                 return
             except Conflict:
                 continue
@@ -500,8 +428,3 @@ def _address(config: RunnableConfig) -> tuple[str, str]:
 
 def _config(thread: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
-
-
-def _comparable(serde: SerializerProtocol) -> SerializerProtocol:
-    """A serializer whose bytes are equal when values are: an EncryptedSerializer's, whose ciphertexts never repeat, is inside it."""
-    return serde.serde if isinstance(serde, EncryptedSerializer) else serde

@@ -22,7 +22,7 @@ import re
 import string
 from typing import NamedTuple
 
-from ...names import check_name
+from ..names import check_name
 
 PIECE = 120
 READABLE = 2 * PIECE
