@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from ...api import Store
 from ...core.checkpoint import Checkpoint as Commit
@@ -22,16 +23,44 @@ from ..langgraph_threads import is_write_batch
 from . import records
 
 
+class Tip(NamedTuple):
+    """A checkpoints run's head commit (None if empty), its key, and the commit of the checkpoint asked for (None if absent)."""
+
+    head: str | None
+    head_key: str | None
+    checkpoint: str | None
+
+
 class NamespaceLog:
-    """`where`'s checkpoints run as listed now; `late` is read once, the first time writes are asked for."""
+    """`where`'s checkpoints run, listed the first time its ids are needed; `late` is read once, when writes are asked for."""
 
     def __init__(self, store: Store, layout: Layout, where: Namespace) -> None:
         self.store = store
         self.layout = layout
         self.where = where
         self.run: Run = store.run(layout.checkpoints(where))
-        self.ids = self.run.ids()
         self._late: dict[str, list[Any]] | None = None
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return self.run.ids()
+
+    def tip(self, checkpoint_id: str | None, *, trust_hint: bool) -> Tip:
+        """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
+        and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
+        a commit made with `parent=` the head fails if another writer appended since."""
+        hint = self.store.heads.get(self.run.name) if trust_hint else None
+        if hint is not None and self.store.entry_path(self.run.name, hint).exists():
+            commit = self.run.get(hint)
+            head_key = records.ids(commit)[0]
+            while is_write_batch(commit) and commit.parent is not None:
+                commit = self.run.get(commit.parent)
+            if checkpoint_id is None or records.ids(commit)[0] == checkpoint_id:
+                return Tip(hint, head_key, commit.id if checkpoint_id is not None else None)
+        if not self.ids:
+            return Tip(None, None, None)
+        index = self.find(checkpoint_id) if checkpoint_id is not None else None
+        return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
 
     def commit(self, index: int) -> Commit:
         return self.run.get(self.ids[index])

@@ -219,15 +219,15 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         compare = comparable(self.serde)
         if full_metadata.get("run_id") is not None:
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             generation, control_head = self.generations.current(thread)
             where = Namespace(thread, generation, ns)
             log = self.generations.log(where)
-            run, ids = log.run, log.ids
-            found = log.find(parent_id) if parent_id else None
+            run = log.run
+            tip = log.tip(parent_id, trust_hint=attempt == 0)
             previous: records.Blobs = {}
-            if found is not None:
-                parent = ids[found]
+            if tip.checkpoint is not None:
+                parent = tip.checkpoint
                 previous = {
                     channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
                 }
@@ -248,13 +248,13 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 for channel, version in versions.items()
                 if channel in written or channel in shared
             }
-            if ids and records.ids(run.get(ids[-1]))[0] >= checkpoint["id"]:
+            if tip.head_key is not None and tip.head_key >= checkpoint["id"]:
                 item = Item(where, checkpoint["id"], parent_id, state=state)
                 if self.generations.rebuild(thread, control_head, self.generations.insert(thread, generation, item), "put"):
                     break
                 continue
             try:
-                commit = run.commit(state, metadata=commit_metadata(where, checkpoint["id"], parent_id), parent=ids[-1] if ids else None)
+                commit = run.commit(state, metadata=commit_metadata(where, checkpoint["id"], parent_id), parent=tip.head)
             except Conflict:
                 continue
             for channel, remembered in lists.items():
@@ -277,16 +277,16 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             [WRITES_IDX_MAP.get(channel, idx), channel, list(self.serde.dumps_typed(value))] for idx, (channel, value) in enumerate(writes)
         ]
         batch = {"task_id": task_id, "task_path": task_path, "writes": rows}
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             where = Namespace(thread, self.generations.current(thread)[0], ns)
-            run = self.generations.checkpoints(where)
-            head = run.head_id()
-            if head is None or records.ids(run.get(head))[0] != checkpoint_id:
+            log = self.generations.log(where)
+            tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
+            if tip.head_key != checkpoint_id:
                 # not the head: appending here would break the run's id order that binary search relies on
                 self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
                 return
             try:
-                run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=head)
+                log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
                 return
             except Conflict:
                 continue
