@@ -95,19 +95,33 @@ class NamespaceLog:
         """How many commits come before the first whose key is `checkpoint_id` or greater."""
         return bisect_left(range(len(self.ids)), checkpoint_id, key=self.key)
 
+    def latest_checkpoint(self) -> tuple[Commit, list[Any]] | None:
+        """The newest checkpoint and its write batches, found from the head back without listing the whole log."""
+        head = self.run.head_id()
+        if head is None:
+            return None
+        commit = self.run.get(head)
+        following = []
+        while is_write_batch(commit) and commit.parent is not None:
+            following.append(commit.state)
+            commit = self.run.get(commit.parent)
+        return commit, self._batches(commit, following[::-1])
+
     def write_batches(self, index: int) -> list[Any]:
         """The states of the put_writes commits for the checkpoint at `index`, oldest first."""
-        commit = self.commit(index)
+        following = index + 1
+        while following < len(self.ids) and not self.is_checkpoint(following):
+            following += 1
+        return self._batches(self.commit(index), [self.commit(at).state for at in range(index + 1, following)])
+
+    def _batches(self, commit: Commit, inline: list[Any]) -> list[Any]:
+        """A checkpoint's write batches: in its own run (earlier layout), the `inline` ones after it, the late ones."""
         checkpoint_id = records.ids(commit)[0]
         batches = []
         if not records.inline_writes(commit):
             legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
             batches += [legacy.get(commit_id).state for commit_id in legacy.ids()]
-        following = index + 1
-        while following < len(self.ids) and not self.is_checkpoint(following):
-            batches.append(self.commit(following).state)
-            following += 1
-        return batches + self.late().get(checkpoint_id, [])
+        return batches + inline + self.late().get(checkpoint_id, [])
 
     def late(self) -> dict[str, list[Any]]:
         """The namespace's late write batches by checkpoint id."""

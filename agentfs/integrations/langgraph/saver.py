@@ -54,7 +54,7 @@ from .namespace_log import NamespaceLog
 
 # the saver has a method named list: signatures in its class body use these names instead
 Spaces = list[Namespace]
-Writes = list[PendingWrite]
+Batches = list[Any]  # states of put_writes commits
 
 
 class AgentFSSaver(BaseCheckpointSaver[int]):
@@ -104,8 +104,11 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         thread, ns = _address(config)
         log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
         checkpoint_id = get_checkpoint_id(config)
-        index = log.find(checkpoint_id) if checkpoint_id else log.latest()
-        return None if index is None else self._tuple(log, index)
+        if not checkpoint_id:
+            latest = log.latest_checkpoint()
+            return None if latest is None else self._tuple(log, *latest)
+        index = log.find(checkpoint_id)
+        return None if index is None else self._tuple(log, log.commit(index), log.write_batches(index))
 
     def list(
         self,
@@ -145,16 +148,16 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     continue
                 if left is not None:
                     left -= 1
-                yield self._tuple(log, index, metadata)
+                yield self._tuple(log, commit, log.write_batches(index), metadata)
 
-    def _tuple(self, log: NamespaceLog, index: int, metadata: Any = None) -> CheckpointTuple:
-        commit = log.commit(index)
+    def _tuple(self, log: NamespaceLog, commit: Commit, batches: Batches, metadata: Any = None) -> CheckpointTuple:
+        """The checkpoint of `commit` whose write batches are `batches`."""
         checkpoint_id, parent_id = records.ids(commit)
         blobs = records.commit_blobs(commit)
         values = {channel: self._value(log.run, commit, channel, holder) for channel, (_version, holder) in blobs.items()}
         checkpoint = records.load_typed(self.serde, commit, "checkpoint")
         where = log.where
-        writes = records.pending_writes(log.write_batches(index), f"{log.run.name} {checkpoint_id}")
+        writes = records.pending_writes(batches, f"{log.run.name} {checkpoint_id}")
         return CheckpointTuple(
             config=_config(where.thread, where.ns, checkpoint_id),
             checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
