@@ -99,9 +99,10 @@ def test_earlier_layout_reads_grows_prunes_and_copies_as_in_memory_saver(old_sav
     # InMemorySaver has no copy_thread, delete_for_runs or prune: expected rows follow from what it showed
     old_saver.copy_thread("old", "copy")
     assert _seen(old_saver, "copy") == [[_in_thread(row, "copy") for row in rows] for rows in grown]
-    old_saver.delete_for_runs(["run-1"])
+    old_saver.delete_for_runs(["run-1"])  # found through the earlier layout's index ("old") and the lean one ("copy")
     kept = [[row for row in rows if row[2]["run_id"] != "run-1"] for rows in grown]
     assert _seen(old_saver, "old") == kept
+    assert _seen(old_saver, "copy") == [[_in_thread(row, "copy") for row in rows] for rows in kept]
     old_saver.prune(["old"], strategy="keep_latest")
     assert _seen(old_saver, "old") == [rows[:1] for rows in kept]
     assert old_saver.store.verify().ok
@@ -116,6 +117,14 @@ def test_a_long_thread_is_a_handful_of_runs(tmp_path: Path) -> None:
         assert len(runs) == 3, runs  # per namespace: checkpoints, late writes... and nothing per checkpoint
         assert sorted(run.rsplit("/", 1)[1] for run in runs) == ["cp", "cp", "late"]
         assert _seen(saver, "long") == _seen(reference, "long")
+        for step in range(60, 160):  # a LangGraph run_id per turn, as LangGraph's server gives
+            config = _config("long", f"1f0{step - 1:05d}")
+            checkpoint: Checkpoint = {**empty_checkpoint(), "id": f"1f0{step:05d}", "channel_values": {}, "channel_versions": {}}
+            saver.put(config, checkpoint, {"step": step, "run_id": f"turn-{step}"}, {})
+        assert len(saver.store.runs()) - len(runs) <= 16  # the run_id index: at most 16 buckets
+        saver.delete_for_runs(["turn-100", "turn-101"])
+        kept = [t.metadata["run_id"] for t in saver.list(_config("long"))]  # the root namespace
+        assert "turn-100" not in kept and "turn-101" not in kept and "turn-102" in kept and len(kept) == 60 + 100 - 2
 
 
 def test_writes_racing_the_next_checkpoint_land_in_the_late_run(tmp_path: Path) -> None:

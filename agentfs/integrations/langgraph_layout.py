@@ -5,7 +5,9 @@
                                                    followed by the put_writes commits made while it was the head
     <prefix>/<thread>/g<gen>/<ns>/late             put_writes for a checkpoint that was not the head (rare)
     <prefix>/<thread>/g<gen>/<ns>/w/<checkpoint>   the earlier layout's pending writes of one checkpoint (read only)
-    <prefix>/byrun/<run_id>                        threads that hold checkpoints of a LangGraph run_id
+    <prefix>/byrun/x<h>                            threads that hold checkpoints of a LangGraph run_id whose
+                                                   sha256 starts with hex digit h: one commit per (run_id, thread)
+    <prefix>/byrun/<run_id>                        the earlier layout's index of one run_id (read only)
 
 A string becomes one or more segments: every character outside [A-Za-z0-9.-] is written as `_xx`
 per UTF-8 byte, the result is cut into pieces of at most 120 characters, each piece but the last
@@ -27,6 +29,7 @@ from ..names import check_name
 PIECE = 120
 READABLE = 2 * PIECE
 MORE, END, HASHED = "p", "s", "h"
+BUCKET = "x"  # 16 run index buckets, x0 to xf: not a letter an encoded string starts with
 _KEEP = frozenset(string.ascii_letters + string.digits + ".-")
 _ESCAPED = re.compile(r"(?:[A-Za-z0-9.-]|_[0-9a-f]{2})*")
 _HASH = re.compile(HASHED + r"[0-9a-f]{64}")
@@ -118,6 +121,10 @@ class Layout:
 
     def by_run(self, run_id: str) -> str:
         return f"{self.prefix}/byrun/{encode(run_id)}"
+
+    def run_bucket(self, run_id: str) -> str:
+        """Where the threads of `run_id` are indexed: one of RUN_BUCKETS runs, however many LangGraph runs there are."""
+        return f"{self.prefix}/byrun/{BUCKET}{hashlib.sha256(run_id.encode('utf-8', 'surrogatepass')).hexdigest()[0]}"
 
     def parse_checkpoints(self, run: str) -> Parsed | None:
         """The namespace whose checkpoints `run` holds, or None if `run` is anything else."""

@@ -305,7 +305,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
     def _index_run(self, run_id: str, thread: str) -> None:
         """Remember that `thread` holds checkpoints of `run_id`, so delete_for_runs need not scan every thread."""
         if (run_id, thread) not in self._indexed:
-            self.store.run(self.layout.by_run(run_id)).commit({"thread_id": thread})
+            self.store.run(self.layout.run_bucket(run_id)).commit({"thread_id": thread}, metadata={"run_id": run_id})
             self._indexed.add((run_id, thread))
 
     # deleting and copying: a new generation per change
@@ -316,10 +316,14 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         doomed = {str(run_id) for run_id in run_ids}
         threads: set[str] = set()
-        for run_id in doomed:
-            run = self.store.run(self.layout.by_run(run_id))
+        buckets = {self.layout.run_bucket(run_id) for run_id in doomed}
+        for name in sorted(buckets | {self.layout.by_run(run_id) for run_id in doomed}):  # by_run: the earlier layout
+            run = self.store.run(name)
             for commit_id in run.ids():
-                thread = run.get(commit_id).state
+                entry = run.get(commit_id)
+                thread = entry.state
+                if name in buckets and entry.metadata.get("run_id") not in doomed:
+                    continue  # another run_id in the same bucket
                 if isinstance(thread, dict) and isinstance(thread.get("thread_id"), str):
                     threads.add(thread["thread_id"])
 
