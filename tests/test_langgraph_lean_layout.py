@@ -10,6 +10,7 @@ tests/data/langgraph_layout1 is a store the earlier layout wrote (commit 8370de5
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -135,5 +136,21 @@ def test_writes_racing_the_next_checkpoint_land_in_the_late_run(tmp_path: Path) 
             _step(target, "t", "", "1f000000", "1f000001", 1)
             target.put_writes(first, [("log", "after the next checkpoint")], "slow-task")
             target.put_writes(_config("t", "1f000009"), [("log", "for a checkpoint not saved yet")], "early-task")
+            # LangGraph's background put of a checkpoint can finish after a task's first write to it: a special
+            # write made later (inline) must still replace the earlier one (late)
+            target.put_writes(_config("t", "1f000009"), [("__interrupt__", "first question")], "asking-task")
             _step(target, "t", "", "1f000001", "1f000009", 9)
+            target.put_writes(_config("t", "1f000009"), [("__interrupt__", "second question")], "asking-task")
         assert _seen(saver, "t") == _seen(reference, "t")
+        latest = saver.get_tuple(_config("t"))
+        assert latest is not None and ("asking-task", "__interrupt__", "second question") in latest.pending_writes
+
+
+def test_concurrent_writes_to_one_checkpoint_all_land(tmp_path: Path) -> None:
+    with AgentFSSaver(tmp_path / "s", durability="process") as saver:
+        config = _step(saver, "t", "", None, "1f000000", 0)
+        tasks = [f"parallel-{i}" for i in range(48)]
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda task: saver.put_writes(config, [("log", task)], task), tasks))
+        latest = saver.get_tuple(_config("t"))
+        assert latest is not None and {task for task, _channel, _value in latest.pending_writes} >= set(tasks)

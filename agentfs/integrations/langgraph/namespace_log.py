@@ -39,7 +39,7 @@ class NamespaceLog:
         self.layout = layout
         self.where = where
         self.run: Run = store.run(layout.checkpoints(where))
-        self._late: dict[str, list[Any]] | None = None
+        self._late: dict[str, list[Commit]] | None = None
 
     @cached_property
     def ids(self) -> list[str]:
@@ -103,7 +103,7 @@ class NamespaceLog:
         commit = self.run.get(head)
         following = []
         while is_write_batch(commit) and commit.parent is not None:
-            following.append(commit.state)
+            following.append(commit)
             commit = self.run.get(commit.parent)
         return commit, self._batches(commit, following[::-1])
 
@@ -112,23 +112,25 @@ class NamespaceLog:
         following = index + 1
         while following < len(self.ids) and not self.is_checkpoint(following):
             following += 1
-        return self._batches(self.commit(index), [self.commit(at).state for at in range(index + 1, following)])
+        return self._batches(self.commit(index), [self.commit(at) for at in range(index + 1, following)])
 
-    def _batches(self, commit: Commit, inline: list[Any]) -> list[Any]:
-        """A checkpoint's write batches: in its own run (earlier layout), the `inline` ones after it, the late ones."""
+    def _batches(self, commit: Commit, inline: list[Commit]) -> list[Any]:
+        """A checkpoint's write batches in the order they were made: in its own run (earlier layout), the `inline`
+        ones after it, the late ones (a write LangGraph makes while the checkpoint's own put is still running lands
+        in `late` before the ones after it inline; a special write replaces an earlier one, so order matters)."""
         checkpoint_id = records.ids(commit)[0]
-        batches = []
+        batches = [*inline, *self.late().get(checkpoint_id, [])]
         if not records.inline_writes(commit):
             legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
-            batches += [legacy.get(commit_id).state for commit_id in legacy.ids()]
-        return batches + inline + self.late().get(checkpoint_id, [])
+            batches += [legacy.get(commit_id) for commit_id in legacy.ids()]
+        return [batch.state for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
 
-    def late(self) -> dict[str, list[Any]]:
+    def late(self) -> dict[str, list[Commit]]:
         """The namespace's late write batches by checkpoint id."""
         if self._late is None:
             run = self.store.run(self.layout.late(self.where))
             self._late = {}
             for commit_id in run.ids():
                 commit = run.get(commit_id)
-                self._late.setdefault(records.ids(commit)[0], []).append(commit.state)
+                self._late.setdefault(records.ids(commit)[0], []).append(commit)
         return self._late

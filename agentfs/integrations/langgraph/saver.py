@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -55,6 +56,7 @@ from .namespace_log import NamespaceLog
 # the saver has a method named list: signatures in its class body use these names instead
 Spaces = list[Namespace]
 Batches = list[Any]  # states of put_writes commits
+APPEND_LOCKS = 64  # (thread, namespace) pairs share this many locks
 
 
 class AgentFSSaver(BaseCheckpointSaver[int]):
@@ -87,6 +89,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         self.generations = Generations(self.store, self.layout)
         self._indexed: set[tuple[str, str]] = set()
         self._lists = ListValues()
+        self._append_locks = [threading.Lock() for _ in range(APPEND_LOCKS)]
 
     def close(self) -> None:
         if self._owns_store:
@@ -223,46 +226,49 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         if full_metadata.get("run_id") is not None:
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
-            generation, control_head = self.generations.current(thread)
-            where = Namespace(thread, generation, ns)
-            log = self.generations.log(where)
-            run = log.run
-            tip = log.tip(parent_id, trust_hint=attempt == 0)
-            previous: records.Blobs = {}
-            if tip.checkpoint is not None:
-                parent = tip.checkpoint
-                previous = {
-                    channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
+            with self._appending(thread, ns):  # in this process, appends to a namespace take turns
+                generation, control_head = self.generations.current(thread)
+                where = Namespace(thread, generation, ns)
+                log = self.generations.log(where)
+                run = log.run
+                tip = log.tip(parent_id, trust_hint=attempt == 0)
+                previous: records.Blobs = {}
+                if tip.checkpoint is not None:
+                    parent = tip.checkpoint
+                    previous = {
+                        channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
+                    }
+                # a channel is shared with the parent only at the very version the parent holds (as the stock savers
+                # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
+                # its values at newer versions are written here, not dropped
+                shared = {
+                    channel
+                    for channel, version in versions.items()
+                    if channel not in new_versions and channel in previous and previous[channel][0] == version
                 }
-            # a channel is shared with the parent only at the very version the parent holds (as the stock savers
-            # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
-            # its values at newer versions are written here, not dropped
-            shared = {
-                channel
-                for channel, version in versions.items()
-                if channel not in new_versions and channel in previous and previous[channel][0] == version
-            }
-            written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
-            plain = {channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list}
-            state, lists = self._lists.encode(self.serde, run, written, plain, previous)
-            state.update(fixed)
-            state["blobs"] = {
-                channel: [version, None if channel in written else previous[channel][1]]
-                for channel, version in versions.items()
-                if channel in written or channel in shared
-            }
-            if tip.head_key is not None and tip.head_key >= checkpoint["id"]:
-                item = Item(where, checkpoint["id"], parent_id, state=state)
-                if self.generations.rebuild(thread, control_head, self.generations.insert(thread, generation, item), "put"):
-                    break
-                continue
-            try:
-                commit = run.commit(state, metadata=commit_metadata(where, checkpoint["id"], parent_id), parent=tip.head)
-            except Conflict:
-                continue
-            for channel, remembered in lists.items():
-                self._lists.remember((run.name, commit.id, channel), remembered)
-            break
+                written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
+                plain = {
+                    channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list
+                }
+                state, lists = self._lists.encode(self.serde, run, written, plain, previous)
+                state.update(fixed)
+                state["blobs"] = {
+                    channel: [version, None if channel in written else previous[channel][1]]
+                    for channel, version in versions.items()
+                    if channel in written or channel in shared
+                }
+                if tip.head_key is not None and tip.head_key >= checkpoint["id"]:
+                    item = Item(where, checkpoint["id"], parent_id, state=state)
+                    if self.generations.rebuild(thread, control_head, self.generations.insert(thread, generation, item), "put"):
+                        break
+                    continue
+                try:
+                    commit = run.commit(state, metadata=commit_metadata(where, checkpoint["id"], parent_id), parent=tip.head)
+                except Conflict:
+                    continue
+                for channel, remembered in lists.items():
+                    self._lists.remember((run.name, commit.id, channel), remembered)
+                break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
         return _config(thread, ns, checkpoint["id"])
@@ -281,19 +287,25 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         ]
         batch = {"task_id": task_id, "task_path": task_path, "writes": rows}
         for attempt in range(ATTEMPTS):
-            where = Namespace(thread, self.generations.current(thread)[0], ns)
-            log = self.generations.log(where)
-            tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
-            if tip.head_key != checkpoint_id:
-                # not the head: appending here would break the run's id order that binary search relies on
-                self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
-                return
-            try:
-                log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
-                return
-            except Conflict:
-                continue
+            with self._appending(thread, ns):
+                where = Namespace(thread, self.generations.current(thread)[0], ns)
+                log = self.generations.log(where)
+                tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
+                if tip.head_key != checkpoint_id:
+                    # not the head: appending here would break the run's id order that binary search relies on
+                    self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                    return
+                try:
+                    log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
+                    return
+                except Conflict:
+                    continue
         raise Conflict(f"thread {thread!r}: writes for checkpoint {checkpoint_id} lost {ATTEMPTS} races with other writers")
+
+    def _appending(self, thread: str, ns: str) -> threading.Lock:
+        """The lock this process's appends to (thread, ns) take: concurrent tasks' put_writes to one checkpoint would
+        otherwise each commit with parent= the same head and all but one retry, up to losing ATTEMPTS races."""
+        return self._append_locks[hash((thread, ns)) % APPEND_LOCKS]
 
     def get_next_version(self, current: int | str | None, channel: None) -> Any:
         """1, 2, 3...; after a stock saver's string version ("<32-digit counter>.<random>"), the next one in that form
