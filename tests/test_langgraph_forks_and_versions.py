@@ -28,7 +28,7 @@ from langgraph.types import Command, interrupt
 
 import agentfs
 from agentfs.integrations.langgraph import AgentFSSaver
-from agentfs.integrations.langgraph.layout import Namespace
+from agentfs.integrations.langgraph_layout import Namespace
 
 
 class State(TypedDict):

@@ -31,7 +31,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 import agentfs
 from agentfs.core.retention import retired_dir
 from agentfs.integrations.langgraph import AgentFSSaver, records
-from agentfs.integrations.langgraph.layout import Layout, Namespace, Parsed, decode, encode, hashed
+from agentfs.integrations.langgraph_layout import Layout, Namespace, Parsed, decode, encode, hashed
 from agentfs.names import check_name
 
 

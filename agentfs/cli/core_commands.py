@@ -12,10 +12,11 @@ import agentfs
 from ..errors import NotFound
 from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
+from ..integrations.langgraph_threads import DEFAULT_PREFIX
 from ..names import check_name
 from ..sync.remote import Remote
 from ..sync.remote_verify import verify_remote
-from . import output
+from . import output, thread_view
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
 from .value_diff import value_view
 
@@ -27,12 +28,15 @@ def register(subparsers: Subparsers) -> None:
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_init)
 
-    parser = subparsers.add_parser("runs", help="list runs with their checkpoint count and head")
+    parser = subparsers.add_parser("runs", help="list runs with their checkpoint count and head, and LangGraph threads")
     add_json_flag(parser)
+    thread_view.add_thread_flags(parser)
     parser.set_defaults(handler=cmd_runs)
 
-    parser = subparsers.add_parser("log", help="a run's checkpoints, newest first; forks are marked")
-    parser.add_argument("run", metavar="RUN")
+    parser = subparsers.add_parser("log", help="a run's (or a LangGraph thread's) checkpoints, newest first; forks are marked")
+    parser.add_argument("run", metavar="RUN", help="a run, or with --thread a LangGraph thread id")
+    parser.add_argument("--thread", action="store_true", help="RUN is a LangGraph thread id: its checkpoints per namespace")
+    parser.add_argument("--langgraph-prefix", default=DEFAULT_PREFIX, metavar="PREFIX", help="where AgentFSSaver keeps threads")
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_log)
 
@@ -77,7 +81,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     heads: list[tuple[str, int, agentfs.Checkpoint | None]] = []
     with open_existing(args) as store:
-        for name in store.runs():
+        names, threads = thread_view.split(store, args)
+        for name in names:
             run = store.run(name)
             ids = run.ids()
             heads.append((name, len(ids), run.get(ids[-1]) if ids else None))
@@ -91,16 +96,34 @@ def cmd_runs(args: argparse.Namespace) -> int:
             }
             for name, count, head in heads
         ]
-        output.emit_json({"runs": runs})
-    elif not heads:
+        document: dict[str, Any] = {"runs": runs}
+        if threads:  # only then: a store without LangGraph threads reads as it always has
+            document["threads"] = [thread_view.thread_json(summary) for summary in threads]
+        output.emit_json(document)
+        return OK
+    if not heads and not threads:
         output.line(f"no runs in {store.root}")
-    else:
+    if heads:
         rows = [[name, str(count), head.id if head else "-", output.when(head.created) if head else "-"] for name, count, head in heads]
         output.table([["RUN", "CHECKPOINTS", "HEAD", "CREATED"], *rows])
+    if threads:
+        if heads:
+            output.line()
+        latest = [[output.when(summary.latest.created) if summary.latest else "-"] for summary in threads]
+        rows = [thread_view.thread_row(summary) + when for summary, when in zip(threads, latest, strict=True)]
+        output.table([[*thread_view.THREAD_HEADER, "LATEST"], *rows])
     return OK
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    if args.thread:
+        with open_existing(args) as store:
+            log = thread_view.thread_log(store, args.run, args.langgraph_prefix)
+        if args.json:
+            output.emit_json(thread_view.thread_log_json(args.run, log))
+        else:
+            thread_view.print_thread_log(args.run, log)
+        return OK
     with open_existing(args) as store:
         history = store.run(args.run).history()
         if not history:

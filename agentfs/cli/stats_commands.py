@@ -8,7 +8,8 @@ from typing import Any
 
 from ..api import StoreStats
 from ..core.stats import RunStats
-from . import output
+from ..integrations.langgraph_threads import ThreadSummary
+from . import output, thread_view
 from .common import OK, Subparsers, add_json_flag, open_existing
 from .sync_commands import pushed_at, remote_json
 
@@ -23,6 +24,14 @@ def _run_json(row: RunStats) -> dict[str, Any]:
         "entry_bytes": row.entry_bytes,
         "journal_records": row.journal_records,
         "journal_bytes": row.journal_bytes,
+    }
+
+
+def _thread_json(summary: ThreadSummary, runs: list[RunStats]) -> dict[str, Any]:
+    return {
+        **thread_view.thread_json(summary),
+        "logical_bytes": sum(row.logical_bytes for row in runs),
+        "entry_bytes": sum(row.entry_bytes for row in runs),
     }
 
 
@@ -48,17 +57,23 @@ def _totals_json(found: StoreStats) -> dict[str, Any]:
 def cmd_stats(args: argparse.Namespace) -> int:
     store = open_existing(args)
     found = store.stats()
+    names, threads = thread_view.split(store, args)
+    shown = set(names)
+    rows = [row for row in found.runs if row.run in shown]
+    by_run = {row.run: row for row in found.runs}
+    thread_rows = [(summary, [by_run[name] for name in summary.runs if name in by_run]) for summary in threads]
     if args.json:
-        output.emit_json(
-            {
-                "store": str(store.root),
-                "runs": [_run_json(row) for row in found.runs],
-                "totals": _totals_json(found),
-                "remotes": [remote_json(remote) for remote in found.remotes],
-            }
-        )
+        document = {
+            "store": str(store.root),
+            "runs": [_run_json(row) for row in rows],
+            "totals": _totals_json(found),
+            "remotes": [remote_json(remote) for remote in found.remotes],
+        }
+        if thread_rows:  # only then: a store without LangGraph threads reads as it always has
+            document["threads"] = [_thread_json(summary, runs) for summary, runs in thread_rows]
+        output.emit_json(document)
         return OK
-    if found.runs:
+    if rows:
         output.table(
             [["RUN", "CHECKPOINTS", "FIRST", "LAST", "LOGICAL", "ENTRIES", "JOURNAL"]]
             + [
@@ -71,12 +86,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
                     output.size(row.entry_bytes),
                     f"{row.journal_records} ({output.size(row.journal_bytes)})" if row.journal_records else "-",
                 ]
-                for row in found.runs
+                for row in rows
+            ]
+        )
+        output.line()
+    if thread_rows:
+        output.table(
+            [[*thread_view.THREAD_HEADER, "LOGICAL", "ENTRIES"]]
+            + [
+                [
+                    *thread_view.thread_row(summary),
+                    output.size(sum(row.logical_bytes for row in runs)),
+                    output.size(sum(row.entry_bytes for row in runs)),
+                ]
+                for summary, runs in thread_rows
             ]
         )
         output.line()
     ratio = "-" if found.dedup_ratio is None else f"{found.dedup_ratio:.2f}x"
-    output.line(f"checkpoints  {found.checkpoints} in {output.count(len(found.runs), 'run')}")
+    among = f", {output.count(len(threads), 'LangGraph thread')} among them" if threads else ""
+    output.line(f"checkpoints  {found.checkpoints} in {output.count(len(found.runs), 'run')}{among}")
     output.line(f"objects      {found.objects} ({output.size(found.object_bytes)} on disk)")
     output.line(f"entries      {output.size(found.entry_bytes)}")
     output.line(f"logical      {output.size(found.logical_bytes)}")
@@ -103,4 +132,5 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def register(subparsers: Subparsers) -> None:
     stats = subparsers.add_parser("stats", help="checkpoints and size per run, dedup ratio, journal size, sync lag per remote")
     add_json_flag(stats)
+    thread_view.add_thread_flags(stats)
     stats.set_defaults(handler=cmd_stats)

@@ -97,8 +97,12 @@ class Run:
         with self.store.writing():
             self.store.drop_stale_references()
             if parent is not HEAD:
-                head = self.head_id()
-                if parent != head:  # checked again under the run lock; this only saves writing objects in vain
+                # this process's own last append, still there, is taken without listing the log: this check only saves
+                # writing objects in vain, the one under the run lock counts (and an entry that exists now stays, as below)
+                hint = self.store.heads.get(self.name)
+                mine = parent is not None and parent == hint and self.store.entry_path(self.name, parent).exists()
+                head = parent if mine else self.head_id()
+                if parent != head:
                     raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
             else:  # any earlier entry of the run is as good to borrow from: skip listing the log
                 hint = self.store.heads.get(self.name)

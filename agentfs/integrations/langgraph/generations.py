@@ -3,9 +3,10 @@
 Log entries are immutable and never deleted, so a thread has generations. Its `ctl` run names the
 current one (its latest commit wins; none means generation "0"). Deleting a thread points it at a
 fresh, empty generation. Prune, delete_for_runs, copy_thread and an out-of-order put copy the
-checkpoints that remain into a new generation, in checkpoint id order and with their pending
-writes, sharing their data (a value stays where it is when the commit holding it was copied too,
-and is copied, whole, otherwise), then switch the pointer with one commit made with
+checkpoints that remain into a new generation, in checkpoint id order, each followed by its pending
+writes (in the layout of namespace_log.py, whatever layout they came from), sharing their data
+(a value stays where it is when the commit holding it was copied too, and is copied, whole,
+otherwise), then switch the pointer with one commit made with
 `parent=` the pointer they started from: readers see the old thread or the new one, never a mix,
 and of two switches racing, one retries.
 
@@ -25,18 +26,17 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...api import Store
-from ...core.checkpoint import Checkpoint
 from ...core.retention import delete_runs
 from ...core.run import Run
-from ...errors import Conflict, FormatError
+from ...errors import Conflict
+from ..langgraph_layout import INITIAL_GENERATION, Namespace, encode, hashed
+from ..langgraph_threads import ThreadRuns, generation_of, write_batch_metadata
 from . import records
-from .layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, encode, hashed
+from .namespace_log import NamespaceLog
 
 ATTEMPTS = 8
 RECLAIM_AFTER = 30.0  # seconds a retired generation stays readable
@@ -51,82 +51,29 @@ class Item:
     parent_id: str | None
     commit_id: str | None = None
     state: dict[str, Any] | None = None
+    writes: tuple[Any, ...] = ()  # states of its put_writes commits, oldest first
 
 
 Plan = dict[str, list[Item]]  # namespace -> checkpoints of the new generation
 
 
-class Generations:
-    def __init__(self, store: Store, layout: Layout) -> None:
-        self.store = store
-        self.layout = layout
-
-    def current(self, thread: str) -> tuple[str, str | None]:
-        """(current generation of `thread`, the commit of its ctl run that chose it)."""
-        control = self.store.run(self.layout.control(thread))
-        head = control.head_id()
-        if head is None:
-            return INITIAL_GENERATION, None
-        return _generation(control.get(head)), head
-
+class Generations(ThreadRuns):
     def checkpoints(self, where: Namespace) -> Run:
         return self.store.run(self.layout.checkpoints(where))
 
-    def writes(self, where: Namespace, checkpoint_id: str) -> Run:
-        return self.store.run(self.layout.writes(where, checkpoint_id))
-
-    def spaces(self, runs: list[str], thread: str | None = None, generation: str | None = None) -> list[Namespace]:
-        """The namespaces among `runs` of `thread` (or of every thread) in `generation` (or the current one)."""
-        root = None if thread is None else self.layout.thread_root(thread) + "/"
-        current: dict[str, str] = {}
-        spaces = []
-        for name in runs:
-            parsed = self.layout.parse_checkpoints(name) if root is None or name.startswith(root) else None
-            if parsed is None:
-                continue
-            where = self._named(name, parsed)
-            if where.thread not in current:
-                current[where.thread] = generation if generation is not None else self.current(where.thread)[0]
-            if where.generation == current[where.thread]:
-                spaces.append(where)
-        return spaces
-
-    def _named(self, name: str, parsed: Parsed) -> Namespace:
-        """The namespace a checkpoints run holds; a hashed thread id or namespace is read from its first commit."""
-        thread, ns = parsed.thread, parsed.ns
-        if thread is None or ns is None:
-            run = self.store.run(name)
-            meta = run.get(run.ids()[0]).metadata
-            thread = meta.get("thread_id") if thread is None and isinstance(meta, dict) else thread
-            ns = meta.get("checkpoint_ns") if ns is None and isinstance(meta, dict) else ns
-        where = Namespace(thread, parsed.generation, ns) if isinstance(thread, str) and isinstance(ns, str) else None
-        if where is None or self.layout.checkpoints(where) != name:
-            raise FormatError(f"run {name!r} does not record the thread and namespace its name stands for")
-        return where
-
-    def find(self, run: Run, ids: list[str], checkpoint_id: str) -> str | None:
-        """The commit holding `checkpoint_id`: a binary search, since a run is in checkpoint id order."""
-        if not ids:
-            return None
-        index = len(ids) - 1
-        if records.ids(run.get(ids[index]))[0] != checkpoint_id:
-            index = bisect_left(ids, checkpoint_id, key=lambda commit_id: records.ids(run.get(commit_id))[0])
-        if index < len(ids) and records.ids(run.get(ids[index]))[0] == checkpoint_id:
-            return ids[index]
-        return None
-
-    def item(self, where: Namespace, commit_id: str) -> Item:
-        checkpoint_id, parent_id = records.ids(self.checkpoints(where).get(commit_id))
-        return Item(where, checkpoint_id, parent_id, commit_id=commit_id)
+    def log(self, where: Namespace) -> NamespaceLog:
+        return NamespaceLog(self.store, self.layout, where)
 
     def items(self, where: Namespace) -> list[Item]:
-        return [self.item(where, commit_id) for commit_id in self.checkpoints(where).ids()]
+        log = self.log(where)
+        return [_item(log, index) for index in log.checkpoints()]
 
     def keep_latest(self, spaces: list[Namespace]) -> Plan | None:
-        heads = {where: self.checkpoints(where).ids() for where in spaces}
-        if all(len(ids) <= 1 for ids in heads.values()):
+        logs = [self.log(where) for where in spaces]
+        latest = {log: log.latest() for log in logs}
+        if all(index is None or index == 0 for index in latest.values()):
             return None
-        return {where.ns: [self.item(where, ids[-1])] for where, ids in heads.items() if ids}
+        return {log.where.ns: [_item(log, index)] for log, index in latest.items() if index is not None}
 
     def insert(self, thread: str, generation: str, new: Item) -> Plan:
         """The thread as it is, with `new` in its place by id (replacing a checkpoint with the same id)."""
@@ -164,10 +111,8 @@ class Generations:
                 commit = target.commit(self._relocated(item, moved), metadata=commit_metadata(where, item.checkpoint_id, item.parent_id))
                 if item.commit_id is not None:
                     moved[(item.origin, item.commit_id)] = commit.id
-                    copy = self.writes(where, item.checkpoint_id)
-                    writes = self.writes(item.origin, item.checkpoint_id)
-                    for commit_id in writes.ids():
-                        copy.commit(writes.get(commit_id).state)
+                for batch in item.writes:
+                    target.commit(batch, metadata=write_batch_metadata(item.checkpoint_id))
         try:
             self.store.run(self.layout.control(thread)).commit({"generation": generation, "reason": reason}, parent=control_head)
         except Conflict:
@@ -181,7 +126,7 @@ class Generations:
         switches = control.history()  # newest first: each names the generation it switched to
         if not switches:
             return []
-        named = [_generation(switch) for switch in switches]
+        named = [generation_of(switch) for switch in switches]
         left_at = {INITIAL_GENERATION: switches[-1].created}
         for (newer, _), (_, generation) in itertools.pairwise(zip(switches, named, strict=True)):
             left_at[generation] = newer.created
@@ -223,17 +168,14 @@ class Generations:
         return state
 
 
-def _generation(switch: Checkpoint) -> str:
-    state = switch.state
-    generation = state.get("generation") if isinstance(state, dict) else None
-    if not isinstance(generation, str) or not GENERATION.fullmatch(generation):
-        raise FormatError(f"{switch} does not name a generation")
-    return generation
+def _item(log: NamespaceLog, index: int) -> Item:
+    checkpoint_id, parent_id = records.ids(log.commit(index))
+    return Item(log.where, checkpoint_id, parent_id, commit_id=log.ids[index], writes=tuple(log.write_batches(index)))
 
 
 def commit_metadata(where: Namespace, checkpoint_id: str, parent_id: str | None) -> dict[str, Any]:
     """The agentfs metadata of a checkpoint commit: the LangGraph ids, and the names a hashed run name hides."""
-    meta = {"checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id}
+    meta: dict[str, Any] = {"checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id, "inline_writes": True}
     if hashed(encode(where.thread)) or hashed(encode(where.ns)):
         meta.update(thread_id=where.thread, checkpoint_ns=where.ns)
     return meta

@@ -9,14 +9,16 @@ and, for each channel written at this checkpoint, one of
     l:<channel>  [[type, bytes], ...]      a list, item by item
     d:<channel>  [base, count, depth, [[type, bytes], ...]]   a list that is the `count` items of
                  the list in commit `base` (same run) followed by these; `depth` deltas since a full l:
-Its agentfs metadata is {"checkpoint_id", "parent_checkpoint_id"} (LangGraph ids), plus "thread_id"
-and "checkpoint_ns" when the run name holds their hash.
+Its agentfs metadata is {"checkpoint_id", "parent_checkpoint_id", "inline_writes": true} (LangGraph
+ids; the mark says its writes follow it in its run, see namespace_log.py), plus "thread_id" and
+"checkpoint_ns" when the run name holds their hash.
 
 A list that grew by a few items is stored as a delta, so a step costs its new items; every
 SNAPSHOT_EVERY-th version is stored whole, so a read follows at most that many commits, and the
 whole list's chunks, cut by content, mostly repeat the previous full copy's.
 
-A put_writes commit's state: {"task_id", "task_path", "writes": [[idx, channel, [type, bytes]], ...]}.
+A put_writes commit's state: {"task_id", "task_path", "writes": [[idx, channel, [type, bytes]], ...]};
+its agentfs metadata {"checkpoint_id", "writes": true} in a checkpoints run, {"checkpoint_id"} in a late run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from langgraph.checkpoint.base import SerializerProtocol
+from langgraph.checkpoint.base import SerializerProtocol, writes_sort_key
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...core.checkpoint import Checkpoint as Commit
@@ -147,6 +149,24 @@ def ids(commit: Commit) -> tuple[str, str | None]:
         if parent is None or isinstance(parent, str):
             return meta["checkpoint_id"], parent
     raise FormatError(f"{commit} is not a LangGraph checkpoint (no checkpoint id)")
+
+
+def inline_writes(commit: Commit) -> bool:
+    """Whether a checkpoint commit's writes follow it in its run (else, the earlier layout, in their own run)."""
+    return isinstance(commit.metadata, dict) and commit.metadata.get("inline_writes") is True
+
+
+def pending_writes(batches: list[Any], where: str) -> list[tuple[str, str, Typed]]:
+    """(task_id, channel, serialized value) of write batches (oldest first), deduplicated, in writes_sort_key order."""
+    found: dict[tuple[str, int], tuple[str, str, int, str, Typed]] = {}
+    for state in batches:
+        task_id, task_path, rows = write_batch(state, where)
+        for idx, channel, value in rows:
+            if idx >= 0 and (task_id, idx) in found:
+                continue  # a regular write is stored once; special ones (negative idx) are replaced
+            found[(task_id, idx)] = (task_path, task_id, idx, channel, value)
+    ordered = sorted(found.values(), key=lambda row: writes_sort_key(row[0], row[1], row[2]))
+    return [(task_id, channel, value) for _path, task_id, _idx, channel, value in ordered]
 
 
 def write_batch(state: Any, where: str) -> tuple[str, str, list[WriteRow]]:

@@ -1,6 +1,6 @@
 """AgentFSSaver: a LangGraph checkpointer whose checkpoints are agentfs commits.
 
-- Runs (see layout.py): the checkpoints of one (thread, namespace) are one run, in LangGraph id
+- Runs (see ../langgraph_layout.py): the checkpoints of one (thread, namespace) are one run, in LangGraph id
   order. LangGraph's ids are uuid6 strings that sort by time and "latest" means the greatest id, so
   the run's head is the latest checkpoint and a checkpoint id is found by a binary search over the
   run's commit ids (each probe reads one small cached entry), never by a scan. A put whose id is
@@ -10,8 +10,9 @@
   every other channel the commit that holds its value, so a checkpoint costs what changed; a list
   that grew is stored as a delta of its new items.
 - Channel versions: integers; a thread written by a stock saver (string versions) keeps their form.
-- Pending writes: one run per checkpoint, one commit per put_writes call; read back deduplicated
-  by (task_id, idx) and in writes_sort_key order.
+- Pending writes (see namespace_log.py): commits in the checkpoints run right after their
+  checkpoint, so a thread is a handful of runs however long; read back deduplicated by
+  (task_id, idx) and in writes_sort_key order.
 - Deletion and copies (see generations.py): a thread switches to a new generation; nothing in
   the log is rewritten.
 """
@@ -22,10 +23,8 @@ import asyncio
 import os
 import random
 import threading
-from bisect import bisect_left
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, NamedTuple, cast
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -35,36 +34,29 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     PendingWrite,
     SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
-    writes_sort_key,
 )
-from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from ...api import Store, open_store
 from ...core.checkpoint import Checkpoint as Commit
 from ...core.run import Run
 from ...engine.repository import Durability
-from ...errors import Conflict, FormatError
+from ...errors import Conflict
+from ..langgraph_layout import Layout, Namespace
+from ..langgraph_threads import write_batch_metadata
 from . import records
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
-from .layout import Layout, Namespace
+from .list_values import ListValues, comparable
+from .namespace_log import NamespaceLog
 
-RECENT_LISTS = 64  # serialized list values kept to compare the next version against
 # the saver has a method named list: signatures in its class body use these names instead
 Spaces = list[Namespace]
-Writes = list[PendingWrite]
-Serialized = list[records.Typed]
-
-
-class Listed(NamedTuple):
-    """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth."""
-
-    stored: Serialized
-    plain: Serialized | None
-    depth: int
+Batches = list[Any]  # states of put_writes commits
+APPEND_LOCKS = 64  # (thread, namespace) pairs share this many locks
 
 
 class AgentFSSaver(BaseCheckpointSaver[int]):
@@ -96,8 +88,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         self.layout = Layout(prefix)
         self.generations = Generations(self.store, self.layout)
         self._indexed: set[tuple[str, str]] = set()
-        self._recent: OrderedDict[tuple[str, str, str], Listed] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lists = ListValues()
+        self._append_locks = [threading.Lock() for _ in range(APPEND_LOCKS)]
 
     def close(self) -> None:
         if self._owns_store:
@@ -113,12 +105,13 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread, ns = _address(config)
-        where = Namespace(thread, self.generations.current(thread)[0], ns)
-        run = self.generations.checkpoints(where)
-        ids = run.ids()
+        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
         checkpoint_id = get_checkpoint_id(config)
-        commit_id = self.generations.find(run, ids, checkpoint_id) if checkpoint_id else (ids[-1] if ids else None)
-        return None if commit_id is None else self._tuple(where, run.get(commit_id))
+        if not checkpoint_id:
+            latest = log.latest_checkpoint()
+            return None if latest is None else self._tuple(log, *latest)
+        index = log.find(checkpoint_id)
+        return None if index is None else self._tuple(log, log.commit(index), log.write_batches(index))
 
     def list(
         self,
@@ -141,55 +134,77 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         before_id = get_checkpoint_id(before) if before else None
         left = limit
         for where in spaces:
-            run = self.generations.checkpoints(where)
-            ids = run.ids()
+            log = self.generations.log(where)
             if only:
-                found = self.generations.find(run, ids, only)
-                ids = [found] if found is not None and (before_id is None or only < before_id) else []
-            elif before_id:
-                ids = ids[: bisect_left(ids, before_id, key=lambda commit_id: records.ids(run.get(commit_id))[0])]
-            for commit_id in reversed(ids):
+                found = log.find(only)
+                indexes = [found] if found is not None and (before_id is None or only < before_id) else []
+            else:
+                indexes = list(range(log.before(before_id) if before_id else len(log.ids)))
+            for index in reversed(indexes):
                 if left is not None and left <= 0:
                     return
-                commit = run.get(commit_id)
+                if not log.is_checkpoint(index):
+                    continue
+                commit = log.commit(index)
                 metadata = records.load_typed(self.serde, commit, "metadata")
                 if filter and not all(metadata.get(key) == value for key, value in filter.items()):
                     continue
                 if left is not None:
                     left -= 1
-                yield self._tuple(where, commit, metadata)
+                yield self._tuple(log, commit, log.write_batches(index), metadata)
 
-    def _tuple(self, where: Namespace, commit: Commit, metadata: Any = None) -> CheckpointTuple:
+    def _tuple(self, log: NamespaceLog, commit: Commit, batches: Batches, metadata: Any = None) -> CheckpointTuple:
+        """The checkpoint of `commit` whose write batches are `batches`."""
         checkpoint_id, parent_id = records.ids(commit)
-        run = self.generations.checkpoints(where)
-        values = {}
-        for channel, (_version, holder) in records.commit_blobs(commit).items():
-            listed = self._recall(run, holder or commit.id, channel)
-            if listed is not None:
-                values[channel] = records.load_items(self.serde, listed.stored)
-            else:
-                values[channel] = self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
+        blobs = records.commit_blobs(commit)
+        values = {channel: self._value(log.run, commit, channel, holder) for channel, (_version, holder) in blobs.items()}
         checkpoint = records.load_typed(self.serde, commit, "checkpoint")
+        where = log.where
+        writes = records.pending_writes(batches, f"{log.run.name} {checkpoint_id}")
         return CheckpointTuple(
             config=_config(where.thread, where.ns, checkpoint_id),
             checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
             metadata=records.load_typed(self.serde, commit, "metadata") if metadata is None else metadata,
             parent_config=_config(where.thread, where.ns, parent_id) if parent_id else None,
-            pending_writes=self._pending_writes(where, checkpoint_id),
+            pending_writes=[(task_id, channel, self.serde.loads_typed(value)) for task_id, channel, value in writes],
         )
 
-    def _pending_writes(self, where: Namespace, checkpoint_id: str) -> Writes:
-        run = self.generations.writes(where, checkpoint_id)
-        found: dict[tuple[str, int], tuple[str, str, int, str, tuple[str, bytes]]] = {}
-        for commit_id in run.ids():
-            commit = run.get(commit_id)
-            task_id, task_path, rows = records.write_batch(commit.state, str(commit))
-            for idx, channel, value in rows:
-                if idx >= 0 and (task_id, idx) in found:
-                    continue  # a regular write is stored once; special ones (negative idx) are replaced
-                found[(task_id, idx)] = (task_path, task_id, idx, channel, value)
-        ordered = sorted(found.values(), key=lambda row: writes_sort_key(row[0], row[1], row[2]))
-        return [(task_id, channel, self.serde.loads_typed(value)) for _path, task_id, _idx, channel, value in ordered]
+    def _value(self, run: Run, commit: Commit, channel: str, holder: str | None) -> Any:
+        """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
+        listed = self._lists.recall(self.serde, run, holder or commit.id, channel)
+        if listed is not None:
+            return records.load_items(self.serde, listed.stored)
+        return self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
+
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """BaseCheckpointSaver's answer, reading along the parent chain only the requested channels and their writes."""
+        if not channels:
+            return {}
+        thread, ns = _address(config)
+        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
+        checkpoint_id = get_checkpoint_id(config)
+        index = log.find(checkpoint_id) if checkpoint_id else log.latest()
+        collected: dict[str, list[PendingWrite]] = {channel: [] for channel in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        parent_id = None if index is None else records.ids(log.commit(index))[1]
+        while parent_id is not None and remaining and (index := log.find(parent_id)) is not None:
+            commit = log.commit(index)
+            writes = records.pending_writes(log.write_batches(index), f"{log.run.name} {parent_id}")
+            for task_id, channel, value in reversed(writes):
+                if channel in remaining:
+                    collected[channel].append((task_id, channel, self.serde.loads_typed(value)))
+            for channel, (_version, holder) in records.commit_blobs(commit).items():
+                if channel in remaining:
+                    seeds[channel] = self._value(log.run, commit, channel, holder)
+                    remaining.discard(channel)
+            parent_id = records.ids(commit)[1]
+        history: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            history[channel] = {"writes": collected[channel][::-1]}
+            if channel in seeds:
+                history[channel]["seed"] = seeds[channel]
+        return history
 
     # writing
 
@@ -207,112 +222,56 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         versions = checkpoint["channel_versions"]
         record = {key: value for key, value in checkpoint.items() if key != "channel_values"}
         fixed = {"checkpoint": list(self.serde.dumps_typed(record)), "metadata": list(self.serde.dumps_typed(full_metadata))}
-        compare = _comparable(self.serde)
+        compare = comparable(self.serde)
         if full_metadata.get("run_id") is not None:
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
-        for _ in range(ATTEMPTS):
-            generation, control_head = self.generations.current(thread)
-            where = Namespace(thread, generation, ns)
-            run = self.generations.checkpoints(where)
-            ids = run.ids()
-            parent = self.generations.find(run, ids, parent_id) if parent_id else None
-            previous: records.Blobs = {}
-            if parent is not None:
-                previous = {
-                    channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
+        for attempt in range(ATTEMPTS):
+            with self._appending(thread, ns):  # in this process, appends to a namespace take turns
+                generation, control_head = self.generations.current(thread)
+                where = Namespace(thread, generation, ns)
+                log = self.generations.log(where)
+                run = log.run
+                tip = log.tip(parent_id, trust_hint=attempt == 0)
+                previous: records.Blobs = {}
+                if tip.checkpoint is not None:
+                    parent = tip.checkpoint
+                    previous = {
+                        channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
+                    }
+                # a channel is shared with the parent only at the very version the parent holds (as the stock savers
+                # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
+                # its values at newer versions are written here, not dropped
+                shared = {
+                    channel
+                    for channel, version in versions.items()
+                    if channel not in new_versions and channel in previous and previous[channel][0] == version
                 }
-            # a channel is shared with the parent only at the very version the parent holds (as the stock savers
-            # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
-            # its values at newer versions are written here, not dropped
-            shared = {
-                channel
-                for channel, version in versions.items()
-                if channel not in new_versions and channel in previous and previous[channel][0] == version
-            }
-            written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
-            plain = {channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list}
-            state, lists = self._encode(run, written, plain, previous)
-            state.update(fixed)
-            state["blobs"] = {
-                channel: [version, None if channel in written else previous[channel][1]]
-                for channel, version in versions.items()
-                if channel in written or channel in shared
-            }
-            if ids and records.ids(run.get(ids[-1]))[0] >= checkpoint["id"]:
-                item = Item(where, checkpoint["id"], parent_id, state=state)
-                if self.generations.rebuild(thread, control_head, self.generations.insert(thread, generation, item), "put"):
-                    break
-                continue
-            try:
-                commit = run.commit(state, metadata=commit_metadata(where, checkpoint["id"], parent_id), parent=ids[-1] if ids else None)
-            except Conflict:
-                continue
-            for channel, remembered in lists.items():
-                self._remember((run.name, commit.id, channel), remembered)
-            break
+                written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
+                plain = {
+                    channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list
+                }
+                state, lists = self._lists.encode(self.serde, run, written, plain, previous)
+                state.update(fixed)
+                state["blobs"] = {
+                    channel: [version, None if channel in written else previous[channel][1]]
+                    for channel, version in versions.items()
+                    if channel in written or channel in shared
+                }
+                if tip.head_key is not None and tip.head_key >= checkpoint["id"]:
+                    item = Item(where, checkpoint["id"], parent_id, state=state)
+                    if self.generations.rebuild(thread, control_head, self.generations.insert(thread, generation, item), "put"):
+                        break
+                    continue
+                try:
+                    commit = run.commit(state, metadata=commit_metadata(where, checkpoint["id"], parent_id), parent=tip.head)
+                except Conflict:
+                    continue
+                for channel, remembered in lists.items():
+                    self._lists.remember((run.name, commit.id, channel), remembered)
+                break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
         return _config(thread, ns, checkpoint["id"])
-
-    def _encode(
-        self, run: Run, written: dict[str, Any], plain: dict[str, Serialized], previous: records.Blobs
-    ) -> tuple[dict[str, Any], dict[str, Listed]]:
-        """State keys for the written channels; a list whose previous version is a prefix of it becomes a delta."""
-        state: dict[str, Any] = {}
-        lists: dict[str, Listed] = {}
-        for channel, value in written.items():
-            if channel not in plain:
-                state[records.VALUE + channel] = list(self.serde.dumps_typed(value))
-                continue
-            items = plain[channel]
-            base = previous[channel][1] if channel in previous else None
-            known = self._recall(run, base, channel) if base is not None else None
-            count = None
-            if known is not None and known.plain is not None and known.depth + 1 < records.SNAPSHOT_EVERY:
-                count = len(known.plain) if items[: len(known.plain)] == known.plain else None
-            if _comparable(self.serde) is self.serde:
-                stored = items
-            elif known is None or count is None:
-                stored = [self.serde.dumps_typed(item) for item in value]
-            else:  # encrypted: the items that did not change keep their ciphertext, so their chunks repeat
-                stored = known.stored + [self.serde.dumps_typed(item) for item in value[count:]]
-            if known is None or count is None:
-                state[records.ITEMS + channel] = [list(item) for item in stored]
-                lists[channel] = Listed(stored, items, 0)
-            else:
-                state[records.DELTA + channel] = [base, count, known.depth + 1, [list(item) for item in stored[count:]]]
-                lists[channel] = Listed(stored, items, known.depth + 1)
-        return state, lists
-
-    def _recall(self, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
-        """The list `channel` holds in a commit; None if it holds the channel whole."""
-        key = (run.name, commit_id, channel)
-        with self._lock:
-            if key in self._recent:
-                self._recent.move_to_end(key)
-                return self._recent[key]
-        if hops > 4 * records.SNAPSHOT_EVERY:
-            raise FormatError(f"{run.name}@{commit_id}: chain of list deltas is too long")
-        commit = run.get(commit_id)
-        found = records.list_record(commit, channel)
-        if found is None:
-            return None
-        stored, depth = records.extend(*found, f"{commit} channel {channel!r}", lambda base: self._base(run, base, channel, hops + 1))
-        known = Listed(stored, stored if _comparable(self.serde) is self.serde else None, depth)
-        self._remember(key, known)
-        return known
-
-    def _base(self, run: Run, commit_id: str, channel: str, hops: int) -> Serialized:
-        known = self._recall(run, commit_id, channel, hops)
-        if known is None:
-            raise FormatError(f"{run.name}@{commit_id}: a list delta's base holds no list for channel {channel!r}")
-        return known.stored
-
-    def _remember(self, key: tuple[str, str, str], known: Listed) -> None:
-        with self._lock:
-            self._recent[key] = known
-            if len(self._recent) > RECENT_LISTS:
-                self._recent.popitem(last=False)
 
     def put_writes(
         self,
@@ -322,13 +281,31 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         thread, ns = _address(config)
-        where = Namespace(thread, self.generations.current(thread)[0], ns)
+        checkpoint_id = str(config["configurable"]["checkpoint_id"])
         rows = [
             [WRITES_IDX_MAP.get(channel, idx), channel, list(self.serde.dumps_typed(value))] for idx, (channel, value) in enumerate(writes)
         ]
-        self.generations.writes(where, config["configurable"]["checkpoint_id"]).commit(
-            {"task_id": task_id, "task_path": task_path, "writes": rows}
-        )
+        batch = {"task_id": task_id, "task_path": task_path, "writes": rows}
+        for attempt in range(ATTEMPTS):
+            with self._appending(thread, ns):
+                where = Namespace(thread, self.generations.current(thread)[0], ns)
+                log = self.generations.log(where)
+                tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
+                if tip.head_key != checkpoint_id:
+                    # not the head: appending here would break the run's id order that binary search relies on
+                    self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                    return
+                try:
+                    log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
+                    return
+                except Conflict:
+                    continue
+        raise Conflict(f"thread {thread!r}: writes for checkpoint {checkpoint_id} lost {ATTEMPTS} races with other writers")
+
+    def _appending(self, thread: str, ns: str) -> threading.Lock:
+        """The lock this process's appends to (thread, ns) take: concurrent tasks' put_writes to one checkpoint would
+        otherwise each commit with parent= the same head and all but one retry, up to losing ATTEMPTS races."""
+        return self._append_locks[hash((thread, ns)) % APPEND_LOCKS]
 
     def get_next_version(self, current: int | str | None, channel: None) -> Any:
         """1, 2, 3...; after a stock saver's string version ("<32-digit counter>.<random>"), the next one in that form
@@ -340,7 +317,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
     def _index_run(self, run_id: str, thread: str) -> None:
         """Remember that `thread` holds checkpoints of `run_id`, so delete_for_runs need not scan every thread."""
         if (run_id, thread) not in self._indexed:
-            self.store.run(self.layout.by_run(run_id)).commit({"thread_id": thread})
+            self.store.run(self.layout.run_bucket(run_id)).commit({"thread_id": thread}, metadata={"run_id": run_id})
             self._indexed.add((run_id, thread))
 
     # deleting and copying: a new generation per change
@@ -351,10 +328,14 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         doomed = {str(run_id) for run_id in run_ids}
         threads: set[str] = set()
-        for run_id in doomed:
-            run = self.store.run(self.layout.by_run(run_id))
+        buckets = {self.layout.run_bucket(run_id) for run_id in doomed}
+        for name in sorted(buckets | {self.layout.by_run(run_id) for run_id in doomed}):  # by_run: the earlier layout
+            run = self.store.run(name)
             for commit_id in run.ids():
-                thread = run.get(commit_id).state
+                entry = run.get(commit_id)
+                thread = entry.state
+                if name in buckets and entry.metadata.get("run_id") not in doomed:
+                    continue  # another run_id in the same bucket
                 if isinstance(thread, dict) and isinstance(thread.get("thread_id"), str):
                     threads.add(thread["thread_id"])
 
@@ -363,12 +344,12 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             dropped = False
             for where in spaces:
                 kept[where.ns] = []
-                for commit_id in self.generations.checkpoints(where).ids():
-                    run_id = self._metadata(where, commit_id).get("run_id")
+                for item in self.generations.items(where):
+                    run_id = self._metadata(where, item).get("run_id")
                     if run_id is not None and str(run_id) in doomed:
                         dropped = True
                     else:
-                        kept[where.ns].append(self.generations.item(where, commit_id))
+                        kept[where.ns].append(item)
             return kept if dropped else None
 
         for thread in sorted(threads):
@@ -377,8 +358,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = str(source_thread_id), str(target_thread_id)
         for where in self.generations.spaces(self.store.runs(), source, self.generations.current(source)[0]):
-            for commit_id in self.generations.checkpoints(where).ids():
-                run_id = self._metadata(where, commit_id).get("run_id")
+            for item in self.generations.items(where):
+                run_id = self._metadata(where, item).get("run_id")
                 if run_id is not None:
                     self._index_run(str(run_id), target)  # before the copy, as put does
 
@@ -405,8 +386,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             else:
                 self.generations.rewrite(str(thread_id), "prune", self.generations.keep_latest)
 
-    def _metadata(self, where: Namespace, commit_id: str) -> Any:
-        return records.load_typed(self.serde, self.generations.checkpoints(where).get(commit_id), "metadata")
+    def _metadata(self, where: Namespace, item: Item) -> Any:
+        return records.load_typed(self.serde, self.generations.checkpoints(where).get(str(item.commit_id)), "metadata")
 
     # async: the same work on a worker thread, so file I/O never blocks the event loop
 
@@ -424,6 +405,9 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         tuples = self.list(config, filter=filter, before=before, limit=limit)
         while (item := await asyncio.to_thread(next, tuples, None)) is not None:
             yield item
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        return await asyncio.to_thread(self.get_delta_channel_history, config=config, channels=channels)
 
     async def aput(
         self,
@@ -463,8 +447,3 @@ def _address(config: RunnableConfig) -> tuple[str, str]:
 
 def _config(thread: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
-
-
-def _comparable(serde: SerializerProtocol) -> SerializerProtocol:
-    """A serializer whose bytes are equal when values are: an EncryptedSerializer's, whose ciphertexts never repeat, is inside it."""
-    return serde.serde if isinstance(serde, EncryptedSerializer) else serde

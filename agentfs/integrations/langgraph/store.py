@@ -1,6 +1,6 @@
 """AgentFSStore: LangGraph long-term memory (a `BaseStore`) kept in an agentfs store.
 
-- Runs: one run per namespace, `<prefix>/<label>/.../items`, each label encoded as in layout.py (a
+- Runs: one run per namespace, `<prefix>/<label>/.../items`, each label encoded as in ../langgraph_layout.py (a
   name that would pass agentfs's length limit is `<prefix>/h<sha256>/items` instead); every commit's
   metadata records the namespace and its item count, so a hashed name is read back and an emptied
   namespace is skipped without decoding its items.

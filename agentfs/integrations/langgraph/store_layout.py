@@ -1,6 +1,6 @@
 """Where AgentFSStore keeps a namespace: one run per namespace, named reversibly from its labels.
 
-    <prefix>/<label>/.../<label>/items     each label encoded as in layout.py (p/s pieces, or h<sha256>)
+    <prefix>/<label>/.../<label>/items     each label encoded as in ../langgraph_layout.py (p/s pieces, or h<sha256>)
     <prefix>/h<sha256 of the labels>/items a namespace whose name would pass agentfs's length limit
 
 A name that holds a hash is read back from the namespace its commits record in their metadata.
@@ -12,7 +12,7 @@ import hashlib
 import json
 
 from ...names import MAX_NAME
-from .layout import HASHED, decode, encode
+from ..langgraph_layout import HASHED, decode, encode
 
 ITEMS = "items"
 Namespace = tuple[str, ...]

@@ -1,15 +1,19 @@
 """Where a LangGraph thread lives in a store: run names made reversibly from arbitrary strings.
 
     <prefix>/<thread>/ctl                          the thread's generation pointer (latest commit wins)
-    <prefix>/<thread>/g<gen>/<ns>/cp               checkpoints of one namespace, in LangGraph id order
-    <prefix>/<thread>/g<gen>/<ns>/w/<checkpoint>   pending writes of one checkpoint, one commit per put_writes
-    <prefix>/byrun/<run_id>                        threads that hold checkpoints of a LangGraph run_id
+    <prefix>/<thread>/g<gen>/<ns>/cp               checkpoints of one namespace, in LangGraph id order, each
+                                                   followed by the put_writes commits made while it was the head
+    <prefix>/<thread>/g<gen>/<ns>/late             put_writes for a checkpoint that was not the head (rare)
+    <prefix>/<thread>/g<gen>/<ns>/w/<checkpoint>   the earlier layout's pending writes of one checkpoint (read only)
+    <prefix>/byrun/x<h>                            threads that hold checkpoints of a LangGraph run_id whose
+                                                   sha256 starts with hex digit h: one commit per (run_id, thread)
+    <prefix>/byrun/<run_id>                        the earlier layout's index of one run_id (read only)
 
 A string becomes one or more segments: every character outside [A-Za-z0-9.-] is written as `_xx`
 per UTF-8 byte, the result is cut into pieces of at most 120 characters, each piece but the last
 is prefixed with `p` and the last with `s`. A string whose escaped form is over 240 characters
 becomes `h` and its sha256 instead (the saver then keeps the string in the commit's metadata), so
-that a run name stays within agentfs's 1024 characters. The fixed names (ctl, g..., cp, w, byrun)
+that a run name stays within agentfs's 1024 characters. The fixed names (ctl, g..., cp, late, w, byrun)
 start with other letters, so a name parses back without ambiguity.
 """
 
@@ -20,11 +24,12 @@ import re
 import string
 from typing import NamedTuple
 
-from ...names import check_name
+from ..names import check_name
 
 PIECE = 120
 READABLE = 2 * PIECE
 MORE, END, HASHED = "p", "s", "h"
+BUCKET = "x"  # 16 run index buckets, x0 to xf: not a letter an encoded string starts with
 _KEEP = frozenset(string.ascii_letters + string.digits + ".-")
 _ESCAPED = re.compile(r"(?:[A-Za-z0-9.-]|_[0-9a-f]{2})*")
 _HASH = re.compile(HASHED + r"[0-9a-f]{64}")
@@ -108,11 +113,18 @@ class Layout:
     def checkpoints(self, where: Namespace) -> str:
         return f"{self.namespace_root(where)}/cp"
 
+    def late(self, where: Namespace) -> str:
+        return f"{self.namespace_root(where)}/late"
+
     def writes(self, where: Namespace, checkpoint_id: str) -> str:
         return f"{self.namespace_root(where)}/w/{encode(checkpoint_id)}"
 
     def by_run(self, run_id: str) -> str:
         return f"{self.prefix}/byrun/{encode(run_id)}"
+
+    def run_bucket(self, run_id: str) -> str:
+        """Where the threads of `run_id` are indexed: one of RUN_BUCKETS runs, however many LangGraph runs there are."""
+        return f"{self.prefix}/byrun/{BUCKET}{hashlib.sha256(run_id.encode('utf-8', 'surrogatepass')).hexdigest()[0]}"
 
     def parse_checkpoints(self, run: str) -> Parsed | None:
         """The namespace whose checkpoints `run` holds, or None if `run` is anything else."""

@@ -1,0 +1,136 @@
+"""One namespace's checkpoints run, read once: its checkpoints and the pending writes of each.
+
+The run holds a checkpoint commit, then the put_writes commits made for it while it was the head
+(each marked `{"writes": true}` in its agentfs metadata, with the checkpoint's id), then the next
+checkpoint, and so on. Writes for a checkpoint that is no longer the head (or not yet saved) go to
+the namespace's `late` run instead, so the run stays in LangGraph id order for binary search.
+A checkpoint written by the earlier layout (no `inline_writes` mark) also has its writes in its own
+run `w/<checkpoint>`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator
+from functools import cached_property
+from typing import Any, NamedTuple
+
+from ...api import Store
+from ...core.checkpoint import Checkpoint as Commit
+from ...core.run import Run
+from ..langgraph_layout import Layout, Namespace
+from ..langgraph_threads import is_write_batch
+from . import records
+
+
+class Tip(NamedTuple):
+    """A checkpoints run's head commit (None if empty), its key, and the commit of the checkpoint asked for (None if absent)."""
+
+    head: str | None
+    head_key: str | None
+    checkpoint: str | None
+
+
+class NamespaceLog:
+    """`where`'s checkpoints run, listed the first time its ids are needed; `late` is read once, when writes are asked for."""
+
+    def __init__(self, store: Store, layout: Layout, where: Namespace) -> None:
+        self.store = store
+        self.layout = layout
+        self.where = where
+        self.run: Run = store.run(layout.checkpoints(where))
+        self._late: dict[str, list[Commit]] | None = None
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return self.run.ids()
+
+    def tip(self, checkpoint_id: str | None, *, trust_hint: bool) -> Tip:
+        """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
+        and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
+        a commit made with `parent=` the head fails if another writer appended since."""
+        hint = self.store.heads.get(self.run.name) if trust_hint else None
+        if hint is not None and self.store.entry_path(self.run.name, hint).exists():
+            commit = self.run.get(hint)
+            head_key = records.ids(commit)[0]
+            while is_write_batch(commit) and commit.parent is not None:
+                commit = self.run.get(commit.parent)
+            if checkpoint_id is None or records.ids(commit)[0] == checkpoint_id:
+                return Tip(hint, head_key, commit.id if checkpoint_id is not None else None)
+        if not self.ids:
+            return Tip(None, None, None)
+        index = self.find(checkpoint_id) if checkpoint_id is not None else None
+        return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
+
+    def commit(self, index: int) -> Commit:
+        return self.run.get(self.ids[index])
+
+    def key(self, index: int) -> str:
+        """The LangGraph checkpoint id commit `index` is (or holds writes for); keys never decrease along the run."""
+        return records.ids(self.commit(index))[0]
+
+    def is_checkpoint(self, index: int) -> bool:
+        return not is_write_batch(self.commit(index))
+
+    def checkpoints(self) -> Iterator[int]:
+        """Indexes of the checkpoint commits, oldest first."""
+        return (index for index in range(len(self.ids)) if self.is_checkpoint(index))
+
+    def latest(self) -> int | None:
+        """Index of the newest checkpoint: the head, or the checkpoint a run of write commits at the end follows."""
+        index = len(self.ids) - 1
+        while index >= 0 and not self.is_checkpoint(index):
+            index -= 1
+        return index if index >= 0 else None
+
+    def find(self, checkpoint_id: str) -> int | None:
+        """Index of the commit of `checkpoint_id`: a binary search (it comes before the writes made for it)."""
+        latest = self.latest()
+        if latest is not None and self.key(latest) == checkpoint_id:
+            return latest
+        index = self.before(checkpoint_id)
+        return index if index < len(self.ids) and self.key(index) == checkpoint_id and self.is_checkpoint(index) else None
+
+    def before(self, checkpoint_id: str) -> int:
+        """How many commits come before the first whose key is `checkpoint_id` or greater."""
+        return bisect_left(range(len(self.ids)), checkpoint_id, key=self.key)
+
+    def latest_checkpoint(self) -> tuple[Commit, list[Any]] | None:
+        """The newest checkpoint and its write batches, found from the head back without listing the whole log."""
+        head = self.run.head_id()
+        if head is None:
+            return None
+        commit = self.run.get(head)
+        following = []
+        while is_write_batch(commit) and commit.parent is not None:
+            following.append(commit)
+            commit = self.run.get(commit.parent)
+        return commit, self._batches(commit, following[::-1])
+
+    def write_batches(self, index: int) -> list[Any]:
+        """The states of the put_writes commits for the checkpoint at `index`, oldest first."""
+        following = index + 1
+        while following < len(self.ids) and not self.is_checkpoint(following):
+            following += 1
+        return self._batches(self.commit(index), [self.commit(at) for at in range(index + 1, following)])
+
+    def _batches(self, commit: Commit, inline: list[Commit]) -> list[Any]:
+        """A checkpoint's write batches in the order they were made: in its own run (earlier layout), the `inline`
+        ones after it, the late ones (a write LangGraph makes while the checkpoint's own put is still running lands
+        in `late` before the ones after it inline; a special write replaces an earlier one, so order matters)."""
+        checkpoint_id = records.ids(commit)[0]
+        batches = [*inline, *self.late().get(checkpoint_id, [])]
+        if not records.inline_writes(commit):
+            legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
+            batches += [legacy.get(commit_id) for commit_id in legacy.ids()]
+        return [batch.state for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
+
+    def late(self) -> dict[str, list[Commit]]:
+        """The namespace's late write batches by checkpoint id."""
+        if self._late is None:
+            run = self.store.run(self.layout.late(self.where))
+            self._late = {}
+            for commit_id in run.ids():
+                commit = run.get(commit_id)
+                self._late.setdefault(records.ids(commit)[0], []).append(commit)
+        return self._late
