@@ -98,5 +98,7 @@ def test_record_ids_skip_the_directories_of_nested_runs(store: agentfs.Store) ->
     a.once("k", lambda: 1)
     nested = store.run("a/journal/b").commit(2)
     assert len(store.record_ids("a", JOURNAL)) == 2 and a.journal.get("k") is not None and a.journal.damaged == []
+    ids = store.record_ids("a", JOURNAL)
+    assert store.poll_record_ids("a", JOURNAL, ()) == set(ids) == store.poll_record_ids("a", JOURNAL, ids[:1])
     assert sorted(store.local_runs()) == ["a/journal/b"] and list(store.local_entries()) == [("a/journal/b", nested.id)]
     assert store.where_stored("a/journal/b", LOG, nested.id).endswith(nested.id)

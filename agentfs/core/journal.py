@@ -324,7 +324,9 @@ class Journal:
         """Decode the records this process has not read yet (fetching, with a remote, those only it holds)."""
         cache = self._cache
         run = self.run.name
-        local = set(self.store.record_ids(run, JOURNAL))  # not the directories of runs named <run>/journal/...
+        with cache.lock:
+            known = cache.records.keys() | cache.damaged.keys()
+        local = self.store.poll_record_ids(run, JOURNAL, known)  # not the directories of runs named <run>/journal/...
         source = self.store.source
         remote: set[str] = set()
         if source is not None:

@@ -3,24 +3,25 @@
 The engine's one interface to what is stored; features (core/) and sync (sync/) both build on it,
 and the public Store (api.py) is a Repository with the features added.
 
-The engine API (what core/ may call; the format-2 engine must provide the same, with the same
-durability: "durable" means it survives power loss once the call returns, with durability="power"):
+The engine API: all core/ may use (a forbidden import contract keeps it off fsutil and the locks),
+and what the format-2 engine must provide with the same contracts. "Durable" means it survives
+power loss once the call returns, with durability="power" (with "process", a killed process only).
 
-- entries: `append_entry` (durable, never replaces), `has_entry`, `read_entry` (verified, cached,
-  fetched from a remote if missing), `local_entry` (raw bytes here only), `install_entry`, `head`,
-  `ids`, `local_ids`, `local_runs`, `local_entries`, `cache_entry`, `forget`.
-- records (JOURNAL, RETIRED): `append_record` (durable, never replaces), `record_ids`,
-  `read_record`, `record_size`, `make_records_durable` (sync records another process wrote),
-  `local_records`, `retirements`, `retired_ids`.
-- retention: `retire` (a durable retirement record, then the removals, made durable), `note_fork`,
-  `forks_of`, `index_forks`.
-- locks: `appending(run)` (one append to a run), `journal_lock(run)`, `writing()` (shared, by every
-  commit), `excluding_writers()` (exclusive: prune and gc).
+- entries: `append_entry` (whole, durable, never replaces), `has_entry`, `read_entry` (verified,
+  cached, fetched from a remote if missing), `local_entry` (raw bytes here only), `cache_entry`,
+  `head`, `heads` (this process's hint), `ids`, `local_ids`, `local_runs`, `local_entries`.
+- records (JOURNAL, RETIRED): `append_record` (whole, durable, never replaces), `record_ids`,
+  `read_record`, `record_size`, `local_records`, `retirements`, and `make_records_durable` for
+  records another process wrote and may have left unsynced.
+- retention and forks: `retire` (a durable retirement record first, then the removals, durable),
+  `note_fork` (durable before the fork's entry), `forks_of`, `index_forks`.
+- locks: `appending(run)` around one append to a run's log, `journal_lock(run)`, `writing()`
+  (shared, by every commit), `excluding_writers()` (exclusive: prune and gc).
 - config: `read_config`, `rewrite_config` (durable, under the config lock).
-- objects: `db` (ObjectDB: writes through ObjectWriter, `sizes()`), `drop_stale_references`.
-- messages: `where_stored` names where an entry or record lies.
+- objects: `db` (written through ObjectWriter; `sizes()`), `drop_stale_references`, `pool`.
+- `where_stored` names where an entry or record lies, for messages; `writer()`, `id`, `source`.
 
-Paths (`entry_path`, `record_dir`, `tmp_dir`, ...) are format 1's and for the engine and sync only.
+Paths (`entry_path`, `record_dir`, `tmp_dir`, ...) are format 1's, for the engine and sync only.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Repository's, so the format-2 engine can replace them with segments without touc
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -67,6 +67,16 @@ class RunFiles:
         except FileNotFoundError:
             return []
 
+    def poll_record_ids(self, run: str, kind: str, known: Collection[str]) -> set[str]:
+        """The ids of `run`'s JOURNAL or RETIRED records now, unordered, for a caller that polls:
+        names in `known` (ids it already read as records) are taken without checking them again."""
+        directory = os.path.join(self.root, *keys.record_dir_key(run, kind))  # str paths: pathlib costs more than the listing
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return set()
+        return {name for name in names if name in known or (ID.fullmatch(name) and os.path.isfile(os.path.join(directory, name)))}
+
     def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
         """(run, id) of every JOURNAL or RETIRED record in the store.
 
@@ -98,7 +108,7 @@ class RunFiles:
 
     def where_stored(self, run: str, kind: str, record_id: str) -> str:
         """Where an entry (kind LOG) or record lies, for messages: its file."""
-        return str(self.record_dir(run, kind) / record_id)
+        return os.path.join(self.root, *keys.record_key(run, kind, record_id))
 
     # entries
 
@@ -131,14 +141,15 @@ class RunFiles:
     def read_record(self, run: str, kind: str, record_id: str) -> bytes | None:
         """A record's bytes, unverified; None if it is gone (removed since it was listed)."""
         try:
-            return (self.record_dir(run, kind) / record_id).read_bytes()
+            with open(self.where_stored(run, kind, record_id), "rb") as handle:
+                return handle.read()
         except FileNotFoundError:
             return None
 
     def record_size(self, run: str, kind: str, record_id: str) -> int | None:
         """The bytes a record takes here; None if it is gone."""
         try:
-            return (self.record_dir(run, kind) / record_id).stat().st_size
+            return os.stat(self.where_stored(run, kind, record_id)).st_size
         except FileNotFoundError:
             return None
 
