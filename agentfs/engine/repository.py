@@ -11,8 +11,8 @@ power loss once the call returns, with durability="power" (with "process", a kil
   cached, fetched from a remote if missing), `local_entry` (raw bytes here only), `cache_entry`,
   `head`, `heads` (this process's hint), `ids`, `local_ids`, `local_runs`, `local_entries`.
 - records (JOURNAL, RETIRED): `append_record` (whole, durable, never replaces), `record_ids`,
-  `read_record`, `record_size`, `local_records`, `retirements`, and `make_records_durable` for
-  records another process wrote and may have left unsynced.
+  `poll_record_ids`, `read_record`, `record_size`, `local_records`, `retirements`, and
+  `make_records_durable` for records another process wrote and may have left unsynced.
 - retention and forks: `retire` (a durable retirement record first, then the removals, durable),
   `note_fork` (durable before the fork's entry), `forks_of`, `index_forks`.
 - locks: `appending(run)` around one append to a run's log, `journal_lock(run)`, `writing()`
