@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentfs
-from agentfs.core.journal import journal_dir
+from agentfs.format.keys import JOURNAL
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]
@@ -104,14 +104,14 @@ def test_journal_events_lists_one_line_per_record(root: Path) -> None:
     header, *lines = result.stdout.splitlines()
     assert header.split() == ["ID", "TIME", "EVENT", "KEY", "TOOL", "DETAIL"]
     with agentfs.open(root) as store:
-        assert [line.split()[0] for line in lines] == sorted(os.listdir(journal_dir(store, RUN)))
+        assert [line.split()[0] for line in lines] == sorted(os.listdir(store.record_dir(RUN, JOURNAL)))
     assert [line.split()[3] for line in lines] == ["start", "ok", "start", "error", "start", "start", "ok"]
     assert 'args {"args": ["cats"], "kwargs": {}}' in lines[0]
 
 
 def test_damaged_records_are_reported_on_stderr(root: Path) -> None:
     with agentfs.open(root) as store:
-        directory = journal_dir(store, RUN)
+        directory = store.record_dir(RUN, JOURNAL)
         end = sorted(os.listdir(directory))[1]
         (directory / end).write_bytes((directory / end).read_bytes()[:-1])
     result = cli(root, "journal", RUN)

@@ -26,8 +26,8 @@ import pytest
 
 import agentfs
 from agentfs.core.calls import encode_args
-from agentfs.core.journal import install_record, journal_dir, local_journal_records
 from agentfs.format.journal import MAGIC, Record, decode_record
+from agentfs.format.keys import JOURNAL
 from agentfs.ids import new_id
 from agentfs.names import ID
 from agentfs.serialization import decode_value
@@ -38,12 +38,12 @@ KEYS = 100
 
 
 def files(store: agentfs.Store, run: str = RUN) -> list[str]:
-    directory = journal_dir(store, run)
+    directory = store.record_dir(run, JOURNAL)
     return sorted(os.listdir(directory)) if directory.exists() else []
 
 
 def raw(store: agentfs.Store, record_id: str, run: str = RUN) -> bytes:
-    return (journal_dir(store, run) / record_id).read_bytes()
+    return (store.record_dir(run, JOURNAL) / record_id).read_bytes()
 
 
 def body_of(data: bytes) -> dict[str, Any]:
@@ -192,7 +192,7 @@ def test_once_writes_a_durable_start_and_end_record(store: agentfs.Store) -> Non
     call = fresh(store).journal.get("search:1")
     assert call is not None and (call.status, call.start_id, call.end_id, call.attempts) == ("ok", start_id, end_id, 1)
     assert call.finished is not None and call.started <= call.finished
-    assert list(local_journal_records(store)) == [(RUN, start_id), (RUN, end_id)]
+    assert list(store.local_records(JOURNAL)) == [(RUN, start_id), (RUN, end_id)]
 
 
 def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.Store) -> None:
@@ -200,7 +200,7 @@ def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.S
     run.once("sent", lambda: "first")
     run.once("paid", lambda: 42)
     sent_start, sent_end, paid_start, paid_end = files(store)
-    directory = journal_dir(store, RUN)
+    directory = store.record_dir(RUN, JOURNAL)
     data = raw(store, sent_end)
     (directory / sent_end).write_bytes(data[: len(data) // 2])  # the ok end of "sent", torn
     flipped = bytearray(raw(store, paid_start))
@@ -264,7 +264,7 @@ def test_decode_record_refuses_every_malformed_record(store: agentfs.Store) -> N
 def test_records_of_nested_runs_and_runs_named_journal_stay_apart(store: agentfs.Store) -> None:
     for name in ("x", "x/journal", "journal", "x/journal/01ARZ3NDEKTSV4RRFFQ69G5FAV"):
         store.run(name).once("k", lambda name=name: name)
-    found = collections.Counter(run for run, _id in local_journal_records(store))
+    found = collections.Counter(run for run, _id in store.local_records(JOURNAL))
     assert found == {"x": 2, "x/journal": 2, "journal": 2, "x/journal/01ARZ3NDEKTSV4RRFFQ69G5FAV": 2}
     for name in found:
         journal = agentfs.open(store.root).run(name).journal
@@ -420,7 +420,7 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "a") as machine_a:
         machine_a.run(RUN).once("report", lambda: {"sent": True})
         remote_journal = tmp_path / "remote" / "runs" / RUN / "journal"
-        shutil.copytree(journal_dir(machine_a, RUN), remote_journal)  # the remote layout mirrors the store's
+        shutil.copytree(machine_a.record_dir(RUN, JOURNAL), remote_journal)  # the remote layout mirrors the store's
         shutil.copy(machine_a.root / "config", tmp_path / "remote" / "config")  # a remote is known by its config
     bogus = new_id()
     (remote_journal / bogus).write_bytes(b"AFJ\x01" + bytes(40))
@@ -431,4 +431,4 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
         assert [record_id for record_id, _why in journal.damaged] == [bogus]
     installed = files(machine_b)
     assert all(raw(machine_b, name) == (remote_journal / name).read_bytes() for name in installed)  # byte for byte
-    assert install_record(machine_b, RUN, installed[0], b"anything") is False  # never replaced
+    assert machine_b.append_record(RUN, JOURNAL, installed[0], b"anything") is False  # never replaced

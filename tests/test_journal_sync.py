@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import agentfs
-from agentfs.core.journal import journal_dir
+from agentfs.format.keys import JOURNAL
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.remote import Remote
@@ -63,15 +63,15 @@ def test_a_pulled_journal_gives_the_same_once_answers(tmp_path: Path, moto_serve
     with agentfs.open(tmp_path / "a") as machine_a:
         status = _journal_on_machine_a(machine_a)
         stats = Pusher(machine_a, Remote(spec.url, spec.storage_options), workers=4).push()
-        assert stats.records == len(list(journal_dir(machine_a, RUN).iterdir())) > 20
+        assert stats.records == len(list(machine_a.record_dir(RUN, JOURNAL).iterdir())) > 20
         again = Pusher(machine_a, Remote(spec.url, spec.storage_options), workers=4).push()
         assert again.records == 0, "records the remote holds were sent again"
 
     with agentfs.open(tmp_path / "b") as machine_b:
         result = pull(machine_b, Remote(spec.url, spec.storage_options))
         assert result.records == stats.records
-        assert {p.name: p.read_bytes() for p in journal_dir(machine_b, RUN).iterdir()} == {
-            p.name: p.read_bytes() for p in journal_dir(agentfs.open(tmp_path / "a"), RUN).iterdir()
+        assert {p.name: p.read_bytes() for p in machine_b.record_dir(RUN, JOURNAL).iterdir()} == {
+            p.name: p.read_bytes() for p in agentfs.open(tmp_path / "a").record_dir(RUN, JOURNAL).iterdir()
         }
         _same_answers(machine_b, status)
         assert machine_b.verify().ok
@@ -97,7 +97,7 @@ def test_delete_removes_the_journal_here_and_on_the_remote_after_its_gc(tmp_path
         pusher = Pusher(store, Remote(url, {"auto_mkdir": True}), workers=4)
         pusher.push()
         report = store.run(RUN).delete()
-        assert report.journal_removed > 20 and not list(journal_dir(store, RUN).iterdir())
+        assert report.journal_removed > 20 and not list(store.record_dir(RUN, JOURNAL).iterdir())
         assert store.run(RUN).journal.calls() == []
         pusher.push()
         gc = remote_gc(Remote(url, {}), store, grace=0, settle=3)
@@ -113,4 +113,4 @@ def test_the_daemon_pushes_journal_records_and_flush_waits_for_them(tmp_path: Pa
         store.run(RUN).once("only-a-journal", lambda: "done")  # no checkpoint at all: flush must still wait
         assert daemon.flush(timeout=10)
         names = sorted(p.name for p in (tmp_path / "remote" / "runs" / RUN / "journal").iterdir())
-        assert names == sorted(p.name for p in journal_dir(store, RUN).iterdir()) and len(names) == 2
+        assert names == sorted(p.name for p in store.record_dir(RUN, JOURNAL).iterdir()) and len(names) == 2

@@ -14,7 +14,7 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli
-from agentfs.core.retention import retired_dir
+from agentfs.format.keys import RETIRED
 from agentfs.format.retirement import decode_retirement
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
@@ -57,7 +57,7 @@ def test_prune_keeps_the_newest_and_what_they_need_and_gc_frees_the_rest(store: 
     assert report.needed == sorted({order[0], fork_point})
     assert set(report.removed) == set(order[:-5]) - {order[0], fork_point}
     assert sorted(os.listdir(store.log_dir("agent/a"))) == sorted({*order[-5:], order[0], fork_point})
-    (record_file,) = retired_dir(store, "agent/a").iterdir()
+    (record_file,) = store.record_dir("agent/a", RETIRED).iterdir()
     record = decode_retirement(record_file.read_bytes(), "agent/a", record_file.name, "test")
     assert sorted(record.checkpoints) == sorted(report.removed) and record.journal == []
 
@@ -96,7 +96,7 @@ def test_bad_prune_arguments_are_refused_before_anything_changes(store: agentfs.
     ids = [run.commit({"i": i}).id for i in range(3)]
     with pytest.raises(ValueError, match=message):
         run.prune(**kwargs)
-    assert run.ids() == ids and not retired_dir(store, "r").exists()
+    assert run.ids() == ids and not store.record_dir("r", RETIRED).exists()
 
 
 def test_delete_removes_the_run_but_what_a_fork_needs(store: agentfs.Store) -> None:
@@ -190,7 +190,7 @@ def test_a_damaged_retirement_record_is_reported_by_verify(store: agentfs.Store)
     for i in range(4):
         run.commit({"i": i})
     run.prune(keep_last=1)
-    (record,) = retired_dir(store, "r").iterdir()
+    (record,) = store.record_dir("r", RETIRED).iterdir()
     data = bytearray(record.read_bytes())
     data[-1] ^= 1
     record.write_bytes(bytes(data))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import os
+import secrets
 from collections.abc import AsyncIterator, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -14,7 +15,6 @@ from ..engine.repository import Repository
 from ..errors import NotFound
 from ..format.manifest import VALUE_STATE, Manifest
 from ..format.refs import Ref, ref_size
-from ..fsutil import fsync_dir, temp_path
 from ..names import check_name
 from ..objects.blobs import blob_reader
 from ..serialization import decode_body, decode_value
@@ -166,9 +166,12 @@ class Artifact:
         return io.BufferedReader(_ChunkStream(self._chunks()), buffer_size=1 << 16)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the artifact to `path` atomically (a temp file beside it, then rename)."""
+        """Write the artifact to `path` atomically (a temp file beside it, then rename), durably.
+
+        The one file core/ writes itself: the user's, outside the store (the engine owns the store's).
+        """
         target = Path(path)
-        temp = temp_path(target.parent, ".agentfs-partial")
+        temp = target.parent / f"{secrets.token_hex(12)}.agentfs-partial"
         try:
             with open(temp, "wb") as handle:
                 for chunk in self._chunks():
@@ -178,7 +181,11 @@ class Artifact:
             os.replace(temp, target)
         finally:
             temp.unlink(missing_ok=True)
-        fsync_dir(target.parent)
+        directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)  # the rename survives power loss only through this
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
         return target
 
     def __repr__(self) -> str:

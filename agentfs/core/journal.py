@@ -4,8 +4,8 @@ runs/<run>/journal/<id> holds one immutable record per event: a call's start, th
 
 "AFJ" | version (1 byte) | sha256(body) (32 bytes) | body, body = a msgpack map (see Record.to_bytes)
 
-Each record is published whole (temp file, fsync, link) before the call that wrote it returns, so a
-crash leaves no torn record, only a temp file in tmp/. The checksum still catches damage: a damaged
+Each record is appended whole and durably (Repository.append_record) before the call that wrote it
+returns, so a crash leaves no torn record. The checksum still catches damage: a damaged
 record is skipped, logged and listed in `Journal.damaged`, never misread.
 """
 
@@ -15,20 +15,16 @@ import dataclasses
 import functools
 import hashlib
 import logging
-import os
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..engine.locks import EXCLUSIVE, flock
 from ..engine.repository import Repository
 from ..errors import Conflict, FormatError, IntegrityError, NotFound, SerializationError
 from ..format.journal import ERROR, OK, START, Record, check_key, decode_record
 from ..format.keys import JOURNAL
-from ..fsutil import fsync_dir, fsync_file, make_dirs, write_atomic
 from ..ids import new_id
 from ..names import ID
 from ..serialization import encode_value
@@ -42,20 +38,6 @@ log = logging.getLogger("agentfs.journal")
 T = TypeVar("T")
 
 
-def journal_dir(store: Repository, run: str) -> Path:
-    return store.record_dir(run, JOURNAL)
-
-
-def local_journal_records(store: Repository) -> Iterator[tuple[str, str]]:
-    """(run, id) of every record file in the store."""
-    return store.local_records(JOURNAL)
-
-
-def install_record(store: Repository, run: str, record_id: str, data: bytes) -> bool:
-    """Add a record decode_record accepted (from a remote); records are never replaced."""
-    return write_atomic(store.tmp_dir, journal_dir(store, run) / record_id, data, sync=store.sync_writes)
-
-
 class _Cache:
     """What this process has read of one run's journal. Records are immutable, so each is decoded once."""
 
@@ -64,7 +46,6 @@ class _Cache:
         self.records: dict[str, Record] = {}
         self.by_key: dict[str, dict[str, Record]] = {}  # key -> its records by id: once() looks up one key
         self.damaged: dict[str, str] = {}  # id -> why it was skipped
-        self.other: set[str] = set()  # names in journal/ that are no record (directories of nested runs)
         self.last_id: str | None = None  # the greatest id this process wrote or read: new ids go after it
         self.synced: set[str] = set()  # start ids of successful calls this process made durable (see _make_durable)
 
@@ -100,8 +81,6 @@ class Journal:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.store = run.store
-        self.dir = journal_dir(run.store, run.name)
-        self.lock_path = self.store.lock_path(run.name).with_suffix(".journal.lock")
         self._cache = _cache_of(run.store, run.name)
 
     def __repr__(self) -> str:
@@ -173,7 +152,7 @@ class Journal:
         """End the in-flight call `key` as an error of type agentfs.Abandoned, so that the next `once`
         runs it again. For an operator who checked that the call did not happen (or wants it again)."""
         check_key(key)
-        with flock(self.lock_path, EXCLUSIVE):
+        with self.store.journal_lock(self.run.name):
             call = self._find(key)
             if call is None:
                 raise NotFound(f"no call with key {key!r} in the journal of run {self.run.name!r}")
@@ -284,7 +263,7 @@ class Journal:
 
     def _claim(self, key: str, name: str, args: bytes) -> Call | Record:
         """Under the journal lock: the key's successful Call, or the start record of a new attempt."""
-        with flock(self.lock_path, EXCLUSIVE):
+        with self.store.journal_lock(self.run.name):
             call = self._find(key)
             if call is not None and call.status == OK:
                 self._make_durable(call)
@@ -301,13 +280,9 @@ class Journal:
         by power loss after the caller acted on it (tests/test_crash_states.py, the restart workload).
         """
         cache = self._cache
-        if not self.store.sync_writes or call.start_id in cache.synced:
+        if call.start_id in cache.synced:
             return
-        for record in (call.start, call.end):
-            if record is not None:
-                fsync_file(self.dir / record.id)
-        make_dirs(self.dir, sync=True)
-        fsync_dir(self.dir)
+        self.store.make_records_durable(self.run.name, JOURNAL, [r.id for r in (call.start, call.end) if r is not None])
         with cache.lock:
             cache.synced.add(call.start_id)
 
@@ -338,7 +313,7 @@ class Journal:
                 record_id = new_id(after=cache.last_id)
                 cache.last_id = record_id
             record = Record(self.run.name, record_id, kind, key, call or record_id, name, time.time_ns(), self.store.writer(), **payload)
-            if write_atomic(self.store.tmp_dir, self.dir / record_id, record.to_bytes(), sync=self.store.sync_writes):
+            if self.store.append_record(self.run.name, JOURNAL, record_id, record.to_bytes()):
                 break
             # hazard: write_atomic never replaces a record; a name taken by another process (80 random bits: all but
             # impossible) just means taking another id
@@ -349,38 +324,28 @@ class Journal:
     def _refresh(self) -> None:
         """Decode the records this process has not read yet (fetching, with a remote, those only it holds)."""
         cache = self._cache
-        try:
-            names = set(os.listdir(self.dir))
-        except FileNotFoundError:
-            names = set()
+        run = self.run.name
         with cache.lock:
-            unknown = names - cache.records.keys() - cache.damaged.keys() - cache.other
-        for name in unknown:  # the directories of runs named <run>/journal/... may sit here too
-            if not (ID.fullmatch(name) and (self.dir / name).is_file()):
-                with cache.lock:
-                    cache.other.add(name)
-        local = names - cache.other
+            known = cache.records.keys() | cache.damaged.keys()
+        local = self.store.poll_record_ids(run, JOURNAL, known)  # not the directories of runs named <run>/journal/...
         source = self.store.source
         remote: set[str] = set()
         if source is not None:
             # records deleted here stay on the remote until its gc: never fetch them back
-            retired = {i for record in self.store.retirements(self.run.name) for i in record.journal}
-            remote = {i for i in source.list_journal(self.run.name) if ID.fullmatch(i)} - local - retired
+            retired = {i for record in self.store.retirements(run) for i in record.journal}
+            remote = {i for i in source.list_journal(run) if ID.fullmatch(i)} - local - retired
         with cache.lock:
             for gone in (cache.records.keys() | cache.damaged.keys()) - local - remote:  # the run was deleted
                 cache.drop(gone)
             for record_id in sorted(local - cache.records.keys() - cache.damaged.keys()):
-                path = self.dir / record_id
-                try:
-                    data = path.read_bytes()
-                except FileNotFoundError:  # deleted since it was listed
-                    continue
-                self._decode(data, record_id, f"{self.run.name}/{record_id} ({path})")
+                data = self.store.read_record(run, JOURNAL, record_id)
+                if data is not None:  # else deleted since it was listed
+                    self._decode(data, record_id, f"{run}/{record_id} ({self.store.where_stored(run, JOURNAL, record_id)})")
             for record_id in sorted(remote - cache.records.keys() - cache.damaged.keys()):
                 assert source is not None  # remote is empty without a source
-                fetched = source.fetch_journal(self.run.name, record_id)
-                if fetched is not None and self._decode(fetched, record_id, f"{self.run.name}/{record_id} (remote)"):
-                    install_record(self.store, self.run.name, record_id, fetched)
+                fetched = source.fetch_journal(run, record_id)
+                if fetched is not None and self._decode(fetched, record_id, f"{run}/{record_id} (remote)"):
+                    self.store.append_record(run, JOURNAL, record_id, fetched)  # never replaces a record
             if cache.records:
                 cache.last_id = max(filter(None, [cache.last_id, max(cache.records)]))
 

@@ -1,8 +1,8 @@
 """Retention: prune a run to its newest checkpoints, delete a run, apply the store's policy.
 
-Removing a checkpoint first writes a retirement record, `runs/<run>/retired/<id>`, naming what
-goes; then its log entry is unlinked. Records are pushed like entries, so a remote learns what to
-drop (remote gc), and verify can tell a pruned parent from a lost one.
+Removing a checkpoint first writes a retirement record (a RETIRED record of the run) naming what
+goes; then its log entry is removed (Repository.retire). Records are pushed like entries, so a
+remote learns what to drop (remote gc), and verify can tell a pruned parent from a lost one.
 
 "AFR" | version (1 byte, = 1) | sha256(body) (32 bytes) | body
 body = msgpack {"format": 1, "run", "id", "created", "writer", "checkpoints": [id...], "journal": [id...]}
@@ -10,22 +10,17 @@ body = msgpack {"format": 1, "run", "id", "created", "writer", "checkpoints": [i
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Iterable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-from ..engine.locks import EXCLUSIVE, flock
 from ..engine.repository import Repository
 from ..errors import AgentFSError
-from ..format.config import encode_config, read_config
-from ..format.keys import JOURNAL, RETIRED
+from ..format.keys import JOURNAL
 from ..format.refs import Location
-from ..format.retirement import Retirement, encode_retirement
-from ..fsutil import fsync_dir, write_atomic
+from ..format.retirement import Retirement
 from ..ids import id_time_ns, new_id
 
 MANAGED_PREFIXES = ("langgraph/",)  # runs whose owner keeps its own retention: the store policy skips them
@@ -38,10 +33,6 @@ class PruneReport:
     removed: list[str] = dataclasses.field(default_factory=list)
     needed: list[str] = dataclasses.field(default_factory=list)  # past the policy, kept because a kept checkpoint needs them
     journal_removed: int = 0
-
-
-def retired_dir(store: Repository, run: str) -> Path:
-    return store.record_dir(run, RETIRED)
 
 
 def _needs(store: Repository, locations: Iterable[Location], out: set[Location]) -> None:
@@ -86,13 +77,7 @@ def delete_runs(store: Repository, runs: list[str]) -> list[PruneReport]:
 
 def _family(store: Repository, runs: Iterable[str]) -> set[str]:
     """The runs whose entries may borrow from `runs`: themselves and their forks, transitively."""
-    if not store.forks_indexed.exists():  # a store from before forks/ existed: index it once
-        for run, checkpoint_id in store.local_entries():
-            with contextlib.suppress(AgentFSError):
-                source = store.read_entry(run, checkpoint_id).manifest.forked_from
-                if source is not None:
-                    store.note_fork(source[0], run)
-        write_atomic(store.tmp_dir, store.forks_indexed, b"", sync=store.sync_writes, exclusive=False)
+    store.index_forks()
     family = set(runs)
     for run in runs:
         family |= store.forks_of(run)
@@ -116,7 +101,7 @@ def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: boo
     needed: set[Location] = set()
     _needs(store, seen - doomed, needed)
     reports = []
-    with flock(store.gc_lock_path, EXCLUSIVE):
+    with store.excluding_writers():
         now = _entries_of(store, _family(store, candidates))  # forks made meanwhile count too
         _needs(store, now - seen - doomed, needed)
         for run in candidates:
@@ -126,25 +111,11 @@ def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: boo
             report.kept = sum(1 for r, _cid in now if r == run) - len(going)
             journal_ids = store.record_ids(run, JOURNAL) if journal else []
             if going or journal_ids:
-                record = Retirement(run, new_id(), time.time_ns(), going, journal_ids)
-                path = retired_dir(store, run) / record.id
-                write_atomic(store.tmp_dir, path, encode_retirement(record, store.writer()), sync=store.sync_writes)
-                write_atomic(store.tmp_dir, store.pruned_path, record.id.encode(), sync=False, exclusive=False)
-                _unlink(store, [store.entry_path(run, cid) for cid in going])
-                _unlink(store, [store.record_dir(run, JOURNAL) / jid for jid in journal_ids])
-                store.forget(run, going)
+                store.retire(Retirement(run, new_id(), time.time_ns(), going, journal_ids))
             report.removed = going
             report.journal_removed = len(journal_ids)
             reports.append(report)
     return reports
-
-
-def _unlink(store: Repository, paths: list[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
-    if store.sync_writes:
-        for directory in {p.parent for p in paths if p.parent.exists()}:
-            fsync_dir(directory)
 
 
 # the store-wide policy, kept in config under "retention" and applied by gc
@@ -152,7 +123,7 @@ def _unlink(store: Repository, paths: list[Path]) -> None:
 
 def policy(store: Repository) -> dict[str, Any] | None:
     """The retention policy in the store's config now (another process may have changed it)."""
-    value = read_config(store.root / "config").get("retention")
+    value = store.read_config().get("retention")
     return value if isinstance(value, dict) else None
 
 
@@ -162,14 +133,14 @@ def set_policy(store: Repository, keep_last: int | None = None, keep_within: tim
         raise ValueError(f"keep_last must be an int >= 1, got {keep_last!r}")
     within = _seconds(keep_within)
     value = None if keep_last is None and within is None else {"keep_last": keep_last, "keep_within": within}
-    with flock(store.config_lock_path, EXCLUSIVE):  # two writers would each drop the other's other fields
-        config = read_config(store.root / "config")
+
+    def change(config: dict[str, Any]) -> None:
         if value is None:
             config.pop("retention", None)
         else:
             config["retention"] = value
-        write_atomic(store.tmp_dir, store.root / "config", encode_config(config), sync=store.sync_writes, exclusive=False)
-    store.config = config
+
+    store.rewrite_config(change)
     return value
 
 
@@ -178,7 +149,7 @@ def apply_policy(store: Repository) -> list[PruneReport]:
     if rules is None:
         return []
     reports = []
-    for name in sorted(store._local_runs()):
+    for name in sorted(store.local_runs()):
         if not name.startswith(MANAGED_PREFIXES):
             reports.append(prune(store, name, keep_last=rules.get("keep_last"), keep_within=rules.get("keep_within")))
     return reports

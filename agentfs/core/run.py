@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any, TypeVar, Union
 
-from ..engine.locks import EXCLUSIVE, flock
 from ..engine.objectdb import ObjectWriter
 from ..engine.repository import Repository
 from ..errors import Conflict, NotFound, SerializationError
@@ -19,7 +18,6 @@ from ..format import chunking
 from ..format.entries import encode_entry
 from ..format.manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 from ..format.refs import PACKED, Ref, located
-from ..fsutil import write_atomic
 from ..ids import new_id
 from ..names import check_id, check_name
 from ..objects.blobs import BlobWriter
@@ -108,7 +106,7 @@ class Run:
                 hint = self.store.heads.get(self.name)
                 # a hint another process pruned meanwhile must not be borrowed from: prune holds the gc lock
                 # exclusively, so an entry that exists now stays until this commit's entry is appended
-                head = hint if hint is not None and self.store.entry_path(self.name, hint).exists() else self.head_id()
+                head = hint if hint is not None and self.store.has_entry(self.name, hint) else self.head_id()
             writer = ObjectWriter(self.store.db, self.store.pool)
             blobs = BlobWriter(writer, self._reusable(head))
             state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
@@ -154,7 +152,7 @@ class Run:
         home = (self.name, checkpoint_id)
         with self.store.writing():  # prune holds it exclusively: the source cannot go while the fork borrows from it
             source = self.get(checkpoint_id).manifest
-            if not self.store.entry_path(*home).exists():
+            if not self.store.has_entry(*home):
                 raise NotFound(f"checkpoint {checkpoint_id} not found in run {self.name!r} (pruned)")
             self.store.note_fork(self.name, target.name)
             target._append(
@@ -295,7 +293,7 @@ class Run:
                 return blobs.put_stream(stream)
         home = (source.checkpoint.run, source.checkpoint.id)
         # called under store.writing(): prune holds that lock exclusively, so an entry that exists now stays
-        if not self.store.entry_path(*home).exists():
+        if not self.store.has_entry(*home):
             raise NotFound(f"artifact {name!r}: its checkpoint {source.checkpoint} was pruned")
         if home[0] != self.name:  # retention must know that this run now borrows from that one
             self.store.note_fork(home[0], self.name)
@@ -313,7 +311,7 @@ class Run:
         schema: int | None = None,
         keep_artifacts: bool = False,
     ) -> Checkpoint:
-        with flock(self.store.lock_path(self.name), EXCLUSIVE):
+        with self.store.appending(self.name):
             head = self.head_id()
             if parent is not HEAD and parent != head:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
@@ -332,9 +330,8 @@ class Run:
                 forked_from=forked_from,
                 schema=schema,
             )
-            path = self.store.entry_path(self.name, manifest.id)
             data, entry = encode_entry(manifest, pack)
-            write_atomic(self.store.tmp_dir, path, data, sync=self.store.sync_writes)
+            self.store.append_entry(self.name, manifest.id, data)
         self.store.heads[self.name] = manifest.id
         self.store.cache_entry((self.name, manifest.id), entry)
         return Checkpoint(self.store, manifest, self.schema)

@@ -1,6 +1,6 @@
 """store.stats(): checkpoints and bytes per run, dedup ratio and journal size (api.py adds each remote's sync state).
 
-Only what is in this store counts (not what a remote lists). Files are sized as they are on disk;
+Only what is in this store counts (not what a remote lists). Entries, records and objects are sized as stored;
 logical bytes are what the checkpoints hold, summed from their manifests' refs without reading a value.
 """
 
@@ -11,8 +11,8 @@ import datetime as dt
 
 from ..engine.repository import Repository
 from ..format.entries import decode_entry_at
+from ..format.keys import JOURNAL, LOG
 from ..format.refs import ref_size
-from .journal import journal_dir, local_journal_records
 
 
 @dataclasses.dataclass
@@ -67,12 +67,10 @@ class LocalStats:
 def local_stats(store: Repository) -> LocalStats:
     runs: dict[str, RunStats] = {}
     for run, checkpoint_id in store.local_entries():
-        path = store.entry_path(run, checkpoint_id)
-        try:
-            data = path.read_bytes()  # read directly: the entry cache, or a remote, must not answer
-        except FileNotFoundError:
+        data = store.local_entry(run, checkpoint_id)  # not read_entry: the entry cache, or a remote, must not answer
+        if data is None:
             continue  # pruned since it was listed
-        entry = decode_entry_at(data, run, checkpoint_id, f"{run}@{checkpoint_id} ({path})")
+        entry = decode_entry_at(data, run, checkpoint_id, f"{run}@{checkpoint_id} ({store.where_stored(run, LOG, checkpoint_id)})")
         manifest = entry.manifest
         created = dt.datetime.fromtimestamp(manifest.created / 1e9, tz=dt.timezone.utc)
         row = runs.setdefault(run, RunStats(run))
@@ -81,19 +79,12 @@ def local_stats(store: Repository) -> LocalStats:
         row.last = created if row.last is None else max(row.last, created)
         row.entry_bytes += len(data)
         row.logical_bytes += sum(ref_size(ref) for _label, ref in entry.refs())
-    for run, record_id in local_journal_records(store):
-        try:
-            size = (journal_dir(store, run) / record_id).stat().st_size
-        except FileNotFoundError:
-            continue
+    for run, record_id in store.local_records(JOURNAL):
+        size = store.record_size(run, JOURNAL, record_id)
+        if size is None:
+            continue  # removed since it was listed
         row = runs.setdefault(run, RunStats(run))
         row.journal_records += 1
         row.journal_bytes += size
-    objects = object_bytes = 0
-    for oid in store.db.oids():
-        try:
-            object_bytes += store.db.path(oid).stat().st_size
-        except FileNotFoundError:
-            continue  # deleted by gc while we listed
-        objects += 1
-    return LocalStats(sorted(runs.values(), key=lambda row: row.run), objects, object_bytes)
+    sizes = list(store.db.sizes())
+    return LocalStats(sorted(runs.values(), key=lambda row: row.run), len(sizes), sum(sizes))

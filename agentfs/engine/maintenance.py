@@ -13,7 +13,6 @@ from ..format.keys import JOURNAL, RETIRED
 from ..format.refs import PACKED, Location
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
-from .locks import EXCLUSIVE, flock
 from .repository import Repository
 
 ROLE_NAMES = {OBJECT: "object", NODE: "tree node", CHUNK: "chunk"}
@@ -96,7 +95,7 @@ def verify(store: Repository) -> VerifyReport:
             except AgentFSError as exc:
                 report.problems.append(Problem("corrupt", where, str(exc)))
         parent = entry.manifest.parent
-        if parent is not None and not partial and not store.entry_path(run, parent).is_file() and parent not in retired.get(run, ()):
+        if parent is not None and not partial and not store.has_entry(run, parent) and parent not in retired.get(run, ()):
             report.problems.append(Problem("missing", where, f"parent checkpoint {parent} is missing"))
         report.problems.extend(_check_refs(store, entry, (run, checkpoint_id), where, good, nodes_checked, partial))
     return report
@@ -108,7 +107,10 @@ def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str
     for run, record_id in store.local_records(RETIRED):
         where = f"{run} retired/{record_id}"
         try:
-            record = decode_retirement((store.record_dir(run, RETIRED) / record_id).read_bytes(), run, record_id, where)
+            data = store.read_record(run, RETIRED, record_id)
+            if data is None:
+                continue  # removed since it was listed
+            record = decode_retirement(data, run, record_id, where)
         except (AgentFSError, OSError) as exc:
             report.problems.append(Problem("corrupt", where, str(exc)))
             continue
@@ -116,7 +118,9 @@ def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str
     for run, record_id in store.local_records(JOURNAL):
         where = f"{run} journal/{record_id}"
         try:
-            decode_record((store.record_dir(run, JOURNAL) / record_id).read_bytes(), run, record_id, where)
+            data = store.read_record(run, JOURNAL, record_id)
+            if data is not None:  # else removed since it was listed (a run deleted meanwhile)
+                decode_record(data, run, record_id, where)
         except (AgentFSError, OSError) as exc:
             report.problems.append(Problem("corrupt", where, str(exc)))
     return retired
@@ -131,7 +135,7 @@ def _check_refs(
         if ref[0] != PACKED:
             continue
         location = (ref[3], ref[4]) if len(ref) == 5 else home
-        if location != home and partial and not store.entry_path(*location).is_file():
+        if location != home and partial and not store.has_entry(*location):
             continue  # not pulled yet
         try:
             store.read_packed(ref[1], location)
@@ -186,7 +190,7 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
                 report.kept += 1
         except FileNotFoundError:
             continue
-    with flock(store.gc_lock_path, EXCLUSIVE):
+    with store.excluding_writers():
         _mark(store, sorted(set(store.local_entries()) - set(seen)), marked)
         now = time.time()
         for oid in candidates:

@@ -111,6 +111,14 @@ class ObjectDB:
                 except ValueError:
                     continue
 
+    def sizes(self) -> Iterator[int]:
+        """The bytes each object takes here, object by object (those gc deletes meanwhile are skipped)."""
+        for oid in self.oids():
+            try:
+                yield os.stat(self._path(oid)).st_size
+            except FileNotFoundError:
+                continue
+
 
 class ObjectWriter:
     """Writes the new objects of one commit concurrently; `finish()` makes them all durable together.

@@ -2,32 +2,53 @@
 
 The engine's one interface to what is stored; features (core/) and sync (sync/) both build on it,
 and the public Store (api.py) is a Repository with the features added.
+
+The engine API: all core/ may use (a forbidden import contract keeps it off fsutil and the locks),
+and what the format-2 engine must provide with the same contracts. "Durable" means it survives
+power loss once the call returns, with durability="power" (with "process", a killed process only).
+
+- entries: `append_entry` (whole, durable, never replaces), `has_entry`, `read_entry` (verified,
+  cached, fetched from a remote if missing), `local_entry` (raw bytes here only), `cache_entry`,
+  `head`, `heads` (this process's hint), `ids`, `local_ids`, `local_runs`, `local_entries`.
+- records (JOURNAL, RETIRED): `append_record` (whole, durable, never replaces), `record_ids`,
+  `poll_record_ids`, `read_record`, `record_size`, `local_records`, `retirements`, and
+  `make_records_durable` for records another process wrote and may have left unsynced.
+- retention and forks: `retire` (a durable retirement record first, then the removals, durable),
+  `note_fork` (durable before the fork's entry), `forks_of`, `index_forks`.
+- locks: `appending(run)` around one append to a run's log, `journal_lock(run)`, `writing()`
+  (shared, by every commit), `excluding_writers()` (exclusive: prune and gc).
+- config: `read_config`, `rewrite_config` (durable, under the config lock).
+- objects: `db` (written through ObjectWriter; `sizes()`), `drop_stale_references`, `pool`.
+- `where_stored` names where an entry or record lies, for messages; `writer()`, `id`, `source`.
+
+Paths (`entry_path`, `record_dir`, `tmp_dir`, ...) are format 1's, for the engine and sync only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..aio import Offloader
-from ..errors import FormatError, InvalidName, NotFound
+from ..errors import AgentFSError, FormatError, NotFound
 from ..format import keys
 from ..format.config import encode_config, new_config, read_config
 from ..format.entries import Entry, decode_entry_at
-from ..format.keys import LOG, RETIRED
+from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
-from ..format.retirement import Retirement, decode_retirement
+from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
-from ..names import ID, check_name
-from .locks import SHARED, flock
+from .locks import EXCLUSIVE, SHARED, flock
 from .objectdb import ObjectDB
+from .run_files import ID_LENGTH, RunFiles
 
 HOST = socket.gethostname()
 
@@ -35,7 +56,6 @@ Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
 ENTRY_CACHE = 256
 R = TypeVar("R", bound="Repository")
-ID_LENGTH = 26
 
 
 class Source(Protocol):
@@ -51,19 +71,16 @@ class Source(Protocol):
     def attach(self, store: Repository) -> None: ...
 
 
-class Repository:
+class Repository(RunFiles):
     """A local agentfs store's storage. Safe to share between threads and between processes."""
 
     def __init__(self, root: Path, *, durability: Durability = "power", source: Source | None = None) -> None:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
-        self.root = root
+        super().__init__(root, sync_writes=durability == "power")
         self.durability = durability
-        self.sync_writes = durability == "power"
         self.objects_dir = root / keys.OBJECTS
-        self.runs_dir = root / keys.RUNS
         self.locks_dir = root / keys.LOCKS
-        self.tmp_dir = root / keys.TMP
         self.remotes_dir = root / keys.REMOTES
         self.forks_dir = root / keys.FORKS
         self.forks_indexed = root.joinpath(*keys.FORKS_INDEXED)
@@ -138,72 +155,14 @@ class Repository:
 
     def runs(self) -> list[str]:
         """Names of every run with at least one checkpoint (here or on the remote)."""
-        names = set(self._local_runs())
+        names = set(self.local_runs())
         if self.source is not None:
             names.update(self.source.list_runs())
         return sorted(names)
 
-    def _local_runs(self) -> Iterator[str]:
-        for log_dir in self.runs_dir.glob("**/log"):
-            if not log_dir.is_dir():
-                continue
-            with os.scandir(log_dir) as entries:
-                found = any(ID.fullmatch(e.name) for e in entries)
-            if found:
-                yield log_dir.parent.relative_to(self.runs_dir).as_posix()
-
-    def local_entries(self) -> Iterator[Location]:
-        """(run, id) of every log entry in the store, run by run."""
-        for run in sorted(self._local_runs()):
-            for checkpoint_id in self.local_ids(run):
-                yield run, checkpoint_id
-
-    def record_dir(self, run: str, kind: str) -> Path:
-        """runs/<run>/<kind>/: LOG entries, JOURNAL records or RETIRED records."""
-        return self.root.joinpath(*keys.record_dir_key(run, kind))
-
-    def log_dir(self, run: str) -> Path:
-        return self.record_dir(run, LOG)
-
-    def record_ids(self, run: str, kind: str) -> list[str]:
-        """The ids of `run`'s JOURNAL or RETIRED records, oldest first."""
-        directory = self.record_dir(run, kind)
-        try:
-            with os.scandir(directory) as entries:
-                return sorted(e.name for e in entries if ID.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-        except FileNotFoundError:
-            return []
-
-    def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
-        """(run, id) of every JOURNAL or RETIRED record in the store.
-
-        runs/x/journal/ may also hold the directories of runs named x/journal or x/journal/<...>:
-        only regular files named by a ULID are records.
-        """
-        for directory in self.runs_dir.glob(f"**/{kind}"):
-            if directory.parent == self.runs_dir or not directory.is_dir():  # runs/journal is the run "journal"
-                continue
-            run = directory.parent.relative_to(self.runs_dir).as_posix()
-            try:
-                check_name(run, "run")
-            except InvalidName:
-                continue
-            for name in self.record_ids(run, kind):
-                yield run, name
-
     def writer(self) -> dict[str, Any]:
         """Who writes a record: this store, host and process."""
         return {"store": self.id, "host": HOST, "pid": os.getpid()}
-
-    def entry_path(self, run: str, checkpoint_id: str) -> Path:
-        return self.log_dir(run) / checkpoint_id
-
-    def local_ids(self, run: str) -> list[str]:
-        try:
-            # only entries are ever linked into a log dir; names are validated when read
-            return sorted(name for name in os.listdir(self.log_dir(run)) if len(name) == ID_LENGTH)
-        except FileNotFoundError:
-            return []
 
     def head(self, run: str) -> str | None:
         """The greatest id of the run: its head."""
@@ -278,7 +237,21 @@ class Repository:
             sources.add(entry.manifest.forked_from[0])
         for source in sorted(sources - {run}):
             self.note_fork(source, run)
-        return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes)
+        return self.append_entry(run, checkpoint_id, data)
+
+    def retire(self, record: Retirement) -> None:
+        """Remove what `record` names from its run: first the record itself, durably, then the
+        checkpoints' log entries and the journal records, then this process's cache of them.
+
+        Call with excluding_writers() held. When it returns the record and the removals are
+        durable (durability="power"), and commits in any process have been told to forget which
+        objects they knew referenced (see drop_stale_references).
+        """
+        self.append_record(record.run, RETIRED, record.id, encode_retirement(record, self.writer()))
+        write_atomic(self.tmp_dir, self.pruned_path, record.id.encode(), sync=False, exclusive=False)
+        self.remove_files(record.run, LOG, record.checkpoints)
+        self.remove_files(record.run, JOURNAL, record.journal)
+        self.forget(record.run, record.checkpoints)
 
     # forks: the only way a run's entries borrow from another run's
 
@@ -303,14 +276,40 @@ class Repository:
         found.discard(run)
         return found
 
+    def index_forks(self) -> None:
+        """Make forks/ name every fork in the store, once: a store from before forks/ existed lacks them.
+
+        Entries that cannot be read are skipped (verify reports them). Durable when it returns.
+        """
+        if self.forks_indexed.exists():
+            return
+        for run, checkpoint_id in self.local_entries():
+            with contextlib.suppress(AgentFSError):
+                source = self.read_entry(run, checkpoint_id).manifest.forked_from
+                if source is not None:
+                    self.note_fork(source[0], run)
+        write_atomic(self.tmp_dir, self.forks_indexed, b"", sync=self.sync_writes, exclusive=False)
+
     def read_packed(self, oid: bytes, location: Location) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
 
-    # locks
+    # config
 
-    def lock_path(self, run: str) -> Path:
-        # flat and hashed: nested names would collide ("x" vs "x.lock/y") and may exceed NAME_MAX
-        return self.root.joinpath(*keys.run_lock_key(run))
+    def read_config(self) -> dict[str, Any]:
+        """The config as stored now (another process may have changed it since this store opened)."""
+        return read_config(self.root / keys.CONFIG)
+
+    def rewrite_config(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply `change` to the config as stored now and replace it, under the config lock (two
+        writers would each drop the other's fields); durable when it returns. The new config."""
+        with flock(self.config_lock_path, EXCLUSIVE):
+            config = self.read_config()
+            change(config)
+            write_atomic(self.tmp_dir, self.root / keys.CONFIG, encode_config(config), sync=self.sync_writes, exclusive=False)
+        self.config = config
+        return config
+
+    # locks
 
     def drop_stale_references(self) -> None:
         """Forget which objects committed entries reference if any process pruned since we last looked.
@@ -331,3 +330,7 @@ class Repository:
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its log entry; gc deletes under it exclusively."""
         return flock(self.gc_lock_path, SHARED)
+
+    def excluding_writers(self) -> AbstractContextManager[None]:
+        """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
+        return flock(self.gc_lock_path, EXCLUSIVE)

@@ -1,0 +1,104 @@
+"""The engine API core/ uses (engine/repository.py, "The engine API"): what each method promises.
+
+Durability under power loss is shown by tests/test_crash_states.py, whose workloads reach these
+methods through commit, fork, once and prune; here: never replacing, removing what a retirement
+names, config rewrites that keep every writer's change, and core/ holding no path of the store.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import agentfs
+from agentfs.format.keys import JOURNAL, LOG
+from agentfs.format.retirement import Retirement
+from agentfs.ids import new_id
+
+CORE = Path(agentfs.__file__).parent / "core"
+# what core/ used to reach the store's files with; the engine API replaces each
+FILE_ACCESS = re.compile(
+    r"entry_path|record_dir|write_atomic|\.unlink\(|os\.listdir|os\.scandir|db\.path|tmp_dir|runs_dir|objects_dir|locks_dir"
+)
+
+
+def test_core_reaches_the_store_only_through_the_engine_api() -> None:
+    found = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in sorted(CORE.glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if FILE_ACCESS.search(line)
+    ]
+    # the one file core/ writes itself is the user's: Artifact.save's temp file beside the target
+    assert found == [line for line in found if line.startswith("checkpoint.py:") and "temp.unlink" in line]
+    assert len(found) == 1
+
+
+def test_entries_and_records_are_appended_whole_and_never_replaced(store: agentfs.Store) -> None:
+    cp = store.run("r").commit({"n": 1})
+    stored = store.local_entry("r", cp.id)
+    assert stored is not None and store.has_entry("r", cp.id)
+    assert store.append_entry("r", cp.id, b"another entry") is False
+    assert store.local_entry("r", cp.id) == stored and store.run("r").get(cp.id).state == {"n": 1}
+    missing = new_id()
+    assert not store.has_entry("r", missing) and store.local_entry("r", missing) is None
+
+    record_id = new_id()
+    assert store.read_record("r", JOURNAL, record_id) is None and store.record_size("r", JOURNAL, record_id) is None
+    assert store.append_record("r", JOURNAL, record_id, b"first") is True
+    assert store.append_record("r", JOURNAL, record_id, b"second") is False
+    assert store.read_record("r", JOURNAL, record_id) == b"first" and store.record_size("r", JOURNAL, record_id) == 5
+    assert store.record_ids("r", JOURNAL) == [record_id] and list(store.local_records(JOURNAL)) == [("r", record_id)]
+    assert record_id in store.where_stored("r", JOURNAL, record_id)
+
+
+def test_retire_records_what_goes_then_removes_it(store: agentfs.Store) -> None:
+    run = store.run("r")
+    ids = [run.commit({"n": n}).id for n in range(3)]
+    run.once("k", lambda: 1)
+    journal = store.record_ids("r", JOURNAL)
+    assert len(journal) == 2 and run.get(ids[0]).state == {"n": 0}  # read once: now in the entry cache
+    record = Retirement("r", new_id(), time.time_ns(), ids[:2], journal)
+    with store.excluding_writers():
+        store.retire(record)
+    assert store.local_ids("r") == ids[2:] and store.record_ids("r", JOURNAL) == []
+    assert [r.checkpoints for r in store.retirements("r")] == [ids[:2]] and store.retired_ids("r") == set(ids[:2])
+    with pytest.raises(agentfs.NotFound):
+        run.get(ids[0])  # the cache forgot it too
+    assert run.journal.get("k") is None and store.verify().ok
+
+
+def test_rewrite_config_keeps_every_concurrent_writers_change(tmp_path: Path) -> None:
+    writers = 8
+    stores = [agentfs.open(tmp_path / "s", durability="process") for _ in range(writers)]
+    start = threading.Barrier(writers)
+
+    def write(index: int) -> None:
+        start.wait()
+        for step in range(5):
+            stores[index].rewrite_config(lambda config, step=step: config.__setitem__(f"writer-{index}", step))
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    config = agentfs.open(tmp_path / "s").read_config()
+    assert {key: config[key] for key in config if key.startswith("writer-")} == {f"writer-{i}": 4 for i in range(writers)}
+    assert config["store_id"] == stores[0].id
+
+
+def test_record_ids_skip_the_directories_of_nested_runs(store: agentfs.Store) -> None:
+    """runs/a/journal/ holds a's journal records and the directory of the run a/journal/b."""
+    a = store.run("a")
+    a.once("k", lambda: 1)
+    nested = store.run("a/journal/b").commit(2)
+    assert len(store.record_ids("a", JOURNAL)) == 2 and a.journal.get("k") is not None and a.journal.damaged == []
+    ids = store.record_ids("a", JOURNAL)
+    assert store.poll_record_ids("a", JOURNAL, ()) == set(ids) == store.poll_record_ids("a", JOURNAL, ids[:1])
+    assert sorted(store.local_runs()) == ["a/journal/b"] and list(store.local_entries()) == [("a/journal/b", nested.id)]
+    assert store.where_stored("a/journal/b", LOG, nested.id).endswith(nested.id)
