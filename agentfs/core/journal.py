@@ -315,7 +315,7 @@ class Journal:
             record = Record(self.run.name, record_id, kind, key, call or record_id, name, time.time_ns(), self.store.writer(), **payload)
             if self.store.append_record(self.run.name, JOURNAL, record_id, record.to_bytes()):
                 break
-            # hazard: write_atomic never replaces a record; a name taken by another process (80 random bits: all but
+            # hazard: append_record never replaces a record; a name taken by another process (80 random bits: all but
             # impossible) just means taking another id
         with cache.lock:
             cache.add(record)

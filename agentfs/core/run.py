@@ -98,7 +98,7 @@ class Run:
                 # this process's own last append, still there, is taken without listing the log: this check only saves
                 # writing objects in vain, the one under the run lock counts (and an entry that exists now stays, as below)
                 hint = self.store.heads.get(self.name)
-                mine = parent is not None and parent == hint and self.store.entry_path(self.name, parent).exists()
+                mine = parent is not None and parent == hint and self.store.has_entry(self.name, parent)
                 head = parent if mine else self.head_id()
                 if parent != head:
                     raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
