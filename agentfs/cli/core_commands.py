@@ -79,8 +79,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         for name in store.runs():
             run = store.run(name)
-            ids = run.ids()
-            heads.append((name, len(ids), run.get(ids[-1]) if ids else None))
+            heads.append((name, len(run.ids()), run.latest()))  # a damaged head is skipped, with a warning
     if args.json:
         runs = [
             {

@@ -109,6 +109,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
     remote = Remote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, args.runs or None, progress=True)
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
+    for run, checkpoint_id in stats.repaired:
+        output.line(f"repaired damaged checkpoint {run}@{checkpoint_id} from {remote.url}")
     return OK
 
 

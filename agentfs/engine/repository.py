@@ -43,7 +43,8 @@ class Source(Protocol):
 
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None: ...
     def fetch_object(self, oid: bytes) -> bytes | None: ...
-    def list_ids(self, run: str) -> list[str]: ...
+    def list_ids(self, run: str, kind: str = ...) -> list[str]: ...
+    def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None: ...
     def head_id(self, run: str) -> str | None: ...
     def list_runs(self) -> list[str]: ...
     def list_journal(self, run: str) -> list[str]: ...
@@ -79,6 +80,7 @@ class Repository:
             self.db.fetch = source.fetch_object
         self._entries: OrderedDict[Location, Entry] = OrderedDict()
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
+        self._retirements_fetched: set[str] = set()  # runs whose remote retirement records this process has fetched
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.offload = Offloader()  # runs the blocking work of the async twins (aio.py)
@@ -139,8 +141,8 @@ class Repository:
     def runs(self) -> list[str]:
         """Names of every run with at least one checkpoint (here or on the remote)."""
         names = set(self._local_runs())
-        if self.source is not None:
-            names.update(self.source.list_runs())
+        if self.source is not None:  # a run retention removed whole on another machine is not listed
+            names.update(run for run in set(self.source.list_runs()) - names if self.ids(run))
         return sorted(names)
 
     def _local_runs(self) -> Iterator[str]:
@@ -213,7 +215,11 @@ class Repository:
             local = None
         if self.source is None:
             return local
-        return max(filter(None, [local, self.source.head_id(run)]), default=None)
+        remote = self.source.head_id(run)
+        retired = self.retired_ids(run)
+        if remote in retired:  # retired on another machine: the newest id it kept instead
+            remote = max(set(self.source.list_ids(run)) - retired, default=None)
+        return max(filter(None, [local, remote]), default=None)
 
     def ids(self, run: str) -> list[str]:
         ids = set(self.local_ids(run))
@@ -223,9 +229,26 @@ class Repository:
         return sorted(ids)
 
     def retirements(self, run: str) -> list[Retirement]:
-        """The run's retirement records: what retention removed from it on purpose."""
+        """The run's retirement records: what retention removed from it on purpose.
+
+        With a remote, its records for `run` are fetched (verified) first, once per process: a run's
+        ids and head are not trusted before the remote's retirements are known.
+        """
+        if self.source is not None and run not in self._retirements_fetched:
+            self._fetch_retirements(run)
         directory = self.record_dir(run, RETIRED)
         return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in self.record_ids(run, RETIRED)]
+
+    def _fetch_retirements(self, run: str) -> None:
+        assert self.source is not None
+        directory = self.record_dir(run, RETIRED)
+        for record_id in sorted(set(self.source.list_ids(run, RETIRED)) - set(self.record_ids(run, RETIRED))):
+            data = self.source.fetch_record(RETIRED, run, record_id)
+            if data is None:
+                continue  # removed by a remote gc since it was listed
+            decode_retirement(data, run, record_id, f"remote {run} retired/{record_id}")
+            write_atomic(self.tmp_dir, directory / record_id, data, sync=self.sync_writes)
+        self._retirements_fetched.add(run)
 
     def retired_ids(self, run: str) -> set[str]:
         """Checkpoint ids of `run` that retention removed on purpose."""
@@ -264,6 +287,8 @@ class Repository:
                 self._entries.popitem(last=False)
 
     def _fetch_entry(self, run: str, checkpoint_id: str) -> Entry:
+        if self.source is not None and checkpoint_id in self.retired_ids(run):
+            raise NotFound(f"checkpoint {checkpoint_id} of run {run!r} was retired by retention")
         data = self.source.fetch_entry(run, checkpoint_id) if self.source is not None else None
         if data is None:
             raise NotFound(f"checkpoint {checkpoint_id} not found in run {run!r}")
@@ -271,14 +296,17 @@ class Repository:
         self.install_entry(run, checkpoint_id, data, entry)
         return entry
 
-    def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry) -> bool:
-        """Add an entry verified as `entry` (from a remote); entries are never replaced."""
+    def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry, *, replace: bool = False) -> bool:
+        """Add an entry verified as `entry` (from a remote). Entries are never replaced, but with `replace`:
+        a local copy found damaged (it does not decode) is replaced by this verified one (repair)."""
         sources = {source for source, _id in entry.borrowed()}  # a fork, or an Artifact of another run reused
         if entry.manifest.forked_from is not None:
             sources.add(entry.manifest.forked_from[0])
         for source in sorted(sources - {run}):
             self.note_fork(source, run)
-        return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes)
+        with self._lock:
+            self._entries.pop((run, checkpoint_id), None)
+        return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes, exclusive=not replace)
 
     # forks: the only way a run's entries borrow from another run's
 
