@@ -17,6 +17,7 @@ from ..sync.remote import Remote
 from ..sync.remote_verify import verify_remote
 from . import output
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
+from .graph import graph_lines
 from .value_diff import value_view
 
 COPY_BLOCK = 1 << 20
@@ -33,6 +34,7 @@ def register(subparsers: Subparsers) -> None:
 
     parser = subparsers.add_parser("log", help="a run's checkpoints, newest first; forks are marked")
     parser.add_argument("run", metavar="RUN")
+    parser.add_argument("--graph", action="store_true", help="draw the run's lines: two heads mean two machines appended to one parent")
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_log)
 
@@ -104,6 +106,14 @@ def cmd_log(args: argparse.Namespace) -> int:
         history = store.run(args.run).history()
         if not history:
             raise NotFound(f"run {args.run!r} not found: it has no checkpoints")
+        parents = {checkpoint.parent for checkpoint in history}
+        heads = [checkpoint.id for checkpoint in reversed(history) if checkpoint.id not in parents]  # as run.heads(), oldest first
+        if args.graph and not args.json:
+            if len(heads) > 1:
+                output.line(f"run {args.run} has diverged: {len(heads)} heads; latest() returns the newest, {heads[-1]}")
+            for row in graph_lines(history):
+                output.line(row)
+            return OK
         children: dict[str | None, list[str]] = defaultdict(list)
         for checkpoint in history:
             children[checkpoint.parent].append(checkpoint.id)
@@ -119,7 +129,8 @@ def cmd_log(args: argparse.Namespace) -> int:
             for cp in history
         ]
     if args.json:
-        output.emit_json({"run": args.run, "checkpoints": [{**entry, "created": output.iso(entry["created"])} for entry in entries]})
+        checkpoints = [{**entry, "created": output.iso(entry["created"])} for entry in entries]
+        output.emit_json({"run": args.run, "heads": heads, "checkpoints": checkpoints})
         return OK
     for index, entry in enumerate(entries):
         marks = ["(head)"] if index == 0 else []

@@ -94,6 +94,7 @@ def push_once(store: agentfs.Store, remote: Remote, workers: int) -> int:
         raise
     for reason in stats.refused:
         print(f"agentfs: error: {reason}", file=sys.stderr)
+    warn_diverged(stats.diverged)
     refused = f"{output.count(len(stats.refused), 'corrupt record')} refused, e.g. {stats.refused[0]}" if stats.refused else None
     pusher.record_status(pushed=True, error=refused)
     output.line(f"pushed {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) to {remote.url}")
@@ -111,6 +112,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
     for run, checkpoint_id in stats.repaired:
         output.line(f"repaired damaged checkpoint {run}@{checkpoint_id} from {remote.url}")
+    warn_diverged(stats.diverged)
     return OK
 
 
@@ -146,6 +148,7 @@ def remote_json(remote: RemoteStats) -> dict[str, Any]:
         "queue": remote.lag_checkpoints,
         "pushed_checkpoints": remote.pushed_checkpoints,
         "pulled_from": remote.pulled_from,
+        "diverged": remote.diverged,
     }
 
 
@@ -163,7 +166,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         output.line(f"  lag:        {output.count(remote.lag_checkpoints, 'checkpoint')}, {remote.lag_seconds:.1f} s")
         output.line(f"  queue:      {remote.lag_checkpoints}")
         output.line(f"  last error: {remote.last_error or '-'}")
+        for run, heads in remote.diverged.items():
+            output.line(f"  diverged:   run {run}: {len(heads)} heads {', '.join(heads)} (latest() returns the newest)")
     return OK
+
+
+def warn_diverged(diverged: dict[str, list[str]]) -> None:
+    """One warning line per run with several heads: two machines appended to the same parent."""
+    for run, heads in diverged.items():
+        print(
+            f"agentfs: warning: run {run} has diverged: {len(heads)} heads {', '.join(heads)} "
+            f"(latest() returns the newest; see agentfs log {run} --graph)",
+            file=sys.stderr,
+        )
 
 
 def register(subparsers: Subparsers) -> None:

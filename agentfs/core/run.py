@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any, TypeVar, Union
 
+from ..engine import lineage
 from ..engine.locks import EXCLUSIVE, flock
 from ..engine.objectdb import ObjectWriter
 from ..engine.repository import Repository
@@ -24,7 +25,7 @@ from ..ids import new_id
 from ..names import check_id, check_name
 from ..objects.blobs import BlobWriter
 from ..serialization import encode_body, encode_value
-from . import lineage, retention
+from . import retention
 from .checkpoint import Artifact, Checkpoint
 from .journal import AsyncToolCall, Journal, ToolCall
 from .retention import PruneReport

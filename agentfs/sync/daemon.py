@@ -108,6 +108,8 @@ class SyncDaemon:
                 self.last_error = f"refused {len(stats.refused)} corrupt records: {stats.refused[0]}"[:500] if stats.refused else None
                 if stats.refused:
                     log.error("agentfs sync to %s: %s", self.url, "; ".join(stats.refused))
+                for run, heads in stats.diverged.items():
+                    log.warning("agentfs sync to %s: run %s has diverged: %d heads %s", self.url, run, len(heads), ", ".join(heads))
                 self.consecutive_errors = 0
                 backoff = 0.0
             except Exception as exc:  # a remote fault must never kill the daemon: retry with backoff

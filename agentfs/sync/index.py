@@ -96,6 +96,17 @@ class PushIndex:
     def write_status(self, status: dict[str, Any]) -> None:
         write_atomic(self.tmp, self.directory / "status.json", json.dumps(status, indent=2).encode(), sync=False, exclusive=False)
 
+    def note_divergence(self, checked: set[str], diverged: dict[str, list[str]]) -> None:
+        """Record which of the `checked` runs have more than one head (`diverged`: run -> heads); `status` shows it."""
+        known = {run: heads for run, heads in self.read_divergence().items() if run not in checked}
+        write_atomic(self.tmp, self.directory / "diverged.json", json.dumps({**known, **diverged}).encode(), sync=False, exclusive=False)
+
+    def read_divergence(self) -> dict[str, list[str]]:
+        try:
+            return dict(json.loads((self.directory / "diverged.json").read_text()))
+        except (FileNotFoundError, ValueError):
+            return {}
+
     def read_status(self) -> dict[str, Any]:
         try:
             return dict(json.loads((self.directory / "status.json").read_text()))

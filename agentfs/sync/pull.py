@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
+from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, NotFound
 from ..format.entries import Entry, decode_entry_at
@@ -29,6 +30,7 @@ class PullStats:
     records: int = 0  # journal and retirement records
     bytes: int = 0
     repaired: list[Location] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
+    diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pulled runs with several
 
 
 def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
@@ -61,6 +63,10 @@ def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, pr
         for size in pool.map(lambda record: _pull_record(store, remote, *record), journal):
             stats.records += size > 0
             stats.bytes += size
+    pulled = {run for run, _id in missing}
+    stats.diverged = diverged(store, pulled)
+    if remote.index is not None:
+        remote.index.note_divergence(pulled, stats.diverged)
     return stats
 
 

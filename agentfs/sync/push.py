@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
+from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError, NotFound
 from ..format.config import remote_config
@@ -37,6 +38,7 @@ class PushStats:
     bytes: int = 0
     seconds: float = 0.0
     refused: list[str] = dataclasses.field(default_factory=list)  # corrupt local records, not pushed: why, each
+    diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pushed runs with several
 
 
 def lag_seconds(pending: list[Location]) -> float:
@@ -98,6 +100,9 @@ class Pusher:
                     batch = [loc for loc in batch if self.store.entry_path(*loc).is_file()]
                     self._push_batch(pool, batch, stats, stop)  # true damage raises again
                 bar.update(len(batch))
+        pushed = {run for run, _id in pending}
+        stats.diverged = diverged(self.store, pushed)
+        self.index.note_divergence(pushed, stats.diverged)
         stats.seconds = time.monotonic() - started
         stats.refused = self.refusals.reasons
         return stats

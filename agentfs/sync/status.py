@@ -20,7 +20,7 @@ class RemoteStats:
     last_push: float | None  # seconds since the epoch, from the daemon's last status
     last_error: str | None
     pulled_from: bool
-
+    diverged: dict[str, list[str]]  # run -> its heads, where the last push or pull found several
 
 
 def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteStats]:
@@ -40,6 +40,7 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
                 last_push=saved.get("last_push"),
                 last_error=saved.get("last_error"),
                 pulled_from=(directory / "pulled").exists(),
+                diverged=index.read_divergence(),
             )
         )
     return rows

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from ..engine.repository import Repository
 from ..errors import FormatError, IntegrityError, NotFound
 from ..format.entries import Entry
+from .repository import Repository
 
 DAMAGE = (FormatError, IntegrityError)  # what reading a truncated or corrupt entry raises
 log = logging.getLogger("agentfs")
@@ -46,3 +46,13 @@ def damaged(store: Repository, run: str, ids: list[str]) -> list[tuple[str, str]
         except DAMAGE as exc:
             problems.append((checkpoint_id, str(exc)))
     return problems
+
+
+def diverged(store: Repository, runs: set[str]) -> dict[str, list[str]]:
+    """run -> its heads, for each of `runs` with more than one head (two machines appended to one parent)."""
+    found = {}
+    for run in sorted(runs):
+        run_heads = heads(store, run, store.ids(run))
+        if len(run_heads) > 1:
+            found[run] = run_heads
+    return found
