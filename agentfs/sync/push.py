@@ -127,6 +127,12 @@ class Pusher:
         """Reach the remote once: checks (or writes) its config."""
         self._ensure_config()
 
+    def reconnect(self) -> None:
+        """Check (or write again) the remote's config on the next push: a recheck found it gone."""
+        self._config_checked = False
+        self.remote.config = None
+        self._ensure_config()
+
     def _ensure_config(self) -> None:
         if self._config_checked:
             return
@@ -162,7 +168,7 @@ class Pusher:
                 needed.extend(oid for oid in self._closure(loc, entry, seen) if oid not in self.index.objects)
             except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
                 self.refusals.entry(loc, str(exc))
-        for _ in pool.map(lambda oid: self._push_object(oid, stats, stop), needed):
+        for _ in pool.map(lambda oid: self.push_object(oid, stats, stop), needed):
             pass
         if self.refusals.objects or self.refusals.entries:
             for loc, entry in entries.items():
@@ -195,7 +201,8 @@ class Pusher:
                 stats.records += 1
                 stats.bytes += len(data)
 
-    def _push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
+    def push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
+        """Upload one local object file, re-hashed first (a corrupt one is refused and named)."""
         if stop is not None and stop.is_set():
             return
         data = self.store.db.read_raw(oid)
@@ -263,7 +270,7 @@ class Pusher:
         entry = self.store.read_entry(*loc)
         for oid in self._closure(loc, entry, set()):
             if oid not in self.index.objects:
-                self._push_object(oid, PushStats())
+                self.push_object(oid, PushStats())
         self._push_entry(loc, PushStats())
 
     def _closure(self, loc: Location, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 from ..engine.repository import Repository
 from ..format.refs import Location
@@ -21,6 +22,7 @@ class RemoteStats:
     last_error: str | None
     pulled_from: bool
     diverged: dict[str, list[str]]  # run -> its heads, where the last push or pull found several
+    last_reconciliation: dict[str, Any] | None  # the last recheck: when, what the remote had lost, what went up again
 
 
 def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteStats]:
@@ -41,6 +43,7 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
                 last_error=saved.get("last_error"),
                 pulled_from=(directory / "pulled").exists(),
                 diverged=index.read_divergence(),
+                last_reconciliation=index.read_reconciliation(),
             )
         )
     return rows
