@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -13,8 +14,10 @@ from ..errors import NotFound
 from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
 from ..names import check_name
+from ..sync.index import remote_dirs
 from ..sync.remote import Remote
 from ..sync.remote_verify import verify_remote
+from ..sync.repair import repair
 from . import output
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
 from .graph import graph_lines
@@ -60,6 +63,12 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--remote", metavar="URL", help="check this remote instead: every entry decodes and what it uses is there")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument("--deep", action="store_true", help="with --remote: also download and re-hash every object")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="replace corrupt or missing objects, checkpoints and records with verified copies from --remote "
+        "(default: every remote this store synced with), then verify",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_verify)
 
@@ -262,7 +271,19 @@ def _compare(
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if args.remote is not None:
+    if args.repair:
+        with open_existing(args) as store:
+            urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in remote_dirs(store.remotes_dir)]
+            if not urls:
+                raise NotFound(f"{store.root} has no remote to repair from: give --remote URL")
+            for url in urls:
+                repaired = repair(store, Remote(url, storage_options(args.storage_options)))
+                for what in repaired.replaced:
+                    print(f"agentfs: repaired {what} from {url}", file=sys.stderr)
+                for why in repaired.unrepaired:
+                    print(f"agentfs: warning: not repaired: {why}", file=sys.stderr)
+            report = store.verify()
+    elif args.remote is not None:
         report = verify_remote(Remote(args.remote, storage_options(args.storage_options)), deep=args.deep)
     else:
         with open_existing(args) as store:

@@ -6,6 +6,7 @@ and the public Store (api.py) is a Repository with the features added.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..aio import Offloader
-from ..errors import FormatError, InvalidName, NotFound
+from ..errors import FormatError, IntegrityError, InvalidName, NotFound
 from ..format import keys
 from ..format.config import encode_config, new_config, read_config
 from ..format.entries import Entry, decode_entry_at
@@ -30,6 +31,7 @@ from .locks import SHARED, flock
 from .objectdb import ObjectDB
 
 HOST = socket.gethostname()
+log = logging.getLogger("agentfs")
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -268,7 +270,14 @@ class Repository:
         except FileNotFoundError:
             entry = self._fetch_entry(run, checkpoint_id)
         else:
-            entry = decode_entry_at(data, run, checkpoint_id, f"{where} ({path})")
+            try:
+                entry = decode_entry_at(data, run, checkpoint_id, f"{where} ({path})")
+            except (FormatError, IntegrityError):
+                if self.source is None:
+                    raise
+                # a damaged local copy and a remote: its copy, verified, replaces ours (automatic repair)
+                entry = self._fetch_entry(run, checkpoint_id, replace=True)
+                log.warning("checkpoint %s was damaged in %s: repaired from the remote", where, self.root)
         self.cache_entry(key, entry)
         return entry
 
@@ -286,14 +295,14 @@ class Repository:
             if len(self._entries) > ENTRY_CACHE:
                 self._entries.popitem(last=False)
 
-    def _fetch_entry(self, run: str, checkpoint_id: str) -> Entry:
+    def _fetch_entry(self, run: str, checkpoint_id: str, *, replace: bool = False) -> Entry:
         if self.source is not None and checkpoint_id in self.retired_ids(run):
             raise NotFound(f"checkpoint {checkpoint_id} of run {run!r} was retired by retention")
         data = self.source.fetch_entry(run, checkpoint_id) if self.source is not None else None
         if data is None:
             raise NotFound(f"checkpoint {checkpoint_id} not found in run {run!r}")
         entry = decode_entry_at(data, run, checkpoint_id, f"remote {run}@{checkpoint_id}")
-        self.install_entry(run, checkpoint_id, data, entry)
+        self.install_entry(run, checkpoint_id, data, entry, replace=replace)
         return entry
 
     def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry, *, replace: bool = False) -> bool:

@@ -116,7 +116,7 @@ def _pull_batch(store: Repository, remote: Remote, pool: ThreadPoolExecutor, bat
     outside = {dep for dep in outside if not store.entry_path(*dep).is_file()}
     if outside:  # entries of other runs whose packed objects these borrow (forks) come first
         _pull_batch(store, remote, pool, sorted(outside), stats)
-    _fetch_closure(store, remote, pool, fetched, stats)
+    fetch_closure(store, remote, pool, fetched, stats)
     for loc in _dependency_order(entries):
         raw, entry = entries[loc]
         store.install_entry(*loc, raw, entry, replace=loc in repaired)
@@ -131,7 +131,7 @@ def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
     return raw, decode_entry_at(raw, *loc, f"remote {remote.url} {loc[0]}@{loc[1]}")
 
 
-def _fetch_closure(
+def fetch_closure(
     store: Repository, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats
 ) -> None:
     """Fetch tree nodes a level at a time, then chunks and loose objects, all verified before they are stored."""
