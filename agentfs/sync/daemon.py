@@ -145,7 +145,7 @@ class SyncDaemon:
                 continue
             until_reconcile = max(0.0, self._next_reconcile - time.monotonic())
             if self._wake.wait(min(self.interval, until_reconcile)) and self.debounce:
-                time.sleep(self.debounce)  # let a burst of commits land before the next scan
+                self._halt.wait(self.debounce)  # let a burst of commits land (time.sleep fails with EINVAL under libfaketime)
 
     def _publish_status(self) -> None:
         if self.pusher is None:

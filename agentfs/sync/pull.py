@@ -63,7 +63,7 @@ def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, pr
         for size in pool.map(lambda record: _pull_record(store, remote, *record), journal):
             stats.records += size > 0
             stats.bytes += size
-    pulled = {run for run, _id in missing}
+    pulled = {run for run, _id in wanted}  # format 1: reads every manifest of these runs, as _damaged did
     stats.diverged = diverged(store, pulled)
     if remote.index is not None:
         remote.index.note_divergence(pulled, stats.diverged)
