@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,10 +15,13 @@ from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
 from ..integrations.langgraph_threads import DEFAULT_PREFIX
 from ..names import check_name
+from ..sync.index import remote_dirs
 from ..sync.remote import Remote
 from ..sync.remote_verify import verify_remote
+from ..sync.repair import repair
 from . import output, thread_view
 from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
+from .graph import graph_lines
 from .value_diff import value_view
 
 COPY_BLOCK = 1 << 20
@@ -37,6 +41,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("run", metavar="RUN", help="a run, or with --thread a LangGraph thread id")
     parser.add_argument("--thread", action="store_true", help="RUN is a LangGraph thread id: its checkpoints per namespace")
     parser.add_argument("--langgraph-prefix", default=DEFAULT_PREFIX, metavar="PREFIX", help="where AgentFSSaver keeps threads")
+    parser.add_argument("--graph", action="store_true", help="draw the run's lines: two heads mean two machines appended to one parent")
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_log)
 
@@ -62,6 +67,12 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--remote", metavar="URL", help="check this remote instead: every entry decodes and what it uses is there")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument("--deep", action="store_true", help="with --remote: also download and re-hash every object")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="replace corrupt or missing objects, checkpoints and records with verified copies from --remote "
+        "(default: every remote this store synced with), then verify",
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_verify)
 
@@ -84,8 +95,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         names, threads = thread_view.split(store, args)
         for name in names:
             run = store.run(name)
-            ids = run.ids()
-            heads.append((name, len(ids), run.get(ids[-1]) if ids else None))
+            heads.append((name, len(run.ids()), run.latest()))  # a damaged head is skipped, with a warning
     if args.json:
         runs = [
             {
@@ -128,6 +138,14 @@ def cmd_log(args: argparse.Namespace) -> int:
         history = store.run(args.run).history()
         if not history:
             raise NotFound(f"run {args.run!r} not found: it has no checkpoints")
+        parents = {checkpoint.parent for checkpoint in history}
+        heads = [checkpoint.id for checkpoint in reversed(history) if checkpoint.id not in parents]  # as run.heads(), oldest first
+        if args.graph and not args.json:
+            if len(heads) > 1:
+                output.line(f"run {args.run} has diverged: {len(heads)} heads; latest() returns the newest, {heads[-1]}")
+            for row in graph_lines(history):
+                output.line(row)
+            return OK
         children: dict[str | None, list[str]] = defaultdict(list)
         for checkpoint in history:
             children[checkpoint.parent].append(checkpoint.id)
@@ -143,7 +161,8 @@ def cmd_log(args: argparse.Namespace) -> int:
             for cp in history
         ]
     if args.json:
-        output.emit_json({"run": args.run, "checkpoints": [{**entry, "created": output.iso(entry["created"])} for entry in entries]})
+        checkpoints = [{**entry, "created": output.iso(entry["created"])} for entry in entries]
+        output.emit_json({"run": args.run, "heads": heads, "checkpoints": checkpoints})
         return OK
     for index, entry in enumerate(entries):
         marks = ["(head)"] if index == 0 else []
@@ -275,7 +294,19 @@ def _compare(
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if args.remote is not None:
+    if args.repair:
+        with open_existing(args) as store:
+            urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in remote_dirs(store.remotes_dir)]
+            if not urls:
+                raise NotFound(f"{store.root} has no remote to repair from: give --remote URL")
+            for url in urls:
+                repaired = repair(store, Remote(url, storage_options(args.storage_options)))
+                for what in repaired.replaced:
+                    print(f"agentfs: repaired {what} from {url}", file=sys.stderr)
+                for why in repaired.unrepaired:
+                    print(f"agentfs: warning: not repaired: {why}", file=sys.stderr)
+            report = store.verify()
+    elif args.remote is not None:
         report = verify_remote(Remote(args.remote, storage_options(args.storage_options)), deep=args.deep)
     else:
         with open_existing(args) as store:

@@ -153,4 +153,6 @@ def cmd_gc(args: argparse.Namespace) -> int:
         freed = output.size(local.bytes_freed)
         deleted = output.count(local.deleted, "object")
         output.line(f"{pruned}deleted {deleted} ({freed}), kept {local.kept}, removed {output.count(local.temp_deleted, 'temp file')}")
+    for damaged in report_local.damaged:
+        print(f"agentfs: warning: no object deleted: damaged checkpoint {damaged} (repair: agentfs verify --repair)", file=sys.stderr)
     return OK

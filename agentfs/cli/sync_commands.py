@@ -15,9 +15,10 @@ from typing import Any
 import agentfs
 
 from ..errors import AgentFSError
-from ..sync.daemon import SyncDaemon
+from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
 from ..sync.pull import pull
 from ..sync.push import Pusher
+from ..sync.reconcile import recheck
 from ..sync.remote import Remote
 from ..sync.status import RemoteStats, remote_stats
 from . import output
@@ -43,9 +44,17 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
         return USAGE
     if not args.watch:
-        return push_once(store, Remote(args.url, options), args.workers)
+        return push_once(store, Remote(args.url, options), args.workers, recheck_first=args.recheck)
     try:
-        daemon = SyncDaemon(store, args.url, options, interval=args.interval, workers=args.workers, on_commit=args.on_commit)
+        daemon = SyncDaemon(
+            store,
+            args.url,
+            options,
+            interval=args.interval,
+            workers=args.workers,
+            on_commit=args.on_commit,
+            reconcile_interval=args.reconcile_interval,
+        )
     except ValueError as exc:  # an --on-commit command shlex cannot split
         print(f"agentfs: error: {exc}", file=sys.stderr)
         return USAGE
@@ -84,16 +93,25 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return code
 
 
-def push_once(store: agentfs.Store, remote: Remote, workers: int) -> int:
-    """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`."""
+def push_once(store: agentfs.Store, remote: Remote, workers: int, *, recheck_first: bool = False) -> int:
+    """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`.
+
+    With `recheck_first` (--recheck), list the remote first and push again what it lost."""
     pusher = Pusher(store, remote, workers=workers)
     try:
-        stats = pusher.push(progress=True)
+        if recheck_first:
+            reconciliation = recheck(pusher, progress=True)
+            stats = reconciliation.pushed
+            lost = (reconciliation.lost_entries, reconciliation.lost_objects, reconciliation.lost_records)
+            output.line(f"recheck: the remote lacked {lost[0]} checkpoints, {lost[1]} objects, {lost[2]} records the index claimed")
+        else:
+            stats = pusher.push(progress=True)
     except (AgentFSError, OSError) as exc:
         pusher.record_status(pushed=False, error=str(exc))
         raise
     for reason in stats.refused:
         print(f"agentfs: error: {reason}", file=sys.stderr)
+    warn_diverged(stats.diverged)
     refused = f"{output.count(len(stats.refused), 'corrupt record')} refused, e.g. {stats.refused[0]}" if stats.refused else None
     pusher.record_status(pushed=True, error=refused)
     output.line(f"pushed {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) to {remote.url}")
@@ -109,6 +127,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
     remote = Remote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, args.runs or None, progress=True)
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
+    for run, checkpoint_id in stats.repaired:
+        output.line(f"repaired damaged checkpoint {run}@{checkpoint_id} from {remote.url}")
+    warn_diverged(stats.diverged)
     return OK
 
 
@@ -144,6 +165,8 @@ def remote_json(remote: RemoteStats) -> dict[str, Any]:
         "queue": remote.lag_checkpoints,
         "pushed_checkpoints": remote.pushed_checkpoints,
         "pulled_from": remote.pulled_from,
+        "diverged": remote.diverged,
+        "last_reconciliation": remote.last_reconciliation,
     }
 
 
@@ -161,7 +184,25 @@ def cmd_status(args: argparse.Namespace) -> int:
         output.line(f"  lag:        {output.count(remote.lag_checkpoints, 'checkpoint')}, {remote.lag_seconds:.1f} s")
         output.line(f"  queue:      {remote.lag_checkpoints}")
         output.line(f"  last error: {remote.last_error or '-'}")
+        if remote.last_reconciliation is not None:
+            done = remote.last_reconciliation
+            output.line(
+                f"  last recheck: {pushed_at(done['finished'])}, re-pushed {_amounts(done['repushed_entries'], done['repushed_objects'])}, "
+                f"{output.count(done['repushed_records'], 'record')}" + (", config written again" if done["config_recreated"] else "")
+            )
+        for run, heads in remote.diverged.items():
+            output.line(f"  diverged:   run {run}: {len(heads)} heads {', '.join(heads)} (latest() returns the newest)")
     return OK
+
+
+def warn_diverged(diverged: dict[str, list[str]]) -> None:
+    """One warning line per run with several heads: two machines appended to the same parent."""
+    for run, heads in diverged.items():
+        print(
+            f"agentfs: warning: run {run} has diverged: {len(heads)} heads {', '.join(heads)} "
+            f"(latest() returns the newest; see agentfs log {run} --graph)",
+            file=sys.stderr,
+        )
 
 
 def register(subparsers: Subparsers) -> None:
@@ -175,6 +216,14 @@ def register(subparsers: Subparsers) -> None:
         metavar="CMD",
         help="with --watch: run CMD once per local commit, e.g. 'notify.sh {run} {id}' (split like a shell, no shell; "
         "also AGENTFS_RUN, AGENTFS_CHECKPOINT, AGENTFS_STORE in its environment); commits made while no daemon ran fire at start",
+    )
+    sync.add_argument("--recheck", action="store_true", help="list the remote first; push again what it lost (the push index is a cache)")
+    sync.add_argument(
+        "--reconcile-interval",
+        type=float,
+        default=RECONCILE_INTERVAL,
+        metavar="SECONDS",
+        help=f"with --watch: seconds between rechecks of the remote (default {RECONCILE_INTERVAL:.0f})",
     )
     sync.add_argument("--drain-timeout", type=float, default=30.0, help="on SIGTERM, seconds to finish pushing (default 30)")
     sync.set_defaults(handler=cmd_sync)

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any, TypeVar, Union
 
+from ..engine import lineage
 from ..engine.objectdb import ObjectWriter
 from ..engine.repository import Repository
 from ..errors import Conflict, NotFound, SerializationError
@@ -64,13 +65,42 @@ class Run:
         return Checkpoint(self.store, self.store.read_entry(self.name, checkpoint_id).manifest, self.schema)
 
     def latest(self) -> Checkpoint | None:
+        """The checkpoint with the greatest id: newest wins. If two machines appended to one parent, the
+        other line is not returned here: see `heads()`. A damaged newest entry is skipped (and logged):
+        the newest checkpoint that can be read is returned."""
         head = self.head_id()
-        return None if head is None else self.get(head)
+        if head is None:
+            return None
+        newest = self._readable(head)
+        return newest if newest is not None else next(iter(self.history(1)), None)
 
     def history(self, limit: int | None = None) -> list[Checkpoint]:
-        """Checkpoints newest first (all of them, or the newest `limit`)."""
-        ids = self.ids()[::-1]
-        return [self.get(i) for i in ids[:limit]]
+        """Checkpoints newest first (all of them, or the newest `limit`); damaged entries are skipped and logged."""
+        found: list[Checkpoint] = []
+        for checkpoint_id in reversed(self.ids()):
+            if limit is not None and len(found) >= limit:
+                break
+            checkpoint = self._readable(checkpoint_id)
+            if checkpoint is not None:
+                found.append(checkpoint)
+        return found
+
+    def damaged(self) -> list[tuple[str, str]]:
+        """(id, why) of each of the run's local entries that cannot be read: `verify --repair` or a pull fixes them."""
+        return lineage.damaged(self.store, self.name, self.ids())
+
+    def heads(self) -> list[str]:
+        """Ids of the run's checkpoints that no other checkpoint of it names as parent, oldest first.
+
+        One head is a straight line; two or more mean divergence (two machines appended to the same
+        parent), which `latest()` hides: it returns the greatest id. Format 1 reads every manifest of
+        the run (from a per-process cache of 256 entries); damaged entries are left out.
+        """
+        return lineage.heads(self.store, self.name, self.ids())
+
+    def _readable(self, checkpoint_id: str) -> Checkpoint | None:
+        entry = lineage.readable(self.store, self.name, checkpoint_id)
+        return None if entry is None else Checkpoint(self.store, entry.manifest, self.schema)
 
     def commit(
         self,
@@ -270,10 +300,16 @@ class Run:
         return self.journal.atool(name, key=key)
 
     def _reusable(self, head: str | None) -> dict[bytes, Ref]:
-        """Small objects the head already packed: an unchanged key costs nothing in the next entry."""
+        """Small objects the head already packed: an unchanged key costs nothing in the next entry.
+
+        A damaged head offers nothing to reuse; the commit still appends after it (its parent is the
+        damaged id, as it is the run's head)."""
         if head is None:
             return {}
-        manifest = self.store.read_entry(self.name, head).manifest
+        entry = lineage.readable(self.store, self.name, head)
+        if entry is None:
+            return {}
+        manifest = entry.manifest
         home = (self.name, head)
         refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())
         return {ref[1]: located(ref, home) for ref in refs if ref[0] == PACKED}

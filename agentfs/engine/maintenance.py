@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..errors import AgentFSError, IntegrityError, ObjectMissing
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry
 from ..format.journal import decode_record
@@ -53,6 +53,7 @@ class GcReport:
     kept: int = 0
     temp_deleted: int = 0
     pruned: int = 0  # checkpoints the retention policy removed first
+    damaged: list[str] = dataclasses.field(default_factory=list)  # entries that could not be read: no object was deleted
 
 
 def _check_object(store: Repository, oid: bytes) -> Problem | None:
@@ -159,12 +160,21 @@ def _check_refs(
     return problems
 
 
-def _mark(store: Repository, entries: list[tuple[str, str]], marked: set[bytes]) -> None:
+def _mark(store: Repository, entries: list[tuple[str, str]], marked: set[bytes]) -> list[str]:
+    """Mark what `entries` reach; the entries that could not be read, each with why."""
+    damaged = []
     for run, checkpoint_id in entries:
-        entry = store.read_entry(run, checkpoint_id)  # a corrupt entry stops gc: we can't know what it needs
+        try:
+            entry = store.read_entry(run, checkpoint_id)
+        except NotFound:
+            continue  # pruned since it was listed
+        except (FormatError, IntegrityError) as exc:
+            damaged.append(f"{run}@{checkpoint_id}: {exc}")
+            continue
         labelled = ((f"{run}@{checkpoint_id} {label}", ref) for label, ref in entry.refs())
         for _reached in reach(labelled, store.db.read_nodes, marked):
             pass  # reach marks as it goes; below a node that cannot be read nothing is reachable through it
+    return damaged
 
 
 def gc(store: Repository, grace: float = 3600.0) -> GcReport:
@@ -172,14 +182,16 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
 
     Commits hold the store's gc lock shared from their first object write to their log entry; the
     final re-mark and the deletions happen under it exclusively, so no commit in flight loses an object.
+    A log entry that cannot be read (truncated, corrupt) may need any object, so while one exists no
+    object is deleted: the sweep is skipped and the entry named in `report.damaged`.
     """
     report = GcReport()
     seen = list(store.local_entries())
     marked: set[bytes] = set()
-    _mark(store, seen, marked)
+    report.damaged = _mark(store, seen, marked)
     now = time.time()
     candidates = []
-    for oid in store.db.oids():
+    for oid in [] if report.damaged else store.db.oids():
         if oid in marked:
             report.kept += 1
             continue
@@ -191,9 +203,9 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
         except FileNotFoundError:
             continue
     with store.excluding_writers():
-        _mark(store, sorted(set(store.local_entries()) - set(seen)), marked)
+        report.damaged += _mark(store, sorted(set(store.local_entries()) - set(seen)), marked)
         now = time.time()
-        for oid in candidates:
+        for oid in [] if report.damaged else candidates:
             path = store.db.path(oid)
             try:
                 stat = path.stat()

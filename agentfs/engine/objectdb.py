@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from ..format.walk import Children, Reached
 from ..fsutil import fsync_dir, fsync_file, make_dirs, write_temp
 
 Fetch = Callable[[bytes], bytes | None]
+log = logging.getLogger("agentfs")
 REFERENCED_MAX = 1 << 20
 
 
@@ -60,7 +62,14 @@ class ObjectDB:
             blob = path.read_bytes()
         except FileNotFoundError:
             return self._fetch(oid)[1]
-        return codec.decode(blob, oid, str(path))
+        try:
+            return codec.decode(blob, oid, str(path))
+        except AgentFSError:
+            # a corrupt local copy and a remote: its copy, verified, replaces ours (automatic repair)
+            if self.fetch is None or (fetched := self.fetch(oid)) is None:
+                raise
+            log.warning("object %s is corrupt in %s: repaired from the remote", oid.hex(), self.root)
+            return self.install(oid, fetched, f"remote object {oid.hex()}")
 
     def _fetch(self, oid: bytes) -> tuple[bytes, bytes]:
         """(object file, its bytes) fetched from the remote, verified and stored."""

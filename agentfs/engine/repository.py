@@ -27,6 +27,7 @@ Paths (`entry_path`, `record_dir`, `tmp_dir`, ...) are format 1's, for the engin
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..aio import Offloader
-from ..errors import AgentFSError, FormatError, NotFound
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
 from ..format import keys
 from ..format.config import encode_config, new_config, read_config
 from ..format.entries import Entry, decode_entry_at
@@ -51,6 +52,7 @@ from .objectdb import ObjectDB
 from .run_files import ID_LENGTH, RunFiles
 
 HOST = socket.gethostname()
+log = logging.getLogger("agentfs")
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -63,7 +65,8 @@ class Source(Protocol):
 
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None: ...
     def fetch_object(self, oid: bytes) -> bytes | None: ...
-    def list_ids(self, run: str) -> list[str]: ...
+    def list_ids(self, run: str, kind: str = ...) -> list[str]: ...
+    def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None: ...
     def head_id(self, run: str) -> str | None: ...
     def list_runs(self) -> list[str]: ...
     def list_journal(self, run: str) -> list[str]: ...
@@ -96,6 +99,7 @@ class Repository(RunFiles):
             self.db.fetch = source.fetch_object
         self._entries: OrderedDict[Location, Entry] = OrderedDict()
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
+        self._retirements_fetched: set[str] = set()  # runs whose remote retirement records this process has fetched
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.offload = Offloader()  # runs the blocking work of the async twins (aio.py)
@@ -156,8 +160,8 @@ class Repository(RunFiles):
     def runs(self) -> list[str]:
         """Names of every run with at least one checkpoint (here or on the remote)."""
         names = set(self.local_runs())
-        if self.source is not None:
-            names.update(self.source.list_runs())
+        if self.source is not None:  # a run retention removed whole on another machine is not listed
+            names.update(run for run in set(self.source.list_runs()) - names if self.ids(run))
         return sorted(names)
 
     def writer(self) -> dict[str, Any]:
@@ -172,7 +176,11 @@ class Repository(RunFiles):
             local = None
         if self.source is None:
             return local
-        return max(filter(None, [local, self.source.head_id(run)]), default=None)
+        remote = self.source.head_id(run)
+        retired = self.retired_ids(run)
+        if remote in retired:  # retired on another machine: the newest id it kept instead
+            remote = max(set(self.source.list_ids(run)) - retired, default=None)
+        return max(filter(None, [local, remote]), default=None)
 
     def ids(self, run: str) -> list[str]:
         ids = set(self.local_ids(run))
@@ -182,9 +190,26 @@ class Repository(RunFiles):
         return sorted(ids)
 
     def retirements(self, run: str) -> list[Retirement]:
-        """The run's retirement records: what retention removed from it on purpose."""
+        """The run's retirement records: what retention removed from it on purpose.
+
+        With a remote, its records for `run` are fetched (verified) first, once per process: a run's
+        ids and head are not trusted before the remote's retirements are known.
+        """
+        if self.source is not None and run not in self._retirements_fetched:
+            self._fetch_retirements(run)
         directory = self.record_dir(run, RETIRED)
         return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in self.record_ids(run, RETIRED)]
+
+    def _fetch_retirements(self, run: str) -> None:
+        assert self.source is not None
+        directory = self.record_dir(run, RETIRED)
+        for record_id in sorted(set(self.source.list_ids(run, RETIRED)) - set(self.record_ids(run, RETIRED))):
+            data = self.source.fetch_record(RETIRED, run, record_id)
+            if data is None:
+                continue  # removed by a remote gc since it was listed
+            decode_retirement(data, run, record_id, f"remote {run} retired/{record_id}")
+            write_atomic(self.tmp_dir, directory / record_id, data, sync=self.sync_writes)
+        self._retirements_fetched.add(run)
 
     def retired_ids(self, run: str) -> set[str]:
         """Checkpoint ids of `run` that retention removed on purpose."""
@@ -204,7 +229,14 @@ class Repository(RunFiles):
         except FileNotFoundError:
             entry = self._fetch_entry(run, checkpoint_id)
         else:
-            entry = decode_entry_at(data, run, checkpoint_id, f"{where} ({path})")
+            try:
+                entry = decode_entry_at(data, run, checkpoint_id, f"{where} ({path})")
+            except (FormatError, IntegrityError):
+                if self.source is None:
+                    raise
+                # a damaged local copy and a remote: its copy, verified, replaces ours (automatic repair)
+                entry = self._fetch_entry(run, checkpoint_id, replace=True)
+                log.warning("checkpoint %s was damaged in %s: repaired from the remote", where, self.root)
         self.cache_entry(key, entry)
         return entry
 
@@ -222,21 +254,28 @@ class Repository(RunFiles):
             if len(self._entries) > ENTRY_CACHE:
                 self._entries.popitem(last=False)
 
-    def _fetch_entry(self, run: str, checkpoint_id: str) -> Entry:
+    def _fetch_entry(self, run: str, checkpoint_id: str, *, replace: bool = False) -> Entry:
+        if self.source is not None and checkpoint_id in self.retired_ids(run):
+            raise NotFound(f"checkpoint {checkpoint_id} of run {run!r} was retired by retention")
         data = self.source.fetch_entry(run, checkpoint_id) if self.source is not None else None
         if data is None:
             raise NotFound(f"checkpoint {checkpoint_id} not found in run {run!r}")
         entry = decode_entry_at(data, run, checkpoint_id, f"remote {run}@{checkpoint_id}")
-        self.install_entry(run, checkpoint_id, data, entry)
+        self.install_entry(run, checkpoint_id, data, entry, replace=replace)
         return entry
 
-    def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry) -> bool:
-        """Add an entry verified as `entry` (from a remote); entries are never replaced."""
+    def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry, *, replace: bool = False) -> bool:
+        """Add an entry verified as `entry` (from a remote). Entries are never replaced, but with `replace`:
+        a local copy found damaged (it does not decode) is replaced by this verified one (repair)."""
         sources = {source for source, _id in entry.borrowed()}  # a fork, or an Artifact of another run reused
         if entry.manifest.forked_from is not None:
             sources.add(entry.manifest.forked_from[0])
         for source in sorted(sources - {run}):
             self.note_fork(source, run)
+        with self._lock:
+            self._entries.pop((run, checkpoint_id), None)
+        if replace:  # repair: a damaged local copy gives way to this verified one
+            return self.repair_entry(run, checkpoint_id, data)
         return self.append_entry(run, checkpoint_id, data)
 
     def retire(self, record: Retirement) -> None:

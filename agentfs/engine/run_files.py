@@ -132,6 +132,11 @@ class RunFiles:
         """
         return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes)
 
+    def repair_entry(self, run: str, checkpoint_id: str, data: bytes) -> bool:
+        """Put verified bytes of the same checkpoint in place of a local entry found damaged (repair only:
+        an intact entry is never replaced). Durable as append_entry."""
+        return write_atomic(self.tmp_dir, self.entry_path(run, checkpoint_id), data, sync=self.sync_writes, exclusive=False)
+
     # journal and retirement records
 
     def append_record(self, run: str, kind: str, record_id: str, data: bytes) -> bool:

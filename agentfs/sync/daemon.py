@@ -19,11 +19,13 @@ from ..engine.repository import Repository
 from ..format.refs import Location
 from .hooks import CommitHook
 from .push import Pusher, lag_seconds, local_records
+from .reconcile import recheck
 from .remote import Remote, redact, remote_name
 
 log = logging.getLogger("agentfs.sync")
 WAKING_EVENTS = {"created", "moved", "closed"}
 FLUSH_SLICE = 0.5  # seconds: aflush() holds an offload thread at most this long at a time
+RECONCILE_INTERVAL = 3600.0  # seconds between listings of the remote (bounded: one listing of runs/ and objects/)
 
 
 class _Wake(FileSystemEventHandler):
@@ -50,6 +52,7 @@ class SyncDaemon:
         max_backoff: float = 30.0,
         watch: bool = True,
         on_commit: str | None = None,
+        reconcile_interval: float = RECONCILE_INTERVAL,
     ) -> None:
         self.store = store
         self.url = redact(url)
@@ -60,6 +63,10 @@ class SyncDaemon:
         self.debounce = debounce
         self.max_backoff = max_backoff
         self.watch = watch
+        # every `reconcile_interval` seconds a cycle lists the remote and re-pushes what it lost (reconcile.py)
+        self.reconcile_interval = reconcile_interval
+        self._next_reconcile = time.monotonic() + reconcile_interval
+        self.last_reconciliation: dict[str, Any] | None = None
         self.pusher: Pusher | None = None
         self.last_push: float | None = None
         self.last_error: str | None = None
@@ -100,7 +107,13 @@ class SyncDaemon:
                 if self.pusher is None:  # kept even if the remote is down: its index is where status goes
                     self.pusher = Pusher(self.store, Remote(self._url, self._storage_options), workers=self.workers)
                 self.pusher.connect()  # the first real commit should not also pay for building the client; then a no-op
-                stats = self.pusher.push(stop=self._halt)
+                if time.monotonic() >= self._next_reconcile:
+                    reconciliation = recheck(self.pusher, stop=self._halt)
+                    self._next_reconcile = time.monotonic() + self.reconcile_interval
+                    self.last_reconciliation = reconciliation.summary()
+                    stats = reconciliation.pushed
+                else:
+                    stats = self.pusher.push(stop=self._halt)
                 self.pushed_entries += stats.entries
                 self.uploaded_objects += stats.objects
                 if stats.entries or self.last_push is None:
@@ -108,6 +121,8 @@ class SyncDaemon:
                 self.last_error = f"refused {len(stats.refused)} corrupt records: {stats.refused[0]}"[:500] if stats.refused else None
                 if stats.refused:
                     log.error("agentfs sync to %s: %s", self.url, "; ".join(stats.refused))
+                for run, heads in stats.diverged.items():
+                    log.warning("agentfs sync to %s: run %s has diverged: %d heads %s", self.url, run, len(heads), ", ".join(heads))
                 self.consecutive_errors = 0
                 backoff = 0.0
             except Exception as exc:  # a remote fault must never kill the daemon: retry with backoff
@@ -128,8 +143,9 @@ class SyncDaemon:
                 self._urgent.wait(backoff)
                 self._urgent.clear()
                 continue
-            if self._wake.wait(self.interval) and self.debounce:
-                time.sleep(self.debounce)  # let a burst of commits land before the next scan
+            until_reconcile = max(0.0, self._next_reconcile - time.monotonic())
+            if self._wake.wait(min(self.interval, until_reconcile)) and self.debounce:
+                self._halt.wait(self.debounce)  # let a burst of commits land (time.sleep fails with EINVAL under libfaketime)
 
     def _publish_status(self) -> None:
         if self.pusher is None:
@@ -157,6 +173,7 @@ class SyncDaemon:
             "running": self._thread is not None and self._thread.is_alive() and not self._halt.is_set(),
             "pushed_entries": self.pushed_entries,
             "uploaded_objects": self.uploaded_objects,
+            "last_reconciliation": self.last_reconciliation,
             "updated": time.time(),
         }
 

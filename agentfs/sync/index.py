@@ -88,6 +88,33 @@ class PushIndex:
             self._append("gc", f"{gc_id}\n".encode())
             self.gc_seen.add(gc_id)
 
+    def forget(self, objects: set[bytes], entries: set[tuple[str, str]], records: set[tuple[str, str, str]]) -> None:
+        """Drop claims a recheck found false (the remote lacks these), so they are pushed again.
+
+        Each file is rewritten whole (atomically); a crash midway leaves claims the next recheck finds again.
+        """
+        with self._lock:
+            if objects:
+                self.objects -= objects
+                write_atomic(self.tmp, self.directory / "objects", b"".join(sorted(self.objects)), sync=False, exclusive=False)
+            if entries:
+                self.entries -= entries
+                text = "".join(f"{run} {cid}\n" for run, cid in sorted(self.entries))
+                write_atomic(self.tmp, self.directory / "entries", text.encode(), sync=False, exclusive=False)
+            if records:
+                self.records -= records
+                text = "".join(f"{kind} {run} {rid}\n" for kind, run, rid in sorted(self.records))
+                write_atomic(self.tmp, self.directory / "records", text.encode(), sync=False, exclusive=False)
+
+    def write_reconciliation(self, summary: dict[str, Any]) -> None:
+        write_atomic(self.tmp, self.directory / "reconciled.json", json.dumps(summary).encode(), sync=False, exclusive=False)
+
+    def read_reconciliation(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((self.directory / "reconciled.json").read_text()))
+        except (FileNotFoundError, ValueError):
+            return None
+
     def restored(self, entry: tuple[str, str]) -> None:
         """A gone entry pushed again (a new checkpoint borrows from it)."""
         with self._lock:
@@ -95,6 +122,17 @@ class PushIndex:
 
     def write_status(self, status: dict[str, Any]) -> None:
         write_atomic(self.tmp, self.directory / "status.json", json.dumps(status, indent=2).encode(), sync=False, exclusive=False)
+
+    def note_divergence(self, checked: set[str], diverged: dict[str, list[str]]) -> None:
+        """Record which of the `checked` runs have more than one head (`diverged`: run -> heads); `status` shows it."""
+        known = {run: heads for run, heads in self.read_divergence().items() if run not in checked}
+        write_atomic(self.tmp, self.directory / "diverged.json", json.dumps({**known, **diverged}).encode(), sync=False, exclusive=False)
+
+    def read_divergence(self) -> dict[str, list[str]]:
+        try:
+            return dict(json.loads((self.directory / "diverged.json").read_text()))
+        except (FileNotFoundError, ValueError):
+            return {}
 
     def read_status(self) -> dict[str, Any]:
         try:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
+from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, NotFound
 from ..format.entries import Entry, decode_entry_at
@@ -28,6 +29,8 @@ class PullStats:
     objects: int = 0
     records: int = 0  # journal and retirement records
     bytes: int = 0
+    repaired: list[Location] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
+    diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pulled runs with several
 
 
 def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
@@ -38,19 +41,50 @@ def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, pr
     unknown = sorted(set(runs or ()) - {run for run, _id in entries} - {run for _kind, run, _id in records})
     if unknown:
         raise NotFound(f"run {', '.join(map(repr, unknown))} not found on {remote.url}")
-    wanted = [loc for loc in entries if runs is None or loc[0] in runs]
-    missing = sorted((loc for loc in wanted if not store.entry_path(*loc).is_file()), key=lambda loc: (loc[1], loc[0]))
     stats = PullStats()
-    bar = tqdm(total=len(missing), unit="checkpoint", desc=f"pull {remote.url}", disable=not (progress and sys.stderr.isatty()))
-    with bar, ThreadPoolExecutor(workers, thread_name_prefix="agentfs-pull") as pool:
-        for start in range(0, len(missing), BATCH):
-            batch = missing[start : start + BATCH]
-            _pull_batch(store, remote, pool, batch, stats)
-            bar.update(len(batch))
-        for size in pool.map(lambda record: _pull_record(store, remote, *record), records):
+    with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-pull") as pool:
+        # retirement records first: a checkpoint retention removed anywhere is never fetched back
+        retirements = [record for record in records if record[0] == RETIRED]
+        for size in pool.map(lambda record: _pull_record(store, remote, *record), retirements):
             stats.records += size > 0
             stats.bytes += size
+        retired = {run: store.retired_ids(run) for run in {run for run, _id in entries}}
+        wanted = [loc for loc in entries if (runs is None or loc[0] in runs) and loc[1] not in retired[loc[0]]]
+        stats.repaired = _damaged(store, wanted)
+        missing = sorted((loc for loc in wanted if not store.entry_path(*loc).is_file()), key=lambda loc: (loc[1], loc[0]))
+        missing += stats.repaired
+        bar = tqdm(total=len(missing), unit="checkpoint", desc=f"pull {remote.url}", disable=not (progress and sys.stderr.isatty()))
+        with bar:
+            for start in range(0, len(missing), BATCH):
+                batch = missing[start : start + BATCH]
+                _pull_batch(store, remote, pool, batch, stats)
+                bar.update(len(batch))
+        journal = [record for record in records if record[0] != RETIRED]
+        for size in pool.map(lambda record: _pull_record(store, remote, *record), journal):
+            stats.records += size > 0
+            stats.bytes += size
+    pulled = {run for run, _id in wanted}  # format 1: reads every manifest of these runs, as _damaged did
+    stats.diverged = diverged(store, pulled)
+    if remote.index is not None:
+        remote.index.note_divergence(pulled, stats.diverged)
     return stats
+
+
+def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
+    """Local entries among `wanted` that do not decode: pull replaces them with the remote's verified copy.
+
+    Cost: every local entry the remote also holds is read and re-hashed once per pull.
+    """
+    damaged = []
+    for loc in wanted:
+        path = store.entry_path(*loc)
+        try:
+            decode_entry_at(path.read_bytes(), *loc, str(path))
+        except FileNotFoundError:
+            continue
+        except AgentFSError:
+            damaged.append(loc)
+    return damaged
 
 
 def _pull_record(store: Repository, remote: Remote, kind: str, run: str, record_id: str) -> int:
@@ -75,16 +109,17 @@ def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -
 
 
 def _pull_batch(store: Repository, remote: Remote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
+    repaired = set(stats.repaired)
     fetched = list(pool.map(lambda loc: _fetch_entry(remote, loc), batch))
     entries = dict(zip(batch, fetched, strict=True))
     outside = {dep for _raw, entry in fetched for dep in entry.borrowed()} - set(entries)
     outside = {dep for dep in outside if not store.entry_path(*dep).is_file()}
     if outside:  # entries of other runs whose packed objects these borrow (forks) come first
         _pull_batch(store, remote, pool, sorted(outside), stats)
-    _fetch_closure(store, remote, pool, fetched, stats)
+    fetch_closure(store, remote, pool, fetched, stats)
     for loc in _dependency_order(entries):
         raw, entry = entries[loc]
-        store.install_entry(*loc, raw, entry)
+        store.install_entry(*loc, raw, entry, replace=loc in repaired)
         stats.entries += 1
         stats.bytes += len(raw)
 
@@ -96,7 +131,7 @@ def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
     return raw, decode_entry_at(raw, *loc, f"remote {remote.url} {loc[0]}@{loc[1]}")
 
 
-def _fetch_closure(
+def fetch_closure(
     store: Repository, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats
 ) -> None:
     """Fetch tree nodes a level at a time, then chunks and loose objects, all verified before they are stored."""

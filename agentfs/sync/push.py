@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
+from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError, NotFound
 from ..format.config import remote_config
@@ -37,6 +38,7 @@ class PushStats:
     bytes: int = 0
     seconds: float = 0.0
     refused: list[str] = dataclasses.field(default_factory=list)  # corrupt local records, not pushed: why, each
+    diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pushed runs with several
 
 
 def lag_seconds(pending: list[Location]) -> float:
@@ -98,6 +100,9 @@ class Pusher:
                     batch = [loc for loc in batch if self.store.entry_path(*loc).is_file()]
                     self._push_batch(pool, batch, stats, stop)  # true damage raises again
                 bar.update(len(batch))
+        pushed = {run for run, _id in pending}
+        stats.diverged = diverged(self.store, pushed)
+        self.index.note_divergence(pushed, stats.diverged)
         stats.seconds = time.monotonic() - started
         stats.refused = self.refusals.reasons
         return stats
@@ -120,6 +125,12 @@ class Pusher:
 
     def connect(self) -> None:
         """Reach the remote once: checks (or writes) its config."""
+        self._ensure_config()
+
+    def reconnect(self) -> None:
+        """Check (or write again) the remote's config on the next push: a recheck found it gone."""
+        self._config_checked = False
+        self.remote.config = None
         self._ensure_config()
 
     def _ensure_config(self) -> None:
@@ -157,7 +168,7 @@ class Pusher:
                 needed.extend(oid for oid in self._closure(loc, entry, seen) if oid not in self.index.objects)
             except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
                 self.refusals.entry(loc, str(exc))
-        for _ in pool.map(lambda oid: self._push_object(oid, stats, stop), needed):
+        for _ in pool.map(lambda oid: self.push_object(oid, stats, stop), needed):
             pass
         if self.refusals.objects or self.refusals.entries:
             for loc, entry in entries.items():
@@ -190,7 +201,8 @@ class Pusher:
                 stats.records += 1
                 stats.bytes += len(data)
 
-    def _push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
+    def push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
+        """Upload one local object file, re-hashed first (a corrupt one is refused and named)."""
         if stop is not None and stop.is_set():
             return
         data = self.store.db.read_raw(oid)
@@ -258,7 +270,7 @@ class Pusher:
         entry = self.store.read_entry(*loc)
         for oid in self._closure(loc, entry, set()):
             if oid not in self.index.objects:
-                self._push_object(oid, PushStats())
+                self.push_object(oid, PushStats())
         self._push_entry(loc, PushStats())
 
     def _closure(self, loc: Location, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 from ..engine.repository import Repository
 from ..format.refs import Location
@@ -20,7 +21,8 @@ class RemoteStats:
     last_push: float | None  # seconds since the epoch, from the daemon's last status
     last_error: str | None
     pulled_from: bool
-
+    diverged: dict[str, list[str]]  # run -> its heads, where the last push or pull found several
+    last_reconciliation: dict[str, Any] | None  # the last recheck: when, what the remote had lost, what went up again
 
 
 def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteStats]:
@@ -40,6 +42,8 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
                 last_push=saved.get("last_push"),
                 last_error=saved.get("last_error"),
                 pulled_from=(directory / "pulled").exists(),
+                diverged=index.read_divergence(),
+                last_reconciliation=index.read_reconciliation(),
             )
         )
     return rows

@@ -1,0 +1,58 @@
+"""A run's shape: its heads (where lines end; two or more is divergence) and its damaged entries."""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import FormatError, IntegrityError, NotFound
+from ..format.entries import Entry
+from .repository import Repository
+
+DAMAGE = (FormatError, IntegrityError)  # what reading a truncated or corrupt entry raises
+log = logging.getLogger("agentfs")
+
+
+def readable(store: Repository, run: str, checkpoint_id: str) -> Entry | None:
+    """The entry; None (logged) if the local copy is damaged, or if it was pruned since it was listed.
+
+    Only a damaged LOCAL entry is skipped: one fetched from a remote that does not verify is refused
+    (the error is raised), as every untrusted remote byte is.
+    """
+    try:
+        return store.read_entry(run, checkpoint_id)
+    except NotFound:
+        return None
+    except DAMAGE as exc:
+        if not store.entry_path(run, checkpoint_id).is_file():
+            raise
+        log.warning("run %r: skipping damaged checkpoint %s: %s", run, checkpoint_id, exc)
+        return None
+
+
+def heads(store: Repository, run: str, ids: list[str]) -> list[str]:
+    """Ids among `ids` (the run's, oldest first) that no readable checkpoint of the run names as parent."""
+    parents = {entry.manifest.parent for entry in (readable(store, run, checkpoint_id) for checkpoint_id in ids) if entry is not None}
+    return [checkpoint_id for checkpoint_id in ids if checkpoint_id not in parents]
+
+
+def damaged(store: Repository, run: str, ids: list[str]) -> list[tuple[str, str]]:
+    """(id, why) of each entry among `ids` that cannot be read."""
+    problems = []
+    for checkpoint_id in ids:
+        try:
+            store.read_entry(run, checkpoint_id)
+        except NotFound:
+            continue
+        except DAMAGE as exc:
+            problems.append((checkpoint_id, str(exc)))
+    return problems
+
+
+def diverged(store: Repository, runs: set[str]) -> dict[str, list[str]]:
+    """run -> its heads, for each of `runs` with more than one head (two machines appended to one parent)."""
+    found = {}
+    for run in sorted(runs):
+        run_heads = heads(store, run, store.ids(run))
+        if len(run_heads) > 1:
+            found[run] = run_heads
+    return found

@@ -1,0 +1,121 @@
+"""Repair: replace a store's corrupt or missing objects, entries and records with verified remote copies.
+
+Every byte fetched is verified exactly as a pull verifies it before it replaces anything: a remote copy
+that does not verify is reported and the local one left as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+
+from ..engine.repository import Repository
+from ..errors import AgentFSError
+from ..format import codec
+from ..format.entries import Entry, decode_entry_at
+from ..format.keys import JOURNAL, RETIRED
+from ..fsutil import write_atomic
+from .pull import PullStats, check_record, fetch_closure
+from .remote import Remote
+
+
+@dataclasses.dataclass
+class RepairReport:
+    replaced: list[str] = dataclasses.field(default_factory=list)  # what was damaged here, now the remote's verified copy
+    fetched: int = 0  # objects that were missing here, fetched
+    unrepaired: list[str] = dataclasses.field(default_factory=list)  # damaged here, and no good copy on the remote: why
+
+
+def repair(store: Repository, remote: Remote, *, workers: int = 8) -> RepairReport:
+    """Objects first (a corrupt tree node hides what lies below it), then entries, records, and missing objects."""
+    remote.attach(store)
+    report = RepairReport()
+    with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-repair") as pool:
+        for oid, damaged in zip(oids := list(store.db.oids()), pool.map(lambda o: _object_damaged(store, o), oids), strict=True):
+            if damaged:
+                _replace_object(store, remote, oid, report)
+        readable: list[tuple[bytes, Entry]] = []
+        for run, checkpoint_id in list(store.local_entries()):
+            path = store.entry_path(run, checkpoint_id)
+            raw = path.read_bytes()
+            try:
+                readable.append((raw, decode_entry_at(raw, run, checkpoint_id, str(path))))
+            except AgentFSError as exc:
+                fixed = _replace_entry(store, remote, run, checkpoint_id, str(exc), report)
+                if fixed is not None:
+                    readable.append(fixed)
+        for kind in (JOURNAL, RETIRED):
+            for run, record_id in list(store.local_records(kind)):
+                _check_local_record(store, remote, kind, run, record_id, report)
+        stats = PullStats()
+        try:
+            fetch_closure(store, remote, pool, readable, stats)
+        except AgentFSError as exc:
+            report.unrepaired.append(f"missing objects: {exc}")
+        report.fetched = stats.objects
+    return report
+
+
+def _object_damaged(store: Repository, oid: bytes) -> bool:
+    try:
+        codec.decode(store.db.path(oid).read_bytes(), oid, str(store.db.path(oid)))
+    except FileNotFoundError:
+        return False  # deleted by gc while we listed
+    except AgentFSError:
+        return True
+    return False
+
+
+def _replace_object(store: Repository, remote: Remote, oid: bytes, report: RepairReport) -> None:
+    where = f"object {oid.hex()}"
+    blob = remote.fetch_object(oid)
+    if blob is None:
+        report.unrepaired.append(f"{where}: corrupt here, and {remote.url} does not hold it")
+        return
+    try:
+        store.db.install(oid, blob, f"remote {remote.url} {where}")  # verified before it replaces ours
+    except AgentFSError as exc:
+        report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")
+        return
+    report.replaced.append(where)
+
+
+def _replace_entry(
+    store: Repository, remote: Remote, run: str, checkpoint_id: str, why: str, report: RepairReport
+) -> tuple[bytes, Entry] | None:
+    where = f"checkpoint {run}@{checkpoint_id}"
+    raw = remote.fetch_entry(run, checkpoint_id)
+    if raw is None:
+        report.unrepaired.append(f"{where}: {why}; {remote.url} does not hold it")
+        return None
+    try:
+        entry = decode_entry_at(raw, run, checkpoint_id, f"remote {remote.url} {run}@{checkpoint_id}")
+    except AgentFSError as exc:
+        report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")
+        return None
+    store.install_entry(run, checkpoint_id, raw, entry, replace=True)
+    report.replaced.append(where)
+    return raw, entry
+
+
+def _check_local_record(store: Repository, remote: Remote, kind: str, run: str, record_id: str, report: RepairReport) -> None:
+    path = store.record_dir(run, kind) / record_id
+    where = f"{kind} record {run}/{record_id}"
+    try:
+        check_record(kind, path.read_bytes(), run, record_id, str(path))
+        return
+    except FileNotFoundError:
+        return
+    except AgentFSError as exc:
+        why = str(exc)
+    data = remote.fetch_record(kind, run, record_id)
+    if data is None:
+        report.unrepaired.append(f"{where}: {why}; {remote.url} does not hold it")
+        return
+    try:
+        check_record(kind, data, run, record_id, f"remote {remote.url} {run} {kind}/{record_id}")
+    except AgentFSError as exc:
+        report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")
+        return
+    write_atomic(store.tmp_dir, path, data, sync=store.sync_writes, exclusive=False)
+    report.replaced.append(where)
