@@ -10,6 +10,7 @@ power loss once the call returns, with durability="power" (with "process", a kil
 - entries: `append_entry` (whole, durable, never replaces), `has_entry`, `read_entry` (verified,
   cached, fetched from a remote if missing), `local_entry` (raw bytes here only), `cache_entry`,
   `head`, `heads` (this process's hint), `ids`, `local_ids`, `local_runs`, `local_entries`.
+  From a remote: `install_entry` (verified; with `replace=`, a repair of a damaged local copy).
 - records (JOURNAL, RETIRED): `append_record` (whole, durable, never replaces), `record_ids`,
   `poll_record_ids`, `read_record`, `record_size`, `local_records`, `retirements`, and
   `make_records_durable` for records another process wrote and may have left unsynced.
