@@ -146,8 +146,6 @@ class ObjectWriter:
         self.futures: list[Future[None]] = []
         self.slots = threading.BoundedSemaphore(self.MAX_IN_FLIGHT)
         self._seen_lock = threading.Lock()
-        self.written = 0
-        self.bytes_written = 0
 
     def _is_new(self, oid: bytes) -> bool:
         with self._seen_lock:
@@ -212,8 +210,6 @@ class ObjectWriter:
             make_dirs(final.parent, sync=self.db.sync)
             os.replace(write_temp(self.db.tmp, blob, sync=self.db.sync), final)  # replacing an object only ever puts the same bytes back
             self.dirs.add(final.parent)
-            self.written += 1
-            self.bytes_written += len(blob)
         finally:
             if release:
                 self.slots.release()

@@ -84,7 +84,6 @@ class Repository(RunFiles):
         super().__init__(root, sync_writes=durability == "power")
         self.durability = durability
         self.objects_dir = root / keys.OBJECTS
-        self.locks_dir = root / keys.LOCKS
         self.remotes_dir = root / keys.REMOTES
         self.forks_dir = root / keys.FORKS
         self.forks_indexed = root.joinpath(*keys.FORKS_INDEXED)

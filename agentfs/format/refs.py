@@ -54,10 +54,6 @@ def check_ref(ref: Any, where: str) -> Ref:
     return ref
 
 
-def ref_oid(ref: Ref) -> bytes | None:
-    return None if ref[0] == INLINE else ref[1]
-
-
 def ref_size(ref: Ref) -> int:
     return len(ref[1]) if ref[0] == INLINE else ref[2]
 

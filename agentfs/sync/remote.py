@@ -20,6 +20,7 @@ from ulid import ULID
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, InvalidName, RemoteError
+from ..format import keys
 from ..format.config import check_config, encode_config
 from ..format.keys import CONFIG, JOURNAL, LOG, RECORD_KINDS
 from ..names import ID, check_id, check_name
@@ -126,15 +127,14 @@ class Remote:
         return posixpath.join(self.root, *parts)
 
     def object_key(self, oid: bytes) -> str:
-        name = oid.hex()
-        return self.key("objects", name[:2], name[2:])
+        return self.key(*keys.object_key(oid))
 
     def entry_key(self, run: str, checkpoint_id: str) -> str:
-        return self.key("runs", run, "log", checkpoint_id)
+        return self.key(*keys.record_key(run, LOG, checkpoint_id))
 
     def record_key(self, kind: str, run: str, record_id: str) -> str:
         """A journal or retirement record: runs/<run>/journal/<id>, runs/<run>/retired/<id>."""
-        return self.key("runs", run, kind, record_id)
+        return self.key(*keys.record_key(run, kind, record_id))
 
     # reading (untrusted: callers verify every byte)
 
@@ -196,7 +196,7 @@ class Remote:
 
     def list_ids(self, run: str, kind: str = LOG) -> list[str]:
         ids = []
-        for name in self.list_names(self.key("runs", check_name(run), kind)):
+        for name in self.list_names(self.key(*keys.record_dir_key(check_name(run), kind))):
             if ID.fullmatch(name):
                 ids.append(name)
             else:
@@ -213,7 +213,7 @@ class Remote:
         return ids[-1] if ids else None
 
     def _s3_head(self, run: str) -> str | None:
-        bucket, prefix, _ = self.fs.split_path(self.key("runs", check_name(run), "log") + "/")
+        bucket, prefix, _ = self.fs.split_path(self.key(*keys.record_dir_key(check_name(run), LOG)) + "/")
         now_ms = time.time_ns() // 1_000_000
         if self._s3_any_from(bucket, prefix, now_ms + 1):  # written by a clock ahead of ours: few, list them
             return max(self._s3_ids_from(bucket, prefix, now_ms + 1))
@@ -262,15 +262,15 @@ class Remote:
 
     def list_all_records(self, kinds: tuple[str, ...] = RECORD_KINDS) -> list[tuple[str, str, str]]:
         """(kind, run, id) of every well-named key under runs/: log entries, journal and retirement records."""
-        prefix = self.key("runs")
+        prefix = self.key(keys.RUNS)
         self.fs.invalidate_cache(prefix)
         try:
             with self.failing(f"list {prefix}", FileNotFoundError):
-                keys = self.fs.find(prefix)
+                listed = self.fs.find(prefix)
         except FileNotFoundError:
             return []
         found = []
-        for key in keys:
+        for key in listed:
             relative = key[len(prefix) :].strip("/").split("/")
             if len(relative) >= 3 and relative[-2] in kinds and ID.fullmatch(relative[-1]):
                 try:
@@ -281,7 +281,7 @@ class Remote:
 
     def list_objects(self) -> dict[bytes, tuple[float, int]]:
         """Every well-named object on the remote: (last-modified time in seconds since the epoch, size)."""
-        prefix = self.key("objects")
+        prefix = self.key(keys.OBJECTS)
         self.fs.invalidate_cache(prefix)
         try:
             with self.failing(f"list {prefix}", FileNotFoundError):
@@ -333,7 +333,7 @@ class Remote:
     def _create_by_rename(self, key: str, data: bytes) -> bool:
         if self.fs.exists(key):
             return False
-        temp = self.key("tmp", f"{secrets.token_hex(12)}.partial")
+        temp = self.key(keys.TMP, f"{secrets.token_hex(12)}.partial")
         self.fs.makedirs(posixpath.dirname(temp), exist_ok=True)
         self.fs.pipe_file(temp, data)
         self.fs.makedirs(posixpath.dirname(key), exist_ok=True)

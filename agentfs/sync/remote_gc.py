@@ -30,7 +30,7 @@ from typing import Any
 
 from ..engine.repository import HOST, Repository
 from ..errors import AgentFSError, FormatError, RemoteError
-from ..format import codec
+from ..format import codec, keys
 from ..format.entries import Entry, decode_entry_at
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location, parse_node
@@ -64,7 +64,7 @@ class RemoteGcReport:
 
 
 def _marker(remote: Remote, name: str) -> str:
-    return remote.key("gc", name)
+    return remote.key(*keys.gc_marker_key(name))
 
 
 def _put_json(remote: Remote, name: str, record: dict[str, Any]) -> None:
@@ -86,7 +86,7 @@ def _get_json(remote: Remote, name: str) -> dict[str, Any]:
 def list_markers(remote: Remote) -> dict[str, set[str]]:
     """gc id -> the markers it has written ("intent", "plan", "done")."""
     markers: dict[str, set[str]] = {}
-    for name in remote.list_names(remote.key("gc")):
+    for name in remote.list_names(remote.key(keys.GC)):
         gc_id, _, kind = name.partition(".")
         if ID.fullmatch(gc_id) and kind in ("intent", "plan", "done"):
             markers.setdefault(gc_id, set()).add(kind)
