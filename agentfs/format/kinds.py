@@ -1,0 +1,47 @@
+"""What a format-2 segment stores: the record kinds and how their keys are made (docs/FORMAT.md).
+
+A segment frame's record is (kind, key, body) (format/segment.py). The bodies are the bytes format 1
+kept in files, unchanged: an object's sealed blob, a log entry, a journal or retirement record.
+
+    kind      key                          body
+    OBJECT    oid (32 bytes, sha256)       the object's blob (codec.encode of its bytes)
+    ENTRY     run NUL checkpoint id        the checkpoint's log entry (format/entries.py)
+    JOURNAL   run NUL record id            a journal record (format/journal.py)
+    RETIRED   run NUL record id            a retirement record (format/retirement.py)
+    FORK      source run NUL target run    empty: `target` may borrow from `source`
+
+Run names, checkpoint ids and record ids never hold NUL (names.py, ids.py), so a key splits at
+its first NUL. A key may appear more than once (two writers deduplicating the same object, a
+repaired entry): every copy holds the same content, and a reader takes any intact one.
+"""
+
+from __future__ import annotations
+
+from ..errors import FormatError
+
+OBJECT, ENTRY, JOURNAL, RETIRED, FORK = 16, 17, 18, 19, 20
+RUN_KINDS = (ENTRY, JOURNAL, RETIRED)  # keyed by run and id
+KNOWN = frozenset((OBJECT, ENTRY, JOURNAL, RETIRED, FORK))
+NAMES = {OBJECT: "object", ENTRY: "entry", JOURNAL: "journal", RETIRED: "retired", FORK: "fork"}
+OID_LENGTH = 32
+
+
+def pair_key(first: str, second: str) -> bytes:
+    """The key of an ENTRY, JOURNAL or RETIRED record (run, id) or of a FORK record (source, target)."""
+    return f"{first}\0{second}".encode()
+
+
+def split_pair_key(key: bytes, where: str) -> tuple[str, str]:
+    first, nul, second = key.partition(b"\0")
+    if not nul or not first or not second:
+        raise FormatError(f"{where}: record key {key[:80]!r} is not two names joined by NUL")
+    try:
+        return first.decode(), second.decode()
+    except UnicodeDecodeError:
+        raise FormatError(f"{where}: record key {key[:80]!r} is not UTF-8") from None
+
+
+def check_object_key(key: bytes, where: str) -> bytes:
+    if len(key) != OID_LENGTH:
+        raise FormatError(f"{where}: an object record's key is {len(key)} bytes, not {OID_LENGTH}")
+    return key
