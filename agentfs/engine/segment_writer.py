@@ -20,15 +20,17 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from ulid import ULID
 
 from ..errors import AgentFSError
 from ..format import segment as fmt
 from ..fsutil import fsync_dir, make_dirs
-from .repository import DURABILITY, Durability
 from .segments import Location, open_segment, peek, segment_ids
 
+Durability = Literal["power", "process"]
+DURABILITY: tuple[str, ...] = ("power", "process")
 SLOTS = 16
 SEGMENT_BYTES = 64 << 20  # the size bound past which a writer rolls over to a new segment
 
@@ -107,9 +109,17 @@ class SegmentWriter:
             self.position, self.torn_end, self.allocated = view.end, view.torn_end, os.fstat(self._fd).st_size
             if index < len(mine) - 1:
                 self._seal()
+        if mine and self.sync:
+            # a dead holder may have been killed before syncing its last batches, or the segment's directory
+            # entry (it ran with durability "process"): this writer's fdatasyncs cover only what follows
+            os.fsync(self._fd)
+            fsync_dir(self.directory)
 
-    def append(self, records: Sequence[fmt.Record]) -> list[Location]:
-        """Append `records` as one batch (one write; one fdatasync with durability "power"); their locations."""
+    def append(self, records: Sequence[fmt.Record], *, sync: bool = True) -> list[Location]:
+        """Append `records` as one batch (one write; one fdatasync with durability "power"); their locations.
+
+        With `sync=False` no fdatasync: the caller's next synced append to this writer covers the batch
+        (the same file; a roll in between seals, and so syncs, the segment it lies in)."""
         with self._mutex:
             data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             if self._fd < 0 or self.position + len(data) > self.allocated:
@@ -117,7 +127,7 @@ class SegmentWriter:
                 data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             padding = max(0, self.torn_end - self.position - len(data))  # zeros over what is left of a torn tail
             _write_all(self._fd, data + bytes(padding), self.position)
-            if self.sync:
+            if self.sync and sync:
                 os.fdatasync(self._fd)
             self.position += len(data)
             self.torn_end = max(self.position, self.torn_end)

@@ -91,10 +91,20 @@ def open_segment(path: Path) -> SegmentView:
         os.close(fd)
 
 
-def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str]) -> SegmentView:
+def scan_from(path: Path, start: int) -> SegmentView:
+    """Scan an unsealed segment from `start` (the end of what a reader already indexed): its new batches."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
+        return _scan(fd, os.fstat(fd).st_size, path, header, [], start)
+    finally:
+        os.close(fd)
+
+
+def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str], start: int = fmt.HEADER.size) -> SegmentView:
     window = _Window(fd, size)
     entries: list[fmt.IndexEntry] = []
-    position = end = fmt.HEADER.size
+    position = end = start
     torn_end = end
     while position < size:
         head = window.read(position, fmt.BEGIN_FRAME)

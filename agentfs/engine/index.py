@@ -1,0 +1,294 @@
+"""The in-memory index of a store's segments: where each record lies, each run's head, the forks.
+
+Built at open from sealed segments' footers and unsealed segments' scans (engine/segments.py).
+`refresh()` reads only what is new: one listing of segments/, then one small pread at the known end
+of each unsealed segment, and only a batch found there is read and decoded. A segment that vanished
+(compaction replaced it) makes refresh rebuild the index from scratch.
+
+Retirement records hide the checkpoints and journal records they name (format 2 never deletes a
+record in place; compaction drops them). Records are kept in a dict per kind and run, so a run's head
+and `has` cost the same at 10 or 100,000 checkpoints. A record that cannot be indexed (a damaged batch,
+a malformed key, a retirement record that does not decode) is skipped and named in `problems`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ..errors import AgentFSError, IntegrityError, InvalidName, NotFound
+from ..format import kinds
+from ..format import segment as fmt
+from ..format.retirement import decode_retirement
+from ..names import ID, check_name
+from .segments import Location, open_segment, peek, scan_from, segment_ids
+
+
+@dataclasses.dataclass
+class Known:
+    """What the index has read of one segment: up to `end` (all of it once sealed)."""
+
+    sealed: bool
+    end: int
+
+
+class Index:
+    """Where every record of the segments in `directory` lies. Thread-safe; `refresh()` to see other writers."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._lock = threading.RLock()
+        self._fds: dict[int, int] = {}
+        self.generation = 0  # grows at every rebuild: locations from before it may be gone
+        self._clear()
+        self.refresh()
+
+    def _clear(self) -> None:
+        self.objects: dict[bytes, Location] = {}
+        self.copies: dict[tuple[int, bytes], list[Location]] = {}  # further copies of a key (dedup races, repairs)
+        self.records: dict[int, dict[str, dict[str, Location]]] = {kind: {} for kind in kinds.RUN_KINDS}
+        self.heads: dict[str, str] = {}
+        self.hidden: dict[str, set[str]] = {}  # run -> checkpoint and journal ids its retirement records name
+        self.forks: dict[str, set[str]] = {}
+        self.segments: dict[int, Known] = {}
+        self.problems: list[str] = []
+        self.version = 0  # grows whenever a record is added or hidden
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+
+    # keeping up with the segments
+
+    def refresh(self) -> None:
+        """Index what other writers appended since the last look; rebuild if a segment vanished."""
+        with self._lock:
+            present = segment_ids(self.directory)
+            if not set(self.segments) <= set(present):
+                self.rebuild(present)
+                return
+            for segment_id, known in self.segments.items():
+                if not known.sealed:
+                    self._read_tail(segment_id, known)
+            for segment_id in present:
+                if segment_id not in self.segments:
+                    self._open(segment_id)
+
+    def rebuild(self, present: list[int] | None = None) -> None:
+        with self._lock:
+            self.close()
+            self._clear()
+            self.generation += 1
+            for segment_id in segment_ids(self.directory) if present is None else present:
+                self._open(segment_id)
+
+    def _path(self, segment_id: int) -> Path:
+        return self.directory / fmt.segment_name(segment_id)
+
+    def _open(self, segment_id: int) -> None:
+        try:
+            view = open_segment(self._path(segment_id))
+        except FileNotFoundError:
+            return  # compacted away since it was listed
+        except AgentFSError as exc:
+            self.problems.append(str(exc))
+            return
+        self.problems.extend(view.problems)
+        self.segments[segment_id] = Known(view.sealed, view.end)
+        self._add(segment_id, view.entries)
+
+    def _read_tail(self, segment_id: int, known: Known) -> None:
+        """Batches appended after `known.end`: one small pread when there are none."""
+        fd = self._fd(segment_id)
+        if fd is None:
+            return
+        head = os.pread(fd, fmt.BEGIN_FRAME, known.end)
+        if fmt.batch_length(head, segment_id, known.end) is None:  # zeros, a torn tail or a footer: nothing new
+            if head[fmt.FRAME.size - 1 : fmt.FRAME.size] == bytes([fmt.KIND_FOOTER]):
+                known.sealed = peek(self._path(segment_id))[1]
+            return
+        entries: list[fmt.IndexEntry] = []
+        while (length := fmt.batch_length(head, segment_id, known.end)) is not None:
+            try:
+                entries.extend(fmt.decode_batch(os.pread(fd, length, known.end), segment_id, known.end, str(self._path(segment_id))))
+            except AgentFSError:  # damaged or still being written: the full scan tells which
+                view = scan_from(self._path(segment_id), known.end)
+                self.problems.extend(view.problems)
+                entries.extend(view.entries)
+                known.end = view.end
+                break
+            known.end += length
+            head = os.pread(fd, fmt.BEGIN_FRAME, known.end)
+        self._add(segment_id, entries)
+
+    def add_batch(self, segment_id: int, start: int, end: int, entries: Iterable[fmt.IndexEntry]) -> None:
+        """Index a batch this process appended at `start`..`end` of its own segment, without reading it back."""
+        with self._lock:
+            known = self.segments.get(segment_id)
+            if known is None and start == fmt.HEADER.size:
+                known = self.segments[segment_id] = Known(False, start)
+            if known is not None and known.end == start:
+                known.end = end
+            self._add(segment_id, entries)
+
+    def _add(self, segment_id: int, entries: Iterable[fmt.IndexEntry]) -> None:
+        retirements = []
+        for entry in entries:
+            location = Location(segment_id, entry.offset, entry.length)
+            where = f"{self._path(segment_id)} offset {entry.offset}"
+            try:
+                if entry.kind == kinds.OBJECT:
+                    self._add_object(kinds.check_object_key(entry.key, where), location)
+                elif entry.kind in kinds.RUN_KINDS:
+                    run, record_id = split_run_key(entry.key, where)
+                    if entry.kind == kinds.RETIRED:
+                        retirements.append((run, record_id, location))
+                    self._add_run_record(entry.kind, run, record_id, location)
+                elif entry.kind == kinds.FORK:
+                    source, target = split_run_key(entry.key, where, second="run")
+                    self.forks.setdefault(source, set()).add(target)
+                # other kinds: a newer writer's; this reader skips them
+            except AgentFSError as exc:
+                self.problems.append(str(exc))
+        for run, record_id, location in retirements:
+            self._hide(run, record_id, location)
+        self.version += 1
+
+    def _add_object(self, oid: bytes, location: Location) -> None:
+        first = self.objects.setdefault(oid, location)
+        if first != location:
+            self.copies.setdefault((kinds.OBJECT, oid), []).append(location)
+
+    def _add_run_record(self, kind: int, run: str, record_id: str, location: Location) -> None:
+        if kind != kinds.RETIRED and record_id in self.hidden.get(run, ()):
+            return
+        by_id = self.records[kind].setdefault(run, {})
+        first = by_id.setdefault(record_id, location)
+        if first != location:
+            self.copies.setdefault((kind, kinds.pair_key(run, record_id)), []).append(location)
+        if kind == kinds.ENTRY and record_id > self.heads.get(run, ""):
+            self.heads[run] = record_id
+
+    def _hide(self, run: str, record_id: str, location: Location) -> None:
+        """Apply a retirement record: what it names leaves the index (and stays out if indexed later)."""
+        where = f"{run} retired/{record_id} ({self._path(location.segment_id)} offset {location.offset})"
+        try:
+            record = decode_retirement(self.read(location).body, run, record_id, where)
+        except AgentFSError as exc:
+            self.problems.append(str(exc))
+            return
+        named = set(record.checkpoints) | set(record.journal)
+        self.hidden.setdefault(run, set()).update(named)
+        for kind in (kinds.ENTRY, kinds.JOURNAL):
+            by_id = self.records[kind].get(run, {})
+            for gone in named & by_id.keys():
+                del by_id[gone]
+            if not by_id:
+                self.records[kind].pop(run, None)
+        if self.heads.get(run) in named:
+            remaining = self.records[kinds.ENTRY].get(run)
+            if remaining:
+                self.heads[run] = max(remaining)
+            else:
+                del self.heads[run]
+
+    # lookups (call refresh() first to see other writers' records)
+
+    def has(self, kind: int, run: str, record_id: str) -> bool:
+        with self._lock:
+            return record_id in self.records[kind].get(run, ())
+
+    def location(self, kind: int, run: str, record_id: str) -> Location | None:
+        with self._lock:
+            return self.records[kind].get(run, {}).get(record_id)
+
+    def ids(self, kind: int, run: str) -> list[str]:
+        with self._lock:
+            return sorted(self.records[kind].get(run, ()))
+
+    def runs(self, kind: int) -> list[str]:
+        with self._lock:
+            return sorted(self.records[kind])
+
+    def all_ids(self, kind: int) -> Iterator[tuple[str, str]]:
+        """(run, id) of every record of `kind`, run by run, oldest first."""
+        for run in self.runs(kind):
+            for record_id in self.ids(kind, run):
+                yield run, record_id
+
+    def head(self, run: str) -> str | None:
+        with self._lock:
+            return self.heads.get(run)
+
+    def object_location(self, oid: bytes) -> Location | None:
+        with self._lock:
+            return self.objects.get(oid)
+
+    def known_end(self, segment_id: int) -> int:
+        with self._lock:
+            known = self.segments.get(segment_id)
+            return 0 if known is None else known.end
+
+    # reading
+
+    def _fd(self, segment_id: int) -> int | None:
+        """A read-only descriptor of the segment, kept open; None if it is gone."""
+        with self._lock:
+            fd = self._fds.get(segment_id)
+            if fd is None:
+                try:
+                    fd = self._fds[segment_id] = os.open(self._path(segment_id), os.O_RDONLY)
+                except FileNotFoundError:
+                    return None
+            return fd
+
+    def descriptor(self, segment_id: int) -> int:
+        fd = self._fd(segment_id)
+        if fd is None:
+            raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
+        return fd
+
+    def read(self, location: Location) -> fmt.Record:
+        """The record at `location`, its frame verified; IntegrityError if damaged."""
+        fd = self.descriptor(location.segment_id)
+        data = os.pread(fd, location.length, location.offset)
+        return fmt.decode_record(data, f"{self._path(location.segment_id)} offset {location.offset}")
+
+    def read_body(self, kind: int, key: bytes, first: Location) -> bytes:
+        """The body of the record `key` whose first copy lies at `first`: another copy if that one is damaged."""
+        with self._lock:
+            others = list(self.copies.get((kind, key), ()))
+        damage: IntegrityError | None = None
+        for location in [first, *others]:
+            try:
+                record = self.read(location)
+            except IntegrityError as exc:
+                damage = damage or exc
+                continue
+            if record.kind == kind and record.key == key:
+                return record.body
+        if damage is not None:
+            raise damage
+        raise IntegrityError(f"{self._path(first.segment_id)} offset {first.offset}: holds another record than {key[:80]!r}")
+
+    def where(self, location: Location) -> str:
+        return f"{self._path(location.segment_id)} offset {location.offset}"
+
+
+def split_run_key(key: bytes, where: str, second: str = "id") -> tuple[str, str]:
+    """(run, id) of an ENTRY, JOURNAL or RETIRED key, or (source, target) of a FORK key, checked."""
+    first, other = kinds.split_pair_key(key, where)
+    try:
+        check_name(first)
+        if second == "run":
+            check_name(other)
+        elif not ID.fullmatch(other):
+            raise InvalidName(f"{other!r} is not a ULID")
+    except InvalidName as exc:
+        raise InvalidName(f"{where}: record key {key[:80]!r}: {exc}") from None
+    return first, other
