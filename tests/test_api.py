@@ -39,10 +39,10 @@ def test_open_creates_the_layout(tmp_path: Path, kind: type) -> None:
     root = tmp_path / "deep" / ".agentfs"
     with agentfs.open(kind(root)) as store:
         assert isinstance(store, agentfs.Store)
-        for name in ("objects", "runs", "locks", "tmp"):
+        for name in ("segments", "locks", "tmp", "remotes"):
             assert (root / name).is_dir(), name
         config = json.loads((root / "config").read_text())
-        assert config["format"] == 1
+        assert config["format"] == 2
         assert config["hash"] == "sha256"
         assert "zstd" in config["codec"]
         assert len(config["store_id"]) == 26 and set(config["store_id"]) <= ULID_CHARS
@@ -52,7 +52,7 @@ def test_open_creates_the_layout(tmp_path: Path, kind: type) -> None:
         for params in (chunking["small"], chunking["large"]):
             assert 0 < params["min_size"] <= params["avg_size"] <= params["max_size"]
         assert list((root / "tmp").iterdir()) == []
-        assert list((root / "objects").iterdir()) == []
+        assert list((root / "segments").iterdir()) == []
         assert store.runs() == []
     with agentfs.open(root) as again:
         assert again.id == store.id

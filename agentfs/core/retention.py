@@ -77,7 +77,6 @@ def delete_runs(store: Repository, runs: list[str]) -> list[PruneReport]:
 
 def _family(store: Repository, runs: Iterable[str]) -> set[str]:
     """The runs whose entries may borrow from `runs`: themselves and their forks, transitively."""
-    store.index_forks()
     family = set(runs)
     for run in runs:
         family |= store.forks_of(run)

@@ -6,19 +6,20 @@ import io
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any, TypeVar, Union
 
 from ..engine import lineage
-from ..engine.objectdb import ObjectWriter
+from ..engine.object_store import ObjectWriter
 from ..engine.repository import Repository
 from ..errors import Conflict, NotFound, SerializationError
 from ..format import chunking
 from ..format.entries import encode_entry
 from ..format.manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 from ..format.refs import PACKED, Ref, located
+from ..format.segment import Record
 from ..ids import new_id
 from ..names import check_id, check_name
 from ..objects.blobs import BlobWriter
@@ -123,7 +124,6 @@ class Run:
         encoded_metadata = encode_value(dict(metadata or {}), "metadata")
         sources = _check_artifacts(artifacts or {})
         with self.store.writing():
-            self.store.drop_stale_references()
             if parent is not HEAD:
                 # this process's own last append, still there, is taken without listing the log: this check only saves
                 # writing objects in vain, the one under the run lock counts (and an entry that exists now stays, as below)
@@ -141,13 +141,19 @@ class Run:
             blobs = BlobWriter(writer, self._reusable(head))
             state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
             artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
-            writer.finish()
+            objects = writer.finish()
             schema = None if self.schema is None else self.schema.version
-            checkpoint = self._append(
-                parent, kind, state_refs, artifact_refs, encoded_metadata, blobs.pack, schema=schema, keep_artifacts=keep_artifacts
+            return self._append(
+                parent,
+                kind,
+                state_refs,
+                artifact_refs,
+                encoded_metadata,
+                blobs.pack,
+                schema=schema,
+                keep_artifacts=keep_artifacts,
+                objects=objects,
             )
-        self.store.db.mark_referenced(writer.seen)
-        return checkpoint
 
     def update(
         self,
@@ -346,6 +352,7 @@ class Run:
         forked_from: list[str] | None = None,
         schema: int | None = None,
         keep_artifacts: bool = False,
+        objects: Sequence[Record] = (),
     ) -> Checkpoint:
         with self.store.appending(self.name):
             head = self.head_id()
@@ -367,7 +374,12 @@ class Run:
                 schema=schema,
             )
             data, entry = encode_entry(manifest, pack)
-            self.store.append_entry(self.name, manifest.id, data)
+            relies_on = set(entry.borrowed())  # made durable first: this entry is unreadable without them
+            if head is not None:
+                relies_on.add((self.name, head))
+            if forked_from is not None:
+                relies_on.add((forked_from[0], forked_from[1]))
+            self.store.append_entry(self.name, manifest.id, data, objects=objects, relies_on=relies_on)
         self.store.heads[self.name] = manifest.id
         self.store.cache_entry((self.name, manifest.id), entry)
         return Checkpoint(self.store, manifest, self.schema)

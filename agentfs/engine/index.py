@@ -229,6 +229,14 @@ class Index:
         with self._lock:
             return self.objects.get(oid)
 
+    def object_ids(self) -> list[bytes]:
+        with self._lock:
+            return list(self.objects)
+
+    def object_lengths(self) -> list[int]:
+        with self._lock:
+            return [location.length for location in self.objects.values()]
+
     def known_end(self, segment_id: int) -> int:
         with self._lock:
             known = self.segments.get(segment_id)

@@ -23,7 +23,7 @@ def readable(store: Repository, run: str, checkpoint_id: str) -> Entry | None:
     except NotFound:
         return None
     except DAMAGE as exc:
-        if not store.entry_path(run, checkpoint_id).is_file():
+        if not store.has_entry(run, checkpoint_id):
             raise
         log.warning("run %r: skipping damaged checkpoint %s: %s", run, checkpoint_id, exc)
         return None

@@ -1,19 +1,25 @@
-"""verify: re-hash and cross-check everything; gc: delete unreferenced objects past a grace period."""
+"""verify: re-hash and cross-check everything; gc: compaction of sealed segments, dropping what nothing needs."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing
-from ..format import codec
+from ..format import codec, kinds
+from ..format import segment as fmt
 from ..format.entries import Entry
 from ..format.journal import decode_record
 from ..format.keys import JOURNAL, RETIRED
 from ..format.refs import PACKED, Location
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
+from ..fsutil import fsync_dir
+from . import segments
+from .index import Index
 from .repository import Repository
+from .segments import open_segment, segment_ids
 
 ROLE_NAMES = {OBJECT: "object", NODE: "tree node", CHUNK: "chunk"}
 
@@ -56,29 +62,32 @@ class GcReport:
     damaged: list[str] = dataclasses.field(default_factory=list)  # entries that could not be read: no object was deleted
 
 
-def _check_object(store: Repository, oid: bytes) -> Problem | None:
-    path = store.db.path(oid)
+def _check_object(index: Index, oid: bytes, location: segments.Location) -> Problem | None:
+    where = index.where(location)
     try:
-        blob = path.read_bytes()
-        if not blob:
-            return Problem("empty", str(path), f"object {oid.hex()} is a zero-length file")
-        codec.decode(blob, oid, str(path))
-    except FileNotFoundError:
-        return None  # deleted by gc while we listed
+        codec.decode(index.read_body(kinds.OBJECT, oid, location), oid, f"object {oid.hex()} ({where})")
+    except NotFound:
+        return None  # compacted away while we listed
     except AgentFSError as exc:
-        return Problem("corrupt", str(path), str(exc))
+        return Problem("corrupt", where, str(exc))
     return None
 
 
 def verify(store: Repository) -> VerifyReport:
+    """Read every segment (a fresh index: damaged batches, malformed keys), every object, entry and record, and the closures."""
     report = VerifyReport()
-    oids = list(store.db.oids())
-    report.objects = len(oids)
-    good = set(oids)
-    for oid, problem in zip(oids, store.pool.map(lambda o: _check_object(store, o), oids), strict=True):
-        if problem is not None:
-            good.discard(oid)
-            report.problems.append(problem)
+    index = Index(store.segments_dir)
+    try:
+        report.problems.extend(Problem("corrupt", str(store.segments_dir), problem) for problem in index.problems)
+        located = list(index.objects.items())
+        report.objects = len(located)
+        good = set(index.objects)
+        for (oid, _location), problem in zip(located, store.pool.map(lambda item: _check_object(index, *item), located), strict=True):
+            if problem is not None:
+                good.discard(oid)
+                report.problems.append(problem)
+    finally:
+        index.close()
     partial = store.source is not None or any(store.remotes_dir.glob("*/pulled"))
     retired = _check_records(store, report)
     nodes_checked: set[bytes] = set()
@@ -178,45 +187,23 @@ def _mark(store: Repository, entries: list[tuple[str, str]], marked: set[bytes])
 
 
 def gc(store: Repository, grace: float = 3600.0) -> GcReport:
-    """Delete objects no checkpoint references, last touched over `grace` seconds ago.
+    """Compaction: copy the live records of sealed segments into a new segment, then delete them.
 
-    Commits hold the store's gc lock shared from their first object write to their log entry; the
-    final re-mark and the deletions happen under it exclusively, so no commit in flight loses an object.
-    A log entry that cannot be read (truncated, corrupt) may need any object, so while one exists no
-    object is deleted: the sweep is skipped and the entry named in `report.damaged`.
+    Runs under excluding_writers(): no commit is between choosing what to reuse and appending its
+    entry, so marking from every entry sees all that is live. This process's segment and those of
+    writers that died or closed are sealed first; a live writer's segment is left alone. Objects no
+    entry reaches are kept while their segment was modified within `grace` seconds. Entries and
+    journal records that retirement records hide are dropped; retirement and fork records are kept.
+    A log entry that cannot be read may need any object: while one exists nothing is compacted.
     """
     report = GcReport()
-    seen = list(store.local_entries())
-    marked: set[bytes] = set()
-    report.damaged = _mark(store, seen, marked)
-    now = time.time()
-    candidates = []
-    for oid in [] if report.damaged else store.db.oids():
-        if oid in marked:
-            report.kept += 1
-            continue
-        try:
-            if now - store.db.path(oid).stat().st_mtime > grace:
-                candidates.append(oid)
-            else:
-                report.kept += 1
-        except FileNotFoundError:
-            continue
     with store.excluding_writers():
-        report.damaged += _mark(store, sorted(set(store.local_entries()) - set(seen)), marked)
+        store.seal_for_compaction()
+        marked: set[bytes] = set()
+        report.damaged = _mark(store, list(store.local_entries()), marked)
+        if not report.damaged:
+            _compact(store, grace, marked, report)
         now = time.time()
-        for oid in [] if report.damaged else candidates:
-            path = store.db.path(oid)
-            try:
-                stat = path.stat()
-                if oid in marked or now - stat.st_mtime <= grace:
-                    report.kept += 1
-                    continue
-                path.unlink()
-            except FileNotFoundError:
-                continue
-            report.deleted += 1
-            report.bytes_freed += stat.st_size
         for temp in store.tmp_dir.iterdir():
             try:
                 if now - temp.stat().st_mtime > grace:
@@ -224,5 +211,53 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
                     report.temp_deleted += 1
             except FileNotFoundError:
                 continue
-    store.db.referenced.difference_update(candidates)
     return report
+
+
+def _compact(store: Repository, grace: float, marked: set[bytes], report: GcReport) -> None:
+    now = time.time()
+    victims: list[Path] = []
+    kept: list[fmt.Record] = []
+    copied: set[tuple[int, bytes]] = set()
+    for segment_id in segment_ids(store.segments_dir):
+        path = store.segments_dir / fmt.segment_name(segment_id)
+        try:
+            view = open_segment(path)
+            young = now - path.stat().st_mtime <= grace
+        except (AgentFSError, FileNotFoundError):
+            continue  # a segment this agentfs cannot read is never deleted by it
+        if not view.sealed:
+            continue  # a live writer's
+        try:
+            records = [store.index.read(segments.Location(segment_id, entry.offset, entry.length)) for entry in view.entries]
+        except AgentFSError as exc:
+            report.damaged.append(f"{path}: {exc}: left as it is")
+            continue
+        for record in records:
+            if (record.kind, record.key) in copied:
+                continue
+            if _live(store, record, marked, young, report):
+                copied.add((record.kind, record.key))
+                kept.append(record)
+        victims.append(path)
+        report.bytes_freed += path.stat().st_size
+    if not victims:
+        return
+    report.bytes_freed -= store.append_compacted(kept)
+    for path in victims:
+        path.unlink()
+    if store.sync_writes:
+        fsync_dir(store.segments_dir)
+    store.index.refresh()
+
+
+def _live(store: Repository, record: fmt.Record, marked: set[bytes], young: bool, report: GcReport) -> bool:
+    if record.kind == kinds.OBJECT:
+        live = record.key in marked or young
+        report.kept += live
+        report.deleted += not live
+        return live
+    if record.kind in (kinds.ENTRY, kinds.JOURNAL):
+        run, record_id = kinds.split_pair_key(record.key, "compaction")
+        return store.index.has(record.kind, run, record_id)  # hidden by a retirement record: dropped
+    return True  # retirement and fork records, and kinds of a newer writer

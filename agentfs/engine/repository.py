@@ -1,28 +1,27 @@
-"""The repository: one local directory of objects, run logs, records, locks and remote state.
+"""The repository: one local directory of append-only segments, locks and remote state (format 2).
 
 The engine's one interface to what is stored; features (core/) and sync (sync/) both build on it,
 and the public Store (api.py) is a Repository with the features added.
 
-The engine API: all core/ may use (a forbidden import contract keeps it off fsutil and the locks),
-and what the format-2 engine must provide with the same contracts. "Durable" means it survives
-power loss once the call returns, with durability="power" (with "process", a killed process only).
+The engine API: all core/ may use (a forbidden import contract keeps it off fsutil and the locks).
+"Durable" means it survives power loss once the call returns, with durability="power" (with
+"process", a killed process only).
 
-- entries: `append_entry` (whole, durable, never replaces), `has_entry`, `read_entry` (verified,
-  cached, fetched from a remote if missing), `local_entry` (raw bytes here only), `cache_entry`,
-  `head`, `heads` (this process's hint), `ids`, `local_ids`, `local_runs`, `local_entries`.
-  From a remote: `install_entry` (verified; with `replace=`, a repair of a damaged local copy).
+- entries: `append_entry` (whole, durable, never replaces; carries the commit's object records in
+  its one batch), `has_entry`, `read_entry` (verified, cached, fetched from a remote if missing),
+  `local_entry` (raw bytes here only), `cache_entry`, `head`, `heads` (this process's hint), `ids`,
+  `local_ids`, `local_runs`, `local_entries`. From a remote: `install_entry` (verified; with
+  `replace=`, a repair of a damaged local copy).
 - records (JOURNAL, RETIRED): `append_record` (whole, durable, never replaces), `record_ids`,
   `poll_record_ids`, `read_record`, `record_size`, `local_records`, `retirements`, and
   `make_records_durable` for records another process wrote and may have left unsynced.
-- retention and forks: `retire` (a durable retirement record first, then the removals, durable),
-  `note_fork` (durable before the fork's entry), `forks_of`, `index_forks`.
+- retention and forks: `retire` (a durable retirement record: the index then hides what it names),
+  `note_fork` (durable before the fork's entry), `forks_of`.
 - locks: `appending(run)` around one append to a run's log, `journal_lock(run)`, `writing()`
   (shared, by every commit), `excluding_writers()` (exclusive: prune and gc).
 - config: `read_config`, `rewrite_config` (durable, under the config lock).
-- objects: `db` (written through ObjectWriter; `sizes()`), `drop_stale_references`, `pool`.
+- objects: `db` (an ObjectStore; new objects through ObjectWriter), `pool`.
 - `where_stored` names where an entry or record lies, for messages; `writer()`, `id`, `source`.
-
-Paths (`entry_path`, `record_dir`, `tmp_dir`, ...) are format 1's, for the engine and sync only.
 """
 
 from __future__ import annotations
@@ -33,32 +32,36 @@ import os
 import socket
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..aio import Offloader
-from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
-from ..format import keys
+from ..errors import FormatError, IntegrityError, NotFound
+from ..format import keys, kinds
+from ..format import segment as fmt
 from ..format.config import encode_config, new_config, read_config
 from ..format.entries import Entry, decode_entry_at
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
-from ..fsutil import make_dirs, trust_above, write_atomic
+from ..fsutil import fsync_dir, make_dirs, trust_above, write_atomic
+from . import segments
+from .index import Index
 from .locks import EXCLUSIVE, SHARED, flock
-from .objectdb import ObjectDB
-from .run_files import ID_LENGTH, RunFiles
+from .object_store import ObjectStore
+from .segment_writer import DURABILITY, Durability, SegmentWriter, seal_orphans
 
 HOST = socket.gethostname()
 log = logging.getLogger("agentfs")
 
-Durability = Literal["power", "process"]
-DURABILITY: tuple[str, ...] = ("power", "process")
 ENTRY_CACHE = 256
+COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
+KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
 R = TypeVar("R", bound="Repository")
+__all__ = ["DURABILITY", "Durability", "Repository", "Source"]
 
 
 class Source(Protocol):
@@ -75,32 +78,33 @@ class Source(Protocol):
     def attach(self, store: Repository) -> None: ...
 
 
-class Repository(RunFiles):
+class Repository:
     """A local agentfs store's storage. Safe to share between threads and between processes."""
 
     def __init__(self, root: Path, *, durability: Durability = "power", source: Source | None = None) -> None:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
-        super().__init__(root, sync_writes=durability == "power")
+        self.root = root
         self.durability = durability
-        self.objects_dir = root / keys.OBJECTS
+        self.sync_writes = durability == "power"
+        self.segments_dir = root / keys.SEGMENTS
+        self.locks_dir = root / keys.LOCKS
+        self.tmp_dir = root / keys.TMP
         self.remotes_dir = root / keys.REMOTES
-        self.forks_dir = root / keys.FORKS
-        self.forks_indexed = root.joinpath(*keys.FORKS_INDEXED)
-        self.gc_lock_path = root.joinpath(*keys.GC_LOCK)
-        self.config_lock_path = root.joinpath(*keys.CONFIG_LOCK)
-        self.pruned_path = root.joinpath(*keys.PRUNED)  # replaced by every prune: see drop_stale_references
-        self._pruned_seen: tuple[int, int] | None = None
         self.config = self._open_config()
         self.source = source
-        self.db = ObjectDB(self.objects_dir, self.tmp_dir, sync=self.sync_writes)
+        self.index = Index(self.segments_dir)
+        self.db = ObjectStore(self.index, self._append, self.make_durable)
         if source is not None:
             source.attach(self)
             self.db.fetch = source.fetch_object
+        self._writer: SegmentWriter | None = None
+        self._synced: dict[int, int] = {}  # segment id -> offset up to which this process knows it durable
         self._entries: OrderedDict[Location, Entry] = OrderedDict()
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._retirements_fetched: set[str] = set()  # runs whose remote retirement records this process has fetched
         self._lock = threading.Lock()
+        self._held = threading.local()  # the stripe locks this thread holds: appending() nests
         self._pool: ThreadPoolExecutor | None = None
         self.offload = Offloader()  # runs the blocking work of the async twins (aio.py)
 
@@ -112,7 +116,7 @@ class Repository(RunFiles):
         """
         config_path = self.root / keys.CONFIG
         created = False
-        layout = (self.objects_dir, self.runs_dir, self.root.joinpath(*keys.RUN_LOCKS), self.tmp_dir, self.remotes_dir, self.forks_dir)
+        layout = (self.segments_dir, self.locks_dir, self.tmp_dir, self.remotes_dir)
         if self.sync_writes:
             trust_above(self.root)
         if not config_path.is_file():
@@ -124,8 +128,9 @@ class Repository(RunFiles):
         config = read_config(config_path)
         for path in layout:
             make_dirs(path, sync=self.sync_writes)
-        if created:  # a new store records every fork from its start (an older one is indexed by its first prune)
-            write_atomic(self.tmp_dir, self.forks_indexed, b"", sync=self.sync_writes, exclusive=False)
+        if created:  # the fixed set of locks, so that no commit creates one (flock would, and need not sync it)
+            for name in [*(keys.stripe_name(kind, n) for kind in ("run", "journal") for n in range(keys.STRIPES)), "gc", "config"]:
+                (self.locks_dir / name).touch()
         return config
 
     @property
@@ -145,6 +150,10 @@ class Repository(RunFiles):
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+            if self._writer is not None:
+                self._writer.close()  # leaves its segment unsealed: the slot's next writer continues it
+                self._writer = None
+        self.index.close()
 
     def __enter__(self: R) -> R:
         return self
@@ -155,7 +164,89 @@ class Repository(RunFiles):
     def __repr__(self) -> str:
         return f"<agentfs.Store {str(self.root)!r}>"
 
-    # runs and their logs
+    # appending and durability
+
+    def _segment_writer(self) -> SegmentWriter:
+        with self._lock:
+            if self._writer is None:
+                self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
+            return self._writer
+
+    def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
+        """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them."""
+        locations = self._segment_writer().append(records, sync=sync)
+        first, last = locations[0], locations[-1]
+        start, end = first.offset - fmt.BEGIN_FRAME, last.offset + last.length + fmt.END_FRAME
+        entries = [fmt.IndexEntry(r.kind, r.key, at.offset, at.length) for r, at in zip(records, locations, strict=True)]
+        self.index.add_batch(first.segment_id, start, end, entries)
+        if sync and self.sync_writes:
+            with self._lock:
+                self._synced[first.segment_id] = max(self._synced.get(first.segment_id, 0), end)
+        return locations
+
+    def make_durable(self, location: segments.Location) -> None:
+        """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
+
+        Hazard: another writer (or a process killed before its sync, or one with durability
+        "process") may have appended it without an fdatasync, or made its segment's directory entry
+        without an fsync. The first time a segment is relied on it is fsynced with segments/; later
+        only an fdatasync, and none for what this process already knows synced. Records in this
+        process's own current segment need nothing: its own next append's fdatasync covers the file.
+        """
+        if not self.sync_writes:
+            return
+        segment_id, end = location.segment_id, location.offset + location.length
+        writer = self._writer
+        if writer is not None and writer.segment_id == segment_id:
+            return
+        with self._lock:
+            synced = self._synced.get(segment_id)
+        if synced is not None and synced >= end:
+            return
+        known = max(end, self.index.known_end(segment_id))  # read before the sync: all of it is covered
+        fd = self.index.descriptor(segment_id)
+        if synced is None:
+            os.fsync(fd)
+            fsync_dir(self.segments_dir)
+        else:
+            os.fdatasync(fd)
+        with self._lock:
+            self._synced[segment_id] = max(self._synced.get(segment_id, 0), known)
+
+    # compaction (engine/maintenance.py), under excluding_writers()
+
+    def seal_for_compaction(self) -> None:
+        """Seal this process's segment and those no live writer holds, so that compaction may copy them."""
+        if self._writer is not None:
+            self._writer.seal()
+        seal_orphans(self.segments_dir, self.locks_dir, durability=self.durability)
+        self.index.refresh()
+
+    def append_compacted(self, records: Sequence[fmt.Record]) -> int:
+        """Append copies of live records to new segments of this process, sealed (so synced) at the end; their bytes."""
+        writer = self._segment_writer()
+        written = 0
+        for start in range(0, len(records), COMPACTION_BATCH):
+            written += sum(location.length for location in self._append(records[start : start + COMPACTION_BATCH], False))
+        writer.seal()
+        return written
+
+    # runs and their entries
+
+    def local_runs(self) -> list[str]:
+        """Names of the runs with at least one entry in this store."""
+        self.index.refresh()
+        return self.index.runs(kinds.ENTRY)
+
+    def local_ids(self, run: str) -> list[str]:
+        """The ids of `run`'s entries in this store, oldest first."""
+        self.index.refresh()
+        return self.index.ids(kinds.ENTRY, run)
+
+    def local_entries(self) -> Iterator[Location]:
+        """(run, id) of every entry in the store, run by run."""
+        self.index.refresh()
+        return self.index.all_ids(kinds.ENTRY)
 
     def runs(self) -> list[str]:
         """Names of every run with at least one checkpoint (here or on the remote)."""
@@ -170,10 +261,8 @@ class Repository(RunFiles):
 
     def head(self, run: str) -> str | None:
         """The greatest id of the run: its head."""
-        try:
-            local = max((name for name in os.listdir(self.log_dir(run)) if len(name) == ID_LENGTH), default=None)
-        except FileNotFoundError:
-            local = None
+        self.index.refresh()
+        local = self.index.head(run)
         if self.source is None:
             return local
         remote = self.source.head_id(run)
@@ -189,31 +278,34 @@ class Repository(RunFiles):
             ids.update(set(self.source.list_ids(run)) - self.retired_ids(run))
         return sorted(ids)
 
-    def retirements(self, run: str) -> list[Retirement]:
-        """The run's retirement records: what retention removed from it on purpose.
+    def has_entry(self, run: str, checkpoint_id: str) -> bool:
+        """Whether this store holds the entry now (never asks a remote)."""
+        self.index.refresh()  # another process may have retired it since this process looked
+        return self.index.has(kinds.ENTRY, run, checkpoint_id)
 
-        With a remote, its records for `run` are fetched (verified) first, once per process: a run's
-        ids and head are not trusted before the remote's retirements are known.
-        """
-        if self.source is not None and run not in self._retirements_fetched:
-            self._fetch_retirements(run)
-        directory = self.record_dir(run, RETIRED)
-        return [decode_retirement((directory / n).read_bytes(), run, n, f"{run} retired/{n}") for n in self.record_ids(run, RETIRED)]
+    def _location(self, kind: int, run: str, record_id: str) -> segments.Location | None:
+        location = self.index.location(kind, run, record_id)
+        if location is None:
+            self.index.refresh()
+            location = self.index.location(kind, run, record_id)
+        return location
 
-    def _fetch_retirements(self, run: str) -> None:
-        assert self.source is not None
-        directory = self.record_dir(run, RETIRED)
-        for record_id in sorted(set(self.source.list_ids(run, RETIRED)) - set(self.record_ids(run, RETIRED))):
-            data = self.source.fetch_record(RETIRED, run, record_id)
-            if data is None:
-                continue  # removed by a remote gc since it was listed
-            decode_retirement(data, run, record_id, f"remote {run} retired/{record_id}")
-            write_atomic(self.tmp_dir, directory / record_id, data, sync=self.sync_writes)
-        self._retirements_fetched.add(run)
+    def _body(self, kind: int, run: str, record_id: str) -> tuple[bytes, str] | None:
+        """(a record's body, where it lies) or None; IntegrityError if every copy is damaged."""
+        for _attempt in range(2):  # a segment compacted away meanwhile: the index is rebuilt, and read again
+            location = self._location(kind, run, record_id)
+            if location is None:
+                return None
+            try:
+                return self.index.read_body(kind, kinds.pair_key(run, record_id), location), self.index.where(location)
+            except NotFound:
+                self.index.refresh()
+        return None
 
-    def retired_ids(self, run: str) -> set[str]:
-        """Checkpoint ids of `run` that retention removed on purpose."""
-        return {cid for record in self.retirements(run) for cid in record.checkpoints}
+    def local_entry(self, run: str, checkpoint_id: str) -> bytes | None:
+        """The entry's bytes as stored here, unverified but for its frame; None if there is none."""
+        found = self._body(kinds.ENTRY, run, checkpoint_id)
+        return None if found is None else found[0]
 
     def read_entry(self, run: str, checkpoint_id: str) -> Entry:
         key = (run, checkpoint_id)
@@ -222,21 +314,19 @@ class Repository(RunFiles):
             if cached is not None:
                 self._entries.move_to_end(key)
                 return cached
-        path = self.entry_path(run, checkpoint_id)
         where = f"{run}@{checkpoint_id}"
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            entry = self._fetch_entry(run, checkpoint_id)
-        else:
-            try:
-                entry = decode_entry_at(data, run, checkpoint_id, f"{where} ({path})")
-            except (FormatError, IntegrityError):
-                if self.source is None:
-                    raise
-                # a damaged local copy and a remote: its copy, verified, replaces ours (automatic repair)
-                entry = self._fetch_entry(run, checkpoint_id, replace=True)
-                log.warning("checkpoint %s was damaged in %s: repaired from the remote", where, self.root)
+            found = self._body(kinds.ENTRY, run, checkpoint_id)
+            if found is None:
+                entry = self._fetch_entry(run, checkpoint_id)
+            else:
+                entry = decode_entry_at(found[0], run, checkpoint_id, f"{where} ({found[1]})")
+        except (FormatError, IntegrityError):
+            if self.source is None:
+                raise
+            # a damaged local copy and a remote: its copy, verified, is appended and read from now on (repair)
+            entry = self._fetch_entry(run, checkpoint_id, replace=True)
+            log.warning("checkpoint %s was damaged in %s: repaired from the remote", where, self.root)
         self.cache_entry(key, entry)
         return entry
 
@@ -266,7 +356,7 @@ class Repository(RunFiles):
 
     def install_entry(self, run: str, checkpoint_id: str, data: bytes, entry: Entry, *, replace: bool = False) -> bool:
         """Add an entry verified as `entry` (from a remote). Entries are never replaced, but with `replace`:
-        a local copy found damaged (it does not decode) is replaced by this verified one (repair)."""
+        a local copy found damaged gets a verified copy appended beside it, which reads then prefer (repair)."""
         sources = {source for source, _id in entry.borrowed()}  # a fork, or an Artifact of another run reused
         if entry.manifest.forked_from is not None:
             sources.add(entry.manifest.forked_from[0])
@@ -274,63 +364,137 @@ class Repository(RunFiles):
             self.note_fork(source, run)
         with self._lock:
             self._entries.pop((run, checkpoint_id), None)
-        if replace:  # repair: a damaged local copy gives way to this verified one
-            return self.repair_entry(run, checkpoint_id, data)
-        return self.append_entry(run, checkpoint_id, data)
+        if replace:
+            self._append([fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)
+            return True
+        with self.appending(run):
+            return self.append_entry(run, checkpoint_id, data)
+
+    def append_entry(
+        self, run: str, checkpoint_id: str, data: bytes, *, objects: Sequence[fmt.Record] = (), relies_on: Iterable[Location] = ()
+    ) -> bool:
+        """Add an entry whole, with the commit's new `objects`, as one batch; False if the run already has it.
+
+        Call with appending(run) held. `relies_on`: entries the new one names (its parent, those it
+        borrows from), made durable first. Durable when it returns (durability="power": one
+        fdatasync); a crash midway leaves no entry, at worst a torn tail that readers ignore.
+        """
+        for location in relies_on:
+            found = self.index.location(kinds.ENTRY, *location)
+            if found is not None:
+                self.make_durable(found)
+        self.index.refresh()
+        if self.index.has(kinds.ENTRY, run, checkpoint_id):
+            return False
+        self._append([*objects, fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)
+        return True
+
+    def read_packed(self, oid: bytes, location: Location) -> bytes:
+        return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
+
+    def where_stored(self, run: str, kind: str, record_id: str) -> str:
+        """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
+        location = self.index.location(KIND[kind], run, record_id)
+        where = str(self.segments_dir) if location is None else self.index.where(location)
+        return f"{where}: {kind} record {run}/{record_id}"
+
+    # journal and retirement records
+
+    def append_record(self, run: str, kind: str, record_id: str, data: bytes) -> bool:
+        """Add a JOURNAL or RETIRED record whole, never replacing one: False if it exists. Durable as append_entry."""
+        self.index.refresh()
+        if self.index.has(KIND[kind], run, record_id):
+            return False
+        self._append([fmt.Record(KIND[kind], kinds.pair_key(run, record_id), data)], True)
+        return True
+
+    def record_ids(self, run: str, kind: str) -> list[str]:
+        """The ids of `run`'s JOURNAL or RETIRED records, oldest first."""
+        self.index.refresh()
+        return self.index.ids(KIND[kind], run)
+
+    def poll_record_ids(self, run: str, kind: str, known: Iterable[str] = ()) -> set[str]:
+        """The ids of `run`'s JOURNAL or RETIRED records now, unordered, for a caller that polls."""
+        self.index.refresh()
+        return set(self.index.ids(KIND[kind], run))
+
+    def read_record(self, run: str, kind: str, record_id: str) -> bytes | None:
+        """A record's bytes, unverified but for its frame; None if it is gone (retired since it was listed)."""
+        found = self._body(KIND[kind], run, record_id)
+        return None if found is None else found[0]
+
+    def record_size(self, run: str, kind: str, record_id: str) -> int | None:
+        """The bytes of a record's body; None if it is gone."""
+        location = self._location(KIND[kind], run, record_id)
+        return None if location is None else location.length - fmt.record_overhead(len(kinds.pair_key(run, record_id)))
+
+    def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
+        """(run, id) of every JOURNAL or RETIRED record in the store."""
+        self.index.refresh()
+        return self.index.all_ids(KIND[kind])
+
+    def make_records_durable(self, run: str, kind: str, record_ids: list[str]) -> None:
+        """Make records durable whoever wrote them (see make_durable), before they are returned."""
+        for record_id in record_ids:
+            location = self._location(KIND[kind], run, record_id)
+            if location is not None:
+                self.make_durable(location)
+
+    def retirements(self, run: str) -> list[Retirement]:
+        """The run's retirement records: what retention removed from it on purpose.
+
+        With a remote, its records for `run` are fetched (verified) first, once per process: a run's
+        ids and head are not trusted before the remote's retirements are known.
+        """
+        if self.source is not None and run not in self._retirements_fetched:
+            self._fetch_retirements(run)
+        found = []
+        for record_id in self.record_ids(run, RETIRED):
+            body = self._body(kinds.RETIRED, run, record_id)
+            if body is not None:
+                found.append(decode_retirement(body[0], run, record_id, f"{run} retired/{record_id} ({body[1]})"))
+        return found
+
+    def _fetch_retirements(self, run: str) -> None:
+        assert self.source is not None
+        for record_id in sorted(set(self.source.list_ids(run, RETIRED)) - set(self.record_ids(run, RETIRED))):
+            data = self.source.fetch_record(RETIRED, run, record_id)
+            if data is None:
+                continue  # removed by a remote gc since it was listed
+            decode_retirement(data, run, record_id, f"remote {run} retired/{record_id}")
+            self.append_record(run, RETIRED, record_id, data)
+        self._retirements_fetched.add(run)
+
+    def retired_ids(self, run: str) -> set[str]:
+        """Checkpoint ids of `run` that retention removed on purpose."""
+        return {cid for record in self.retirements(run) for cid in record.checkpoints}
 
     def retire(self, record: Retirement) -> None:
-        """Remove what `record` names from its run: first the record itself, durably, then the
-        checkpoints' log entries and the journal records, then this process's cache of them.
-
-        Call with excluding_writers() held. When it returns the record and the removals are
-        durable (durability="power"), and commits in any process have been told to forget which
-        objects they knew referenced (see drop_stale_references).
-        """
+        """Remove what `record` names from its run: a durable retirement record, which the index of
+        every process then applies (hides the checkpoints and journal records it names), and this
+        process's cache of them. Call with excluding_writers() held; compaction drops them later."""
         self.append_record(record.run, RETIRED, record.id, encode_retirement(record, self.writer()))
-        write_atomic(self.tmp_dir, self.pruned_path, record.id.encode(), sync=False, exclusive=False)
-        self.remove_files(record.run, LOG, record.checkpoints)
-        self.remove_files(record.run, JOURNAL, record.journal)
         self.forget(record.run, record.checkpoints)
 
     # forks: the only way a run's entries borrow from another run's
 
     def note_fork(self, source: str, target: str) -> None:
         """Record, durably and before the fork's entry exists, that `target` may borrow from `source`."""
-        path = self.root.joinpath(*keys.fork_key(source, target))
-        if not path.exists():
-            write_atomic(self.tmp_dir, path, target.encode(), sync=self.sync_writes, exclusive=False)
+        self.index.refresh()
+        if target not in self.index.forks.get(source, ()):
+            self._append([fmt.Record(kinds.FORK, kinds.pair_key(source, target), b"")], True)
 
     def forks_of(self, run: str) -> set[str]:
         """Runs forked from `run`, and from those, and so on: every run that may borrow from it."""
+        self.index.refresh()
         found: set[str] = set()
         todo = [run]
         while todo:
-            directory = self.forks_dir / keys.digest(todo.pop())
-            try:
-                names = {(directory / n).read_text() for n in os.listdir(directory)}
-            except FileNotFoundError:
-                continue
+            names = self.index.forks.get(todo.pop(), set())
             todo.extend(names - found - {run})
             found |= names
         found.discard(run)
         return found
-
-    def index_forks(self) -> None:
-        """Make forks/ name every fork in the store, once: a store from before forks/ existed lacks them.
-
-        Entries that cannot be read are skipped (verify reports them). Durable when it returns.
-        """
-        if self.forks_indexed.exists():
-            return
-        for run, checkpoint_id in self.local_entries():
-            with contextlib.suppress(AgentFSError):
-                source = self.read_entry(run, checkpoint_id).manifest.forked_from
-                if source is not None:
-                    self.note_fork(source[0], run)
-        write_atomic(self.tmp_dir, self.forks_indexed, b"", sync=self.sync_writes, exclusive=False)
-
-    def read_packed(self, oid: bytes, location: Location) -> bytes:
-        return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
 
     # config
 
@@ -341,7 +505,7 @@ class Repository(RunFiles):
     def rewrite_config(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Apply `change` to the config as stored now and replace it, under the config lock (two
         writers would each drop the other's fields); durable when it returns. The new config."""
-        with flock(self.config_lock_path, EXCLUSIVE):
+        with flock(self.root.joinpath(*keys.CONFIG_LOCK), EXCLUSIVE):
             config = self.read_config()
             change(config)
             write_atomic(self.tmp_dir, self.root / keys.CONFIG, encode_config(config), sync=self.sync_writes, exclusive=False)
@@ -350,26 +514,33 @@ class Repository(RunFiles):
 
     # locks
 
-    def drop_stale_references(self) -> None:
-        """Forget which objects committed entries reference if any process pruned since we last looked.
+    @contextlib.contextmanager
+    def _stripe(self, kind: str, run: str) -> Iterator[None]:
+        """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
+        path = self.root.joinpath(*keys.stripe_lock_key(kind, run))
+        held: set[Path] = self._held.__dict__.setdefault("paths", set())
+        if path in held:
+            yield
+            return
+        with flock(path, EXCLUSIVE):
+            held.add(path)
+            try:
+                yield
+            finally:
+                held.discard(path)
 
-        The commit's ObjectWriter skips checking objects it knows referenced; after a prune a gc may
-        have deleted them. Called with the gc lock held shared, and prune replaces the file while
-        holding it exclusively, so no prune can slip between this look and the entry's append.
-        """
-        try:
-            stat = os.stat(self.pruned_path)
-            seen: tuple[int, int] | None = (stat.st_ino, stat.st_mtime_ns)
-        except FileNotFoundError:
-            seen = None
-        if seen != self._pruned_seen:
-            self.db.referenced.clear()
-            self._pruned_seen = seen
+    def appending(self, run: str) -> AbstractContextManager[None]:
+        """Held around one append to the run's log: who holds it reads the head and appends after it."""
+        return self._stripe("run", run)
+
+    def journal_lock(self, run: str) -> AbstractContextManager[None]:
+        """Held while a journal reads the run's records, decides and records a call's start."""
+        return self._stripe("journal", run)
 
     def writing(self) -> AbstractContextManager[None]:
-        """Held shared by every commit from its first object write to its log entry; gc deletes under it exclusively."""
-        return flock(self.gc_lock_path, SHARED)
+        """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
+        return flock(self.root.joinpath(*keys.GC_LOCK), SHARED)
 
     def excluding_writers(self) -> AbstractContextManager[None]:
         """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
-        return flock(self.gc_lock_path, EXCLUSIVE)
+        return flock(self.root.joinpath(*keys.GC_LOCK), EXCLUSIVE)

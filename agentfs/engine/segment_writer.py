@@ -62,6 +62,43 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
+def _write_seal(fd: int, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
+    seal = fmt.encode_seal(segment_id, position, entries)
+    _write_all(fd, seal, position)
+    os.ftruncate(fd, position + len(seal))  # drops the unused preallocation and any torn tail
+    if sync:
+        os.fsync(fd)  # the size changed: fdatasync would do it too, fsync says so
+
+
+def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots: int = SLOTS) -> None:
+    """Seal the unsealed segments of every slot no writer holds (its writers died or closed), for compaction."""
+    for slot in range(slots):
+        path = slot_lock_path(locks, slot)
+        if not path.exists():
+            continue
+        fd = os.open(path, os.O_RDWR)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live writer: its segment is its own
+            for segment_id in segment_ids(directory):
+                segment = directory / fmt.segment_name(segment_id)
+                try:
+                    header, sealed = peek(segment)
+                except AgentFSError:
+                    continue
+                if header.slot == slot and not sealed:
+                    view = open_segment(segment)
+                    segment_fd = os.open(segment, os.O_RDWR)
+                    try:
+                        _write_seal(segment_fd, segment_id, view.end, view.entries, sync=durability == "power")
+                    finally:
+                        os.close(segment_fd)
+        finally:
+            os.close(fd)
+
+
 class SegmentWriter:
     """Owns one writer slot and its current segment; `append` adds one commit batch."""
 
@@ -164,11 +201,7 @@ class SegmentWriter:
                 self._seal()
 
     def _seal(self) -> None:
-        seal = fmt.encode_seal(self.segment_id, self.position, self.entries)
-        _write_all(self._fd, seal, self.position)
-        os.ftruncate(self._fd, self.position + len(seal))  # drops the unused preallocation and any torn tail
-        if self.sync:
-            os.fsync(self._fd)  # the size changed: fdatasync would do it too, fsync says so
+        _write_seal(self._fd, self.segment_id, self.position, self.entries, sync=self.sync)
         os.close(self._fd)
         self._fd = -1
 

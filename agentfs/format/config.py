@@ -11,7 +11,8 @@ from ulid import ULID
 from ..errors import FormatError
 from . import chunking, refs
 
-FORMAT = 1
+FORMAT = 2  # a local store's layout: segments (docs/FORMAT.md)
+REMOTE_FORMAT = 1  # a remote's layout: the remote-packs work owns this number
 
 
 def new_config() -> dict[str, Any]:
@@ -36,30 +37,39 @@ REMOTE_FIELDS = ("format", "hash", "codec", "chunking", "inline_max", "pack_max"
 
 
 def remote_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The config a pusher publishes on a remote: the store's format fields only."""
-    return {key: config[key] for key in REMOTE_FIELDS if key in config}
+    """The config a pusher publishes on a remote: the store's format fields only, with the remote's format."""
+    return {**{key: config[key] for key in REMOTE_FIELDS if key in config}, "format": REMOTE_FORMAT}
 
 
 def encode_config(config: dict[str, Any]) -> bytes:
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
 
 
-def check_config(data: bytes, where: str) -> dict[str, Any]:
+def check_config(data: bytes, where: str, expected: int = REMOTE_FORMAT) -> dict[str, Any]:
+    """A config's fields, refused unless it is of format `expected` (a remote's unless told) and sha256."""
     try:
         config = json.loads(data)
     except ValueError as exc:
         raise FormatError(f"{where} is not valid JSON: {exc}") from None
     if not isinstance(config, dict):
         raise FormatError(f"{where} is not an agentfs config")
-    if config.get("format") != FORMAT:
-        raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads format {FORMAT}")
+    if config.get("format") != expected:
+        raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads format {expected}")
     if config.get("hash") != "sha256":
         raise FormatError(f"{where} uses hash {config.get('hash')!r}; this agentfs knows sha256")
     return config
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    config = check_config(path.read_bytes(), str(path))
+    """A local store's config; a format-1 store is refused with the command that converts it."""
+    data = path.read_bytes()
+    try:
+        old = json.loads(data).get("format") == 1
+    except (ValueError, AttributeError):
+        old = False
+    if old:
+        raise FormatError(f"{path.parent} is a format-1 agentfs store; run 'agentfs upgrade {path.parent}' to convert it")
+    config = check_config(data, str(path), FORMAT)
     if not isinstance(config.get("store_id"), str):
         raise FormatError(f"{path} has no store_id: not an agentfs store config")
     return config

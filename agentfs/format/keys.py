@@ -17,15 +17,25 @@ TMP = "tmp"
 REMOTES = "remotes"
 FORKS = "forks"
 GC = "gc"  # remote only: remote gc markers
+SEGMENTS = "segments"  # format 2: the local store's append-only segment files
 
 LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # what a run's directory holds, each named by ULIDs
 RECORD_KINDS = (LOG, JOURNAL, RETIRED)
 
-RUN_LOCKS = (LOCKS, "runs")
-GC_LOCK = (LOCKS, "gc.lock")
-CONFIG_LOCK = (LOCKS, "config.lock")
-PRUNED = (LOCKS, "pruned")  # replaced by every prune, so commits drop caches of referenced objects
-FORKS_INDEXED = (FORKS, "indexed")  # present once forks/ names every fork in the store
+GC_LOCK = (LOCKS, "gc")
+CONFIG_LOCK = (LOCKS, "config")
+
+# format 2's locks/: a fixed set made at init, never a file per run or per commit
+STRIPES = 32  # run-NN (appending) and journal-NN (journal_lock): a run's stripe is digest(run) mod STRIPES
+
+
+def stripe_name(kind: str, stripe: int) -> str:
+    return f"{kind}-{stripe:02d}"
+
+
+def stripe_lock_key(kind: str, run: str) -> tuple[str, str]:
+    """locks/<kind>-NN: the lock of `run`'s stripe, kind "run" or "journal"."""
+    return (LOCKS, stripe_name(kind, int(digest(run)[:8], 16) % STRIPES))
 
 
 def digest(name: str) -> str:
@@ -46,10 +56,6 @@ def record_dir_key(run: str, kind: str) -> tuple[str, ...]:
 
 def record_key(run: str, kind: str, record_id: str) -> tuple[str, ...]:
     return (*record_dir_key(run, kind), record_id)
-
-
-def run_lock_key(run: str) -> tuple[str, str, str]:
-    return (*RUN_LOCKS, f"{digest(run)}.lock")
 
 
 def fork_key(source: str, target: str) -> tuple[str, str, str]:

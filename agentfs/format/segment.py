@@ -198,6 +198,11 @@ def ends_batch(data: bytes | memoryview, offset: int) -> bool:
     return kind == KIND_END and END.unpack(payload) == (offset, count)
 
 
+def record_overhead(key_length: int) -> int:
+    """The bytes a record's frame adds to its body: the frame header, the key length and the key."""
+    return FRAME.size + KEY_LENGTH.size + key_length
+
+
 def decode_record(data: bytes | memoryview, where: str) -> Record:
     """The record in the frame `data` holds exactly, refused unless whole and unaltered."""
     kind, payload = decode_frame(data, where)

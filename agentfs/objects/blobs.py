@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ..engine.objectdb import ObjectDB, ObjectWriter
+from ..engine.object_store import ObjectStore, ObjectWriter
 from ..engine.repository import Repository
 from ..errors import FormatError, SerializationError
 from ..format import chunking, codec
@@ -105,7 +105,7 @@ class _Prepended:
 
 
 class BlobReader:
-    def __init__(self, db: ObjectDB, read_packed: ReadPacked) -> None:
+    def __init__(self, db: ObjectStore, read_packed: ReadPacked) -> None:
         self.db = db
         self.read_packed = read_packed
 

@@ -140,8 +140,8 @@ class Generations(ThreadRuns):
         return runs
 
     def _runs_of(self, thread: str, generation: str) -> list[str]:
-        root = self.store.runs_dir.joinpath(*self.layout.thread_root(thread).split("/"), f"g{generation}")
-        return sorted(log.parent.relative_to(self.store.runs_dir).as_posix() for log in root.glob("**/log") if log.is_dir())
+        prefix = f"{self.layout.thread_root(thread)}/g{generation}"
+        return [run for run in self.store.local_runs() if run == prefix or run.startswith(prefix + "/")]
 
     def _relocated(self, item: Item, moved: dict[tuple[Namespace, str], str]) -> dict[str, Any]:
         """The item's state for its new run: references to commits copied before it follow them, the rest is inlined."""

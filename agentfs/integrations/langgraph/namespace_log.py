@@ -50,7 +50,7 @@ class NamespaceLog:
         and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
         a commit made with `parent=` the head fails if another writer appended since."""
         hint = self.store.heads.get(self.run.name) if trust_hint else None
-        if hint is not None and self.store.entry_path(self.run.name, hint).exists():
+        if hint is not None and self.store.has_entry(self.run.name, hint):
             commit = self.run.get(hint)
             head_key = records.ids(commit)[0]
             while is_write_batch(commit) and commit.parent is not None:

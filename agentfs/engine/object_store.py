@@ -1,0 +1,190 @@
+"""Objects in segments: OBJECT records (key: the oid, body: the sealed blob), read verified.
+
+`ObjectWriter` gathers one commit's new objects (hash and zstd on the pool, a bounded number in
+flight); the commit's entry append writes them with its ENTRY record as one batch (Repository).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ..errors import AgentFSError, ObjectMissing
+from ..format import codec, kinds
+from ..format.refs import parse_node
+from ..format.segment import Record
+from ..format.walk import Children, Reached
+from .index import Index
+from .segments import Location
+
+Fetch = Callable[[bytes], bytes | None]
+Append = Callable[[Sequence[Record], bool], list[Location]]  # records, sync -> their locations
+log = logging.getLogger("agentfs")
+
+
+class ObjectStore:
+    """The store's objects: `index` says where they lie, `append` adds records, `make_durable` syncs another writer's."""
+
+    def __init__(self, index: Index, append: Append, make_durable: Callable[[Location], None]) -> None:
+        self.index = index
+        self.append = append
+        self.make_durable = make_durable
+        self.fetch: Fetch | None = None  # set by a store with a remote: returns verified object blobs
+
+    def location(self, oid: bytes) -> Location | None:
+        location = self.index.object_location(oid)
+        if location is None:
+            self.index.refresh()
+            location = self.index.object_location(oid)
+        return location
+
+    def exists(self, oid: bytes) -> bool:
+        return self.location(oid) is not None
+
+    def read_raw(self, oid: bytes) -> bytes:
+        """The object's blob as stored (compressed), unverified but for its frame; fetched if missing here."""
+        location = self.location(oid)
+        if location is None:
+            return self._fetch(oid)[0]
+        return self.index.read_body(kinds.OBJECT, oid, location)
+
+    def read(self, oid: bytes) -> bytes:
+        location = self.location(oid)
+        if location is None:
+            return self._fetch(oid)[1]
+        where = f"object {oid.hex()} ({self.index.where(location)})"
+        try:
+            return codec.decode(self.index.read_body(kinds.OBJECT, oid, location), oid, where)
+        except AgentFSError:
+            # a corrupt local copy and a remote: its copy, verified, is appended and read from now on
+            if self.fetch is None or (fetched := self.fetch(oid)) is None:
+                raise
+            log.warning("object %s is corrupt in %s: repaired from the remote", oid.hex(), where)
+            return self.install(oid, fetched, f"remote object {oid.hex()}")
+
+    def _fetch(self, oid: bytes) -> tuple[bytes, bytes]:
+        """(blob, its bytes) fetched from the remote, verified and stored."""
+        blob = self.fetch(oid) if self.fetch is not None else None
+        if blob is None:
+            raise ObjectMissing(f"object {oid.hex()} is missing from {self.index.directory.parent}")
+        return blob, self.install(oid, blob, f"remote object {oid.hex()}")
+
+    def install(self, oid: bytes, blob: bytes, where: str) -> bytes:
+        """Verify a blob from elsewhere (a remote), append it durably, and return its bytes."""
+        data = codec.decode(blob, oid, where)
+        self.append([Record(kinds.OBJECT, oid, blob)], True)
+        return data
+
+    def read_node(self, oid: bytes, where: str) -> Children:
+        """A tree node's children; a corrupt node is an IntegrityError from read, not a malformed one."""
+        return parse_node(self.read(oid), oid, where)
+
+    def read_nodes(self, nodes: list[Reached]) -> list[Children | AgentFSError]:
+        """For the closure walk (format.walk.reach): each node's children, or what stopped reading it."""
+        out: list[Children | AgentFSError] = []
+        for node in nodes:
+            try:
+                out.append(self.read_node(node.oid, f"{node.where}: tree node {node.oid.hex()}"))
+            except AgentFSError as exc:
+                out.append(exc)
+        return out
+
+    def oids(self) -> list[bytes]:
+        self.index.refresh()
+        return self.index.object_ids()
+
+    def sizes(self) -> list[int]:
+        """The bytes each object's record takes here, object by object."""
+        self.index.refresh()
+        return self.index.object_lengths()
+
+
+class ObjectWriter:
+    """Gathers the new objects of one commit; `finish()` returns the records its entry's batch must carry.
+
+    Past FLUSH_BYTES of gathered records (a large artifact), they are appended without a sync so memory
+    stays bounded: the entry's batch, later in the same writer's file, is fdatasynced and covers them.
+    An object the store already holds is reused only once durable (ObjectStore.make_durable).
+    """
+
+    MAX_IN_FLIGHT = 8
+    FLUSH_BYTES = 16 << 20
+
+    def __init__(self, objects: ObjectStore, pool: ThreadPoolExecutor) -> None:
+        self.objects = objects
+        self.pool = pool
+        self.seen: set[bytes] = set()
+        self.futures: list[Future[Any]] = []
+        self.slots = threading.BoundedSemaphore(self.MAX_IN_FLIGHT)
+        self._lock = threading.Lock()
+        self._gathered: list[Record] = []
+        self._gathered_bytes = 0
+
+    def _is_new(self, oid: bytes) -> bool:
+        with self._lock:
+            if oid in self.seen:
+                return False
+            self.seen.add(oid)
+        location = self.objects.index.object_location(oid)  # not refreshed: a copy missed is only a duplicate
+        if location is None:
+            return True
+        self.objects.make_durable(location)
+        return False
+
+    def add(self, data: bytes | memoryview) -> bytes:
+        """Store `data` unless the store already holds it; returns its id."""
+        oid = codec.hash_bytes(data)
+        if self._is_new(oid):
+            self._submit(self._write, oid, bytes(data))
+        return oid
+
+    def add_later(self, data: bytes | memoryview) -> Future[bytes]:
+        """Like add(), with the hashing done on the pool too: the caller only cuts and copies."""
+        return self._submit(self._hash_and_write, bytes(data))
+
+    def _submit(self, job: Callable[..., Any], *args: Any) -> Future[Any]:
+        self.slots.acquire()  # bounds memory: at most MAX_IN_FLIGHT chunks are held at once
+        try:
+            future = self.pool.submit(job, *args)
+        except BaseException:
+            self.slots.release()
+            raise
+        self.futures.append(future)
+        return future
+
+    def _hash_and_write(self, data: bytes) -> bytes:
+        try:
+            oid = codec.hash_bytes(data)
+            if self._is_new(oid):
+                self._gather(oid, data)
+            return oid
+        finally:
+            self.slots.release()
+
+    def _write(self, oid: bytes, data: bytes) -> None:
+        try:
+            self._gather(oid, data)
+        finally:
+            self.slots.release()
+
+    def _gather(self, oid: bytes, data: bytes) -> None:
+        record = Record(kinds.OBJECT, oid, codec.encode(data))
+        with self._lock:
+            self._gathered.append(record)
+            self._gathered_bytes += len(record.body)
+            if self._gathered_bytes < self.FLUSH_BYTES:
+                return
+            flush, self._gathered, self._gathered_bytes = self._gathered, [], 0
+        self.objects.append(flush, False)
+
+    def finish(self) -> list[Record]:
+        """Wait for every object; the records not yet appended (the entry's batch carries them)."""
+        for future in self.futures:
+            future.result()
+        self.futures.clear()
+        with self._lock:
+            gathered, self._gathered, self._gathered_bytes = self._gathered, [], 0
+        return gathered
