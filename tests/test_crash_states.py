@@ -42,7 +42,7 @@ def test_every_crash_state_keeps_what_was_acknowledged(name: str, tmp_path: Path
 
 @pytest.mark.parametrize(
     ("plant", "name"),
-    [("object-file-fsync", "commit"), ("object-dir-fsync", "commit"), ("log-dir-fsync", "commit"), ("journal-dir-fsync", "once")],
+    [("segment-fdatasync", "commit"), ("segment-fdatasync", "once"), ("segment-dir-fsync", "commit"), ("reuse-sync", "reuse")],
 )
 def test_a_planted_missing_fsync_loses_an_acknowledged_call(plant: str, name: str, tmp_path: Path) -> None:
     result = explore(WORKLOADS, name, tmp_path, check, plant=plant, max_cuts=None if FULL else 40)

@@ -12,45 +12,28 @@ import itertools
 import os
 import signal
 from collections.abc import Callable
-from pathlib import Path
 
-from agentfs import fsutil
-from agentfs.engine import objectdb as db
+from agentfs.engine import repository, segment_writer
 
 ENV = "AGENTFS_CRASHSIM_PLANT"
 
 
-def _skip_object_file_fsync() -> None:
-    write_temp = db.write_temp
-
-    def unsynced(tmp_dir: Path, data: bytes | memoryview, *, sync: bool) -> Path:
-        return write_temp(tmp_dir, data, sync=False)
-
-    db.write_temp = unsynced  # type: ignore[assignment]
+def _skip_fdatasync() -> None:
+    os.fdatasync = lambda fd: None
 
 
-def _skip_dir_fsync(name: str) -> Callable[[], None]:
-    def plant() -> None:
-        fsync_dir = fsutil.fsync_dir
-
-        def selective(path: Path) -> None:
-            if path.name != name:
-                fsync_dir(path)
-
-        fsutil.fsync_dir = selective  # type: ignore[assignment]
-
-    return plant
+def _skip_segment_dir_fsync() -> None:
+    segment_writer.fsync_dir = lambda path: None  # type: ignore[assignment]
 
 
-def _skip_object_dir_fsync() -> None:
-    db.fsync_dir = lambda path: None  # type: ignore[assignment]
+def _skip_reuse_sync() -> None:
+    repository.Repository.make_durable = lambda self, location: None  # type: ignore[method-assign]
 
 
 PLANTS: dict[str, Callable[[], None]] = {
-    "object-file-fsync": _skip_object_file_fsync,  # an object's bytes, before its rename
-    "object-dir-fsync": _skip_object_dir_fsync,  # the fan-out directories, before the log entry
-    "log-dir-fsync": _skip_dir_fsync("log"),  # runs/<run>/log, after a new entry is linked in
-    "journal-dir-fsync": _skip_dir_fsync("journal"),  # runs/<run>/journal, after a record is linked in
+    "segment-fdatasync": _skip_fdatasync,  # a commit batch's one fdatasync (and every other)
+    "segment-dir-fsync": _skip_segment_dir_fsync,  # segments/, after a new segment's entry
+    "reuse-sync": _skip_reuse_sync,  # the sync of another writer's segment before reusing what lies in it
 }
 
 
@@ -58,34 +41,26 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _kill_before(condition: Callable[[Path], bool]) -> Callable[[], None]:
+def _kill_at_fdatasync(number: int) -> Callable[[], None]:
     def point() -> None:
-        fsync_dir = fsutil.fsync_dir
+        fdatasync = os.fdatasync
+        calls = itertools.count(1)
 
-        def killing(path: Path) -> None:
-            if condition(path):
+        def killing(fd: int) -> None:
+            if next(calls) == number:
                 _die()
-            fsync_dir(path)
+            fdatasync(fd)
 
-        fsutil.fsync_dir = killing  # type: ignore[assignment]
+        os.fdatasync = killing
 
     return point
 
 
-def _kill_before_object_dir_fsync() -> None:
-    db.fsync_dir = lambda path: _die()  # type: ignore[assignment]
-
-
-_journal_syncs = itertools.count(1)
 KILL_POINTS: dict[str, Callable[[], None]] = {
-    # a commit's objects renamed into place, their directories not yet synced
-    "objects": _kill_before_object_dir_fsync,
-    # runs/<run>/log just made, its parent not yet synced
-    "mkdir": _kill_before(lambda path: (path / "log").is_dir() and path.parent.name != "runs"),
-    # a log entry linked into runs/<run>/log, the directory not yet synced: the next commit borrows from it
-    "entry": _kill_before(lambda path: path.name == "log"),
-    # a call's end record linked into the journal, the journal directory not yet synced (its start was)
-    "journal": _kill_before(lambda path: path.name == "journal" and next(_journal_syncs) == 2),
+    # a commit's batch (its objects and entry) written, not yet fdatasynced
+    "batch": _kill_at_fdatasync(1),
+    # a call's end record written after its start record (synced), not yet fdatasynced
+    "journal": _kill_at_fdatasync(3),
 }
 
 

@@ -108,9 +108,9 @@ def writer(store: agentfs.Store, number: str) -> None:
 def restart(store: agentfs.Store) -> None:
     """Processes SIGKILLed at a precise point each (see plants.KILL_POINTS), then one that reuses their work.
 
-    The last one commits the same state and artifact (deduplicated against objects a killed process
-    renamed into place), into a log directory a killed process made, and gets the `once` result a
-    killed process recorded: what it acknowledges must not rest on anything they left unsynced.
+    The last one adopts their segment (the same writer slot), commits the same state and artifact
+    (deduplicated against objects a killed process wrote) and gets the `once` result a killed process
+    recorded: what it acknowledges must not rest on anything they left unsynced.
     """
     for point in plants.KILL_POINTS:
         killed = _spawn("killed", store.root, point)
@@ -118,7 +118,7 @@ def restart(store: agentfs.Store) -> None:
             raise RuntimeError(f"the process to kill at {point!r} exited with {killed.returncode}")
     run = store.run("w/restart")
     ack_commit(run.commit(RESTART_STATE, artifacts={"model.bin": ARTIFACT}))
-    tools = store.run("w/restart-tools")  # not w/restart: making its journal/ would sync the log's entry by the way
+    tools = store.run("w/restart-tools")
     ack_once(tools, "tool", tools.once("tool", _must_not_run))
 
 
@@ -130,9 +130,33 @@ def killed(store: agentfs.Store, point: str) -> None:
     raise RuntimeError(f"kill point {point!r} was never reached")
 
 
-def _spawn(name: str, root: Path, *args: str) -> subprocess.Popen[bytes]:
+def reuse(store: agentfs.Store) -> None:
+    """Another live writer (durability "process": nothing synced) commits and records a call; this
+    process, in another writer slot, commits after its entry, deduplicates against its objects and
+    gets its recorded `once` result: what it acknowledges must not rest on the other's unsynced bytes."""
+    other = _spawn("unsynced", store.root, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert other.stdout is not None and other.stdin is not None
+    if other.stdout.readline() != b"ready\n":
+        raise RuntimeError("the unsynced writer failed")
+    run = store.run("w/reuse")
+    ack_commit(run.commit(RESTART_STATE, artifacts={"model.bin": ARTIFACT}))
+    ack_once(run, "tool", run.once("tool", _must_not_run))
+    other.stdin.close()
+    other.wait(timeout=60)
+
+
+def unsynced(store: agentfs.Store) -> None:
+    with agentfs.open(store.root, durability="process") as own:  # opened first: it takes the first writer slot
+        run = own.run("w/reuse")
+        run.commit({"step": 0}, artifacts={"model.bin": ARTIFACT})
+        run.once("tool", lambda: {"answer": 42})
+        print("ready", flush=True)
+        sys.stdin.read()
+
+
+def _spawn(name: str, root: Path, *args: str, **options: Any) -> subprocess.Popen[bytes]:
     module = __spec__.name if __spec__ is not None else __name__  # run with -m, __name__ is "__main__"
-    return subprocess.Popen([sys.executable, "-m", module, name, str(root.parent), *args])
+    return subprocess.Popen([sys.executable, "-m", module, name, str(root.parent), *args], **options)
 
 
 WORKLOADS: dict[str, Callable[..., None]] = {
@@ -144,9 +168,11 @@ WORKLOADS: dict[str, Callable[..., None]] = {
     "restart": restart,
     "writer": writer,
     "killed": killed,
+    "reuse": reuse,
+    "unsynced": unsynced,
 }
 SETUPS: dict[str, Callable[[agentfs.Store], None]] = {"prune_gc": prune_gc_setup}
-SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart")  # the ones a test runs
+SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart", "reuse")  # the ones a test runs
 
 
 def main(argv: list[str]) -> None:
