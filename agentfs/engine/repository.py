@@ -223,13 +223,13 @@ class Repository:
         self.index.refresh()
 
     def append_compacted(self, records: Sequence[fmt.Record]) -> int:
-        """Append copies of live records to new segments of this process, sealed (so synced) at the end; their bytes."""
+        """Append copies of live records to new segments of this process, sealed (so synced) at the end; their size."""
         writer = self._segment_writer()
-        written = 0
+        written: set[int] = set()
         for start in range(0, len(records), COMPACTION_BATCH):
-            written += sum(location.length for location in self._append(records[start : start + COMPACTION_BATCH], False))
+            written.update(location.segment_id for location in self._append(records[start : start + COMPACTION_BATCH], False))
         writer.seal()
-        return written
+        return sum((self.segments_dir / fmt.segment_name(segment_id)).stat().st_size for segment_id in written)
 
     # runs and their entries
 
