@@ -168,12 +168,12 @@ def test_watch_yields_every_one_of_many_quick_commits_exactly_once(tmp_path: Pat
 
 
 def test_rescans_alone_find_commits_when_events_are_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every event dropped (as when inotify's queue overflows): a watched run is listed every RESCAN
-    seconds, the whole store every FULL_RESCAN seconds."""
+    """Every event dropped (as when inotify's queue overflows): the index is refreshed and listed every
+    RESCAN seconds, for one run or for all."""
     monkeypatch.setattr(watch_module._Hints, "on_any_event", lambda self, event: None)
     with agentfs.open(tmp_path / "store") as store:
         store.run("old").commit({})
-        one, every = Collector(store.watch("old", timeout=watch_module.FULL_RESCAN + 2)), Collector(store.watch(timeout=4))
+        one, every = Collector(store.watch("old", timeout=watch_module.RESCAN + 2)), Collector(store.watch(timeout=4))
         commits = []
         for name in ("old", "brand/new", "old"):
             commits.append((name, store.run(name).commit({}).id, time.time_ns()))
@@ -183,7 +183,7 @@ def test_rescans_alone_find_commits_when_events_are_lost(tmp_path: Path, monkeyp
     assert locations(seen_one) == [loc for loc in locations(commits) if loc[0] == "old"]
     by_id = {checkpoint_id: ns for _run, checkpoint_id, ns in commits}
     assert max((ns - by_id[cid]) / 1e9 for _run, cid, ns in seen_one) < watch_module.RESCAN + 1.0
-    assert max((ns - by_id[cid]) / 1e9 for _run, cid, ns in seen_all) < watch_module.FULL_RESCAN + 1.0
+    assert max((ns - by_id[cid]) / 1e9 for _run, cid, ns in seen_all) < watch_module.RESCAN + 1.0
 
 
 def test_closing_or_dropping_a_watch_stops_its_observer(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ class ObjectWriter:
     """
 
     MAX_IN_FLIGHT = 8
-    FLUSH_BYTES = 16 << 20
+    FLUSH_BYTES = 8 << 20
 
     def __init__(self, objects: ObjectStore, pool: ThreadPoolExecutor) -> None:
         self.objects = objects
@@ -120,6 +120,7 @@ class ObjectWriter:
         self.futures: list[Future[Any]] = []
         self.slots = threading.BoundedSemaphore(self.MAX_IN_FLIGHT)
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._gathered: list[Record] = []
         self._gathered_bytes = 0
 
@@ -177,8 +178,14 @@ class ObjectWriter:
             self._gathered_bytes += len(record.body)
             if self._gathered_bytes < self.FLUSH_BYTES:
                 return
-            flush, self._gathered, self._gathered_bytes = self._gathered, [], 0
-        self.objects.append(flush, False)
+        # one flush at a time, the batch taken under the flush lock: pool threads that cross the bound
+        # meanwhile wait here holding nothing more than their own chunk, so memory stays bounded
+        with self._flushing:
+            with self._lock:
+                if self._gathered_bytes < self.FLUSH_BYTES:
+                    return  # flushed by the thread before
+                flush, self._gathered, self._gathered_bytes = self._gathered, [], 0
+            self.objects.append(flush, False)
 
     def finish(self) -> list[Record]:
         """Wait for every object; the records not yet appended (the entry's batch carries them)."""

@@ -163,7 +163,7 @@ class SegmentWriter:
                 self._roll(len(data))
                 data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             padding = max(0, self.torn_end - self.position - len(data))  # zeros over what is left of a torn tail
-            _write_all(self._fd, data + bytes(padding), self.position)
+            _write_all(self._fd, data + bytes(padding) if padding else data, self.position)
             if self.sync and sync:
                 os.fdatasync(self._fd)
             self.position += len(data)
