@@ -37,6 +37,7 @@ __all__ = [
     "set_object_bytes",
     "set_record_bytes",
     "stored",
+    "stored_object_size",
     "stored_records",
     "stored_size",
     "temp_files",
@@ -167,10 +168,14 @@ def stored(store: StoreLike) -> dict[str, bytes]:
     return objects | {f"record {' '.join(name)}": data for name, data in stored_records(store).items()}
 
 
+def stored_object_size(store: StoreLike) -> int:
+    """Bytes the store's objects take on disk."""
+    return sum(_object_path(store, oid).stat().st_size for oid in object_ids(store))
+
+
 def stored_size(store: StoreLike) -> int:
     """Bytes the store's objects and records take on disk (what storage-cost tests compare)."""
-    objects = sum(_object_path(store, oid).stat().st_size for oid in object_ids(store))
-    return objects + sum(path.stat().st_size for _, path in _record_files(store))
+    return stored_object_size(store) + sum(path.stat().st_size for _, path in _record_files(store))
 
 
 def temp_files(store: StoreLike) -> list[str]:
