@@ -86,6 +86,8 @@ def set_object_bytes(store: StoreLike, oid: bytes, data: bytes) -> None:
     """Make the stored copy of this object hold `data` instead (to damage it, or to restore it)."""
     path = _object_path(store, oid)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.chmod(0o644)  # object files are stored read-only: without this a non-root test cannot write
     path.write_bytes(data)
 
 
