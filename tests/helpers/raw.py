@@ -26,7 +26,6 @@ __all__ = [
     "corrupt_object",
     "corrupt_record",
     "delete_object",
-    "delete_record",
     "flipped",
     "has_object",
     "has_record",
@@ -137,15 +136,10 @@ def set_record_bytes(store: StoreLike, run: str, kind: str, record_id: str, data
 
 
 def corrupt_record(store: StoreLike, run: str, kind: str, record_id: str) -> bytes:
-    """Make this stored record fail its checksum (one byte past its header flipped); returns the sound bytes."""
+    """Make this stored record fail its checksum (its middle byte flipped); returns the sound bytes."""
     sound = record_bytes(store, run, kind, record_id)
     set_record_bytes(store, run, kind, record_id, flipped(sound, len(sound) // 2))
     return sound
-
-
-def delete_record(store: StoreLike, run: str, kind: str, record_id: str) -> None:
-    """Lose this stored record, as a disk that lost it would."""
-    _record_path(store, run, kind, record_id).unlink()
 
 
 # the store as a whole
