@@ -109,6 +109,18 @@ def run(ctx: Context) -> None:
         ">= 0.7x",
         lambda v: v >= 0.7 * z["compress_mbps"],
     )
+    z2 = ctx.limits.zstd_2_threads()
+    fig(
+        ctx,
+        W,
+        f"commit throughput, {label} (MB/s)",
+        commit,
+        "zstd -3 compress, 2 threads",
+        z2,
+        ">= 0.8x",
+        lambda v: v >= 0.8 * z2,
+        "issue 10; the zstandard package's compressor with threads=2 on the same file",
+    )
     fig(ctx, W, f"read throughput, {label}, open() stream (MB/s)", read, "zstd decompress alone", z["decompress_mbps"])
     rss = res["peak_rss_mb"] - res["base_rss_mb"] if res else None
     fig(ctx, W, "peak RSS over baseline, commit + read (MB)", rss, "goal", 200.0, "< 200 MB", lambda v: v < 200)
