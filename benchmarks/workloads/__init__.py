@@ -10,6 +10,7 @@ from .. import limits
 from ..context import Context
 from . import (
     conversation,
+    daemon_load,
     history,
     incremental_artifact,
     journal,
@@ -37,4 +38,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "journal": journal.run,
     "langgraph_store": langgraph_store.run,
     "history": history.run,
+    "daemon_load": daemon_load.run,
 }

@@ -66,7 +66,7 @@ def build(ctx: Context, name: str, runs: int, per_run: int) -> Path:
 
 
 def run_name(r: int) -> str:
-    return f"bench/history-{r:04d}"
+    return f"bench/run-{r:04d}"
 
 
 def commit_costs(ctx: Context) -> dict[str, float]:
