@@ -74,7 +74,17 @@ def run(ctx: Context) -> None:
     def size_met(v: float) -> bool:
         return v <= SIZE_GOAL
 
-    fig(ctx, W, f"store size / final state (x), {n} steps", x, "goal", SIZE_GOAL, size_goal, size_met, "apparent size of every file")
+    fig(
+        ctx,
+        W,
+        f"store size / final state (x), {n} steps",
+        x,
+        "goal",
+        SIZE_GOAL,
+        size_goal,
+        size_met,
+        "apparent size of every file: a store that preallocates pays for it",
+    )
     for peer in with_peers(ctx, "w2"):
         try:
             total, size, read_ms = peer_side(peer, states)
