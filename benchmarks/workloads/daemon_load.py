@@ -79,7 +79,7 @@ class Daemon:
             raise TimeoutError(f"agentfs sync --watch did not stop within {timeout:.0f} s of SIGTERM") from None
 
 
-def wait_caught_up(ctx: Context, store: Any, daemon: Daemon, timeout: float) -> float:
+def wait_caught_up(store: Any, daemon: Daemon, timeout: float) -> float:
     """Commit a marker, then poll ``store.stats()`` until no remote lags; seconds it took."""
     store.run("bench/marker").commit({"t": time.time()})
     t = time.perf_counter()
@@ -125,7 +125,7 @@ def agentfs_side(ctx: Context) -> dict[str, Any]:
         times["none"] += paced_commits(run, batch[:per_phase])
         daemon = Daemon(ctx, path, url)
         try:
-            catch_up.append(wait_caught_up(ctx, store, daemon, s.resume_flush_timeout))
+            catch_up.append(wait_caught_up(store, daemon, s.resume_flush_timeout))
             before = cpu_seconds(daemon.proc.pid)
             times["daemon"] += paced_commits(run, batch[per_phase:])
             daemon.check_alive()
