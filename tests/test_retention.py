@@ -14,18 +14,15 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli
+from agentfs.format.config import remote_config
 from agentfs.format.keys import RETIRED
 from agentfs.format.retirement import decode_retirement
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.remote import Remote
-from tests.helpers import workload
+from tests.helpers import raw, workload
 
 HELPERS = Path(__file__).parent / "helpers"
-
-
-def _bytes_on_disk(root: Path) -> int:
-    return sum(p.stat().st_size for sub in ("objects", "runs") for p in (root / sub).rglob("*") if p.is_file())
 
 
 def _commit_steps(run: agentfs.Run, steps: range, tag: str = "") -> dict[str, int]:
@@ -49,21 +46,21 @@ def test_prune_keeps_the_newest_and_what_they_need_and_gc_frees_the_rest(store: 
     store.run("agent/a").fork(fork_point, "agent/b")
     _commit_steps(store.run("agent/b"), range(100, 103), tag="b")
     store.gc(grace=0)
-    before = _bytes_on_disk(store.root)
+    before = raw.stored_size(store.root)
 
     report = run.prune(keep_last=5)
 
     # the first entry packs CONFIG, which every later checkpoint borrows; the fork point is b's first parent
     assert report.needed == sorted({order[0], fork_point})
     assert set(report.removed) == set(order[:-5]) - {order[0], fork_point}
-    assert sorted(os.listdir(store.log_dir("agent/a"))) == sorted({*order[-5:], order[0], fork_point})
-    (record_file,) = store.record_dir("agent/a", RETIRED).iterdir()
-    record = decode_retirement(record_file.read_bytes(), "agent/a", record_file.name, "test")
+    assert raw.record_ids(store, "agent/a") == sorted({*order[-5:], order[0], fork_point})
+    (record_id,) = raw.record_ids(store, "agent/a", RETIRED)
+    record = decode_retirement(raw.record_bytes(store, "agent/a", RETIRED, record_id), "agent/a", record_id, "test")
     assert sorted(record.checkpoints) == sorted(report.removed) and record.journal == []
 
     gc = store.gc(grace=0)
     assert gc.deleted > 0
-    after = _bytes_on_disk(store.root)
+    after = raw.stored_size(store.root)
     assert after < before * 0.6, f"store only went from {before} to {after} bytes"
     for cp_id in order[-5:]:
         _check(run.get(cp_id), ids[cp_id])
@@ -96,7 +93,7 @@ def test_bad_prune_arguments_are_refused_before_anything_changes(store: agentfs.
     ids = [run.commit({"i": i}).id for i in range(3)]
     with pytest.raises(ValueError, match=message):
         run.prune(**kwargs)
-    assert run.ids() == ids and not store.record_dir("r", RETIRED).exists()
+    assert run.ids() == ids and raw.record_ids(store, "r", RETIRED) == []
 
 
 def test_delete_removes_the_run_but_what_a_fork_needs(store: agentfs.Store) -> None:
@@ -190,38 +187,33 @@ def test_a_damaged_retirement_record_is_reported_by_verify(store: agentfs.Store)
     for i in range(4):
         run.commit({"i": i})
     run.prune(keep_last=1)
-    (record,) = store.record_dir("r", RETIRED).iterdir()
-    data = bytearray(record.read_bytes())
-    data[-1] ^= 1
-    record.write_bytes(bytes(data))
+    (record_id,) = raw.record_ids(store, "r", RETIRED)
+    raw.corrupt_record(store, "r", RETIRED, record_id)
     report = store.verify()
     assert [p.kind for p in report.problems].count("corrupt") == 1 and "checksum" in str(report)
 
 
 def _fork_markers(store: agentfs.Store) -> set[str]:
-    return {p.read_text() for p in store.forks_dir.glob("*/*")}
+    """Every run some fork record names as a fork target."""
+    return {target for run in ("a", "b", "c") for target in store.forks_of(run)}
 
 
-def test_forks_are_indexed_before_they_exist_and_an_older_store_is_indexed_by_its_first_prune(tmp_path: Path) -> None:
-    import shutil
-
-    with agentfs.open(tmp_path / "a") as store:
-        assert store.forks_indexed.is_file()  # a new store records every fork from the start
+def test_forks_are_recorded_before_they_exist_and_arrive_with_a_pull(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path / "a") as store:  # a format-2 store records every fork from its start
         ids = sorted(_commit_steps(store.run("a"), range(6)))
         store.run("a").fork(ids[3], "b")
         store.run("b").fork(store.run("b").ids()[0], "c")  # c borrows from a through b
         assert _fork_markers(store) == {"b", "c"}
         assert store.forks_of("a") == {"b", "c"} and store.forks_of("b") == {"c"} and store.forks_of("c") == set()
         Pusher(store, Remote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
-
-        shutil.rmtree(store.forks_dir)  # as a store made before forks/ existed
         report = store.run("a").prune(keep_last=1)
-        assert ids[3] in report.needed and _fork_markers(store) == {"b", "c"} and store.forks_indexed.is_file()
+        assert ids[3] in report.needed
         store.gc(grace=0)
+        assert _fork_markers(store) == {"b", "c"}, "compaction keeps fork records"
         assert store.run("c").latest().state == workload.make_state(3)  # type: ignore[union-attr]
         assert store.verify().ok
 
-    with agentfs.open(tmp_path / "b") as other:  # forks arriving from a remote are indexed as they land
+    with agentfs.open(tmp_path / "b") as other:  # forks arriving from a remote are recorded as they land
         pull(other, Remote((tmp_path / "remote").as_uri(), {}))
         assert _fork_markers(other) == {"b", "c"}
         report = other.run("a").prune(keep_last=1)
@@ -247,4 +239,4 @@ def test_a_remote_config_holds_the_format_fields_only_not_the_store_policy(tmp_p
         Pusher(store, Remote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
         published = json.loads((tmp_path / "remote" / "config").read_bytes())
     assert "retention" not in published and "store_id" not in published
-    assert published["format"] == store.config["format"] and published["chunking"] == store.config["chunking"]
+    assert published["format"] == remote_config(store.config)["format"] and published["chunking"] == store.config["chunking"]

@@ -8,7 +8,8 @@ of each unsealed segment, and only a batch found there is read and decoded. A se
 Retirement records hide the checkpoints and journal records they name (format 2 never deletes a
 record in place; compaction drops them). Records are kept in a dict per kind and run, so a run's head
 and `has` cost the same at 10 or 100,000 checkpoints. A record that cannot be indexed (a damaged batch,
-a malformed key, a retirement record that does not decode) is skipped and named in `problems`.
+a malformed key) is skipped and named in `problems`; a retirement record that does not decode hides
+nothing (verify reports it).
 """
 
 from __future__ import annotations
@@ -179,9 +180,8 @@ class Index:
         where = f"{run} retired/{record_id} ({self._path(location.segment_id)} offset {location.offset})"
         try:
             record = decode_retirement(self.read(location).body, run, record_id, where)
-        except AgentFSError as exc:
-            self.problems.append(str(exc))
-            return
+        except AgentFSError:
+            return  # hides nothing; verify reports the record
         named = set(record.checkpoints) | set(record.journal)
         self.hidden.setdefault(run, set()).update(named)
         for kind in (kinds.ENTRY, kinds.JOURNAL):
@@ -268,7 +268,24 @@ class Index:
         return fmt.decode_record(data, f"{self._path(location.segment_id)} offset {location.offset}")
 
     def read_body(self, kind: int, key: bytes, first: Location) -> bytes:
-        """The body of the record `key` whose first copy lies at `first`: another copy if that one is damaged."""
+        """The body of the record `key` whose first copy lies at `first`: another copy if that one is damaged,
+        and where it lies now if its segment was compacted away since `first` was looked up."""
+        try:
+            return self._read_copies(kind, key, first)
+        except NotFound:
+            self.refresh()
+            moved = self._find(kind, key)
+            if moved is None:
+                raise
+            return self._read_copies(kind, key, moved)
+
+    def _find(self, kind: int, key: bytes) -> Location | None:
+        if kind == kinds.OBJECT:
+            return self.object_location(key)
+        run, record_id = kinds.split_pair_key(key, "lookup")
+        return self.location(kind, run, record_id)
+
+    def _read_copies(self, kind: int, key: bytes, first: Location) -> bytes:
         with self._lock:
             others = list(self.copies.get((kind, key), ()))
         damage: IntegrityError | None = None

@@ -63,9 +63,9 @@ class GcReport:
 
 
 def _check_object(index: Index, oid: bytes, location: segments.Location) -> Problem | None:
-    where = index.where(location)
+    where = f"object {oid.hex()} ({index.where(location)})"
     try:
-        codec.decode(index.read_body(kinds.OBJECT, oid, location), oid, f"object {oid.hex()} ({where})")
+        codec.decode(index.read_body(kinds.OBJECT, oid, location), oid, where)
     except NotFound:
         return None  # compacted away while we listed
     except AgentFSError as exc:
@@ -233,30 +233,31 @@ def _compact(store: Repository, grace: float, marked: set[bytes], report: GcRepo
         except AgentFSError as exc:
             report.damaged.append(f"{path}: {exc}: left as it is")
             continue
+        live, dropped = [], []
         for record in records:
-            if (record.kind, record.key) in copied:
-                continue
-            if _live(store, record, marked, young, report):
+            if (record.kind, record.key) in copied or not _live(store, record, marked, young):
+                dropped.append(record)  # hidden, unreferenced, or a second copy (two writers stored one object)
+            else:
                 copied.add((record.kind, record.key))
-                kept.append(record)
+                live.append(record)
+        if not dropped:
+            continue  # nothing to reclaim: left as it is (and as old as it is, for the grace period)
+        report.deleted += sum(record.kind == kinds.OBJECT for record in dropped)
+        report.bytes_freed += sum(len(record.body) for record in dropped)
+        kept += live
         victims.append(path)
-        report.bytes_freed += path.stat().st_size
-    if not victims:
-        return
-    report.bytes_freed -= store.append_compacted(kept)
+    if victims:
+        store.append_compacted(kept)
     for path in victims:
         path.unlink()
-    if store.sync_writes:
+    if victims and store.sync_writes:
         fsync_dir(store.segments_dir)
-    store.index.refresh()
+    report.kept = len(store.db.oids())
 
 
-def _live(store: Repository, record: fmt.Record, marked: set[bytes], young: bool, report: GcReport) -> bool:
+def _live(store: Repository, record: fmt.Record, marked: set[bytes], young: bool) -> bool:
     if record.kind == kinds.OBJECT:
-        live = record.key in marked or young
-        report.kept += live
-        report.deleted += not live
-        return live
+        return record.key in marked or young
     if record.kind in (kinds.ENTRY, kinds.JOURNAL):
         run, record_id = kinds.split_pair_key(record.key, "compaction")
         return store.index.has(record.kind, run, record_id)  # hidden by a retirement record: dropped

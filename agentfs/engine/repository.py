@@ -22,6 +22,9 @@ The engine API: all core/ may use (a forbidden import contract keeps it off fsut
 - config: `read_config`, `rewrite_config` (durable, under the config lock).
 - objects: `db` (an ObjectStore; new objects through ObjectWriter), `pool`.
 - `where_stored` names where an entry or record lies, for messages; `writer()`, `id`, `source`.
+- for sync: `remote_state_dir(name)` and `remote_state_names()` (a remote's private state: caches,
+  not truth), `repair_record` (a damaged local record gets a verified copy beside it), `watched_dir()`
+  (every commit makes a file-system event under it: a hint, never the truth).
 """
 
 from __future__ import annotations
@@ -222,14 +225,12 @@ class Repository:
         seal_orphans(self.segments_dir, self.locks_dir, durability=self.durability)
         self.index.refresh()
 
-    def append_compacted(self, records: Sequence[fmt.Record]) -> int:
-        """Append copies of live records to new segments of this process, sealed (so synced) at the end; their size."""
+    def append_compacted(self, records: Sequence[fmt.Record]) -> None:
+        """Append copies of live records to new segments of this process, sealed (so synced) at the end."""
         writer = self._segment_writer()
-        written: set[int] = set()
         for start in range(0, len(records), COMPACTION_BATCH):
-            written.update(location.segment_id for location in self._append(records[start : start + COMPACTION_BATCH], False))
+            self._append(records[start : start + COMPACTION_BATCH], False)
         writer.seal()
-        return sum((self.segments_dir / fmt.segment_name(segment_id)).stat().st_size for segment_id in written)
 
     # runs and their entries
 
@@ -292,15 +293,13 @@ class Repository:
 
     def _body(self, kind: int, run: str, record_id: str) -> tuple[bytes, str] | None:
         """(a record's body, where it lies) or None; IntegrityError if every copy is damaged."""
-        for _attempt in range(2):  # a segment compacted away meanwhile: the index is rebuilt, and read again
-            location = self._location(kind, run, record_id)
-            if location is None:
-                return None
-            try:
-                return self.index.read_body(kind, kinds.pair_key(run, record_id), location), self.index.where(location)
-            except NotFound:
-                self.index.refresh()
-        return None
+        location = self._location(kind, run, record_id)
+        if location is None:
+            return None
+        try:
+            return self.index.read_body(kind, kinds.pair_key(run, record_id), location), self.index.where(location)
+        except NotFound:
+            return None  # compacted away meanwhile, and dropped: retired
 
     def local_entry(self, run: str, checkpoint_id: str) -> bytes | None:
         """The entry's bytes as stored here, unverified but for its frame; None if there is none."""
@@ -397,6 +396,26 @@ class Repository:
         location = self.index.location(KIND[kind], run, record_id)
         where = str(self.segments_dir) if location is None else self.index.where(location)
         return f"{where}: {kind} record {run}/{record_id}"
+
+    # for sync
+
+    def remote_state_dir(self, name: str) -> Path:
+        """remotes/<name>/, made if missing: one remote's private sync state (caches, not truth)."""
+        directory = self.remotes_dir / name
+        make_dirs(directory, sync=False)
+        return directory
+
+    def remote_state_names(self) -> list[str]:
+        """The names of the remotes with a state directory here."""
+        return sorted(p.name for p in self.remotes_dir.iterdir() if p.is_dir()) if self.remotes_dir.is_dir() else []
+
+    def repair_record(self, run: str, kind: str, record_id: str, data: bytes) -> None:
+        """Append verified bytes of a record found damaged here: reads then take this intact copy. Durable as append_record."""
+        self._append([fmt.Record(KIND[kind], kinds.pair_key(run, record_id), data)], True)
+
+    def watched_dir(self) -> Path:
+        """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
+        return self.segments_dir
 
     # journal and retirement records
 

@@ -159,7 +159,8 @@ class SegmentWriter:
         (the same file; a roll in between seals, and so syncs, the segment it lies in)."""
         with self._mutex:
             data, entries = fmt.encode_batch(self.segment_id, self.position, records)
-            if self._fd < 0 or self.position + len(data) > self.allocated:
+            # a segment deleted under its live writer (by hand) would swallow every later append: start a new one
+            if self._fd < 0 or self.position + len(data) > self.allocated or os.fstat(self._fd).st_nlink == 0:
                 self._roll(len(data))
                 data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             padding = max(0, self.torn_end - self.position - len(data))  # zeros over what is left of a torn tail
