@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import agentfs
+from agentfs.format import keys
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
 
 pytest_plugins = ["tests.servers"]
@@ -324,7 +325,7 @@ def test_aonce_cancelled_before_it_ran_is_never_called(store: agentfs.Store) -> 
 
     async def main() -> None:
         run.journal.records()  # the lock file exists once the journal has been read
-        with open(store.journal_lock_path(run.name), "a+b") as handle:
+        with open(store.root.joinpath(*keys.stripe_lock_key("journal", run.name)), "a+b") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             task = asyncio.create_task(run.aonce("k", tool, "first"))
             await asyncio.sleep(0.3)  # the claim now runs, blocked on the lock

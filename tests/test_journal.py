@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +25,7 @@ import pytest
 
 import agentfs
 from agentfs.core.calls import encode_args
+from agentfs.format.config import encode_config, remote_config
 from agentfs.format.journal import MAGIC, Record, decode_record
 from agentfs.format.keys import JOURNAL
 from agentfs.ids import new_id
@@ -207,7 +207,6 @@ def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.S
     raw.set_record_bytes(store, RUN, JOURNAL, paid_start, bytes(flipped))  # the start of "paid", one bit off
     impostor = new_id()
     raw.set_record_bytes(store, RUN, JOURNAL, impostor, record_bytes(store, paid_end))  # intact, but not the record its name says
-    (store.record_dir(RUN, JOURNAL) / "notes.txt").write_text("not a record")  # format 1 only: a stray file beside records
 
     journal = fresh(store).journal
     assert [r.id for r in journal.records()] == [sent_start, paid_end]
@@ -419,8 +418,10 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "a") as machine_a:
         machine_a.run(RUN).once("report", lambda: {"sent": True})
         remote_journal = tmp_path / "remote" / "runs" / RUN / "journal"
-        shutil.copytree(machine_a.record_dir(RUN, JOURNAL), remote_journal)  # the remote layout mirrors the store's
-        shutil.copy(machine_a.root / "config", tmp_path / "remote" / "config")  # a remote is known by its config
+        remote_journal.mkdir(parents=True)
+        for record_id in raw.record_ids(machine_a, RUN, JOURNAL):  # the remote's layout: a file per record
+            (remote_journal / record_id).write_bytes(raw.record_bytes(machine_a, RUN, JOURNAL, record_id))
+        (tmp_path / "remote" / "config").write_bytes(encode_config(remote_config(machine_a.config)))  # a remote is known by its config
     bogus = new_id()
     (remote_journal / bogus).write_bytes(b"AFJ\x01" + bytes(40))
     with agentfs.open(tmp_path / "b", remote=str(tmp_path / "remote")) as machine_b:

@@ -234,8 +234,10 @@ class Index:
             return list(self.objects)
 
     def object_lengths(self) -> list[int]:
+        """The length of each object's blob (its record's body)."""
+        overhead = fmt.record_overhead(kinds.OID_LENGTH)
         with self._lock:
-            return [location.length for location in self.objects.values()]
+            return [location.length - overhead for location in self.objects.values()]
 
     def known_end(self, segment_id: int) -> int:
         with self._lock:

@@ -65,7 +65,10 @@ class GcReport:
 def _check_object(index: Index, oid: bytes, location: segments.Location) -> Problem | None:
     where = f"object {oid.hex()} ({index.where(location)})"
     try:
-        codec.decode(index.read_body(kinds.OBJECT, oid, location), oid, where)
+        blob = index.read_body(kinds.OBJECT, oid, location)
+        if not blob:
+            return Problem("empty", where, f"object {oid.hex()} has an empty record")
+        codec.decode(blob, oid, where)
     except NotFound:
         return None  # compacted away while we listed
     except AgentFSError as exc:

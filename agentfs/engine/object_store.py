@@ -97,7 +97,7 @@ class ObjectStore:
         return self.index.object_ids()
 
     def sizes(self) -> list[int]:
-        """The bytes each object's record takes here, object by object."""
+        """The bytes of each object's blob here, object by object."""
         self.index.refresh()
         return self.index.object_lengths()
 

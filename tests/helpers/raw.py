@@ -273,7 +273,7 @@ def stored(store: StoreLike) -> dict[str, bytes]:
 
 
 def stored_object_size(store: StoreLike) -> int:
-    """Bytes the store's objects take in their segments (their record frames)."""
+    """Bytes the store's objects hold (their records' bodies)."""
     index = _index(store)
     try:
         return sum(index.object_lengths())
@@ -282,19 +282,8 @@ def stored_object_size(store: StoreLike) -> int:
 
 
 def stored_size(store: StoreLike) -> int:
-    """Bytes the store's objects and records take in their segments (what storage-cost tests compare)."""
-    index = _index(store)
-    try:
-        records = sum(
-            location.length
-            for kind in kinds.RUN_KINDS
-            for run in index.runs(kind)
-            for record_id in index.ids(kind, run)
-            if (location := index.location(kind, run, record_id)) is not None
-        )
-        return sum(index.object_lengths()) + records
-    finally:
-        index.close()
+    """Bytes the store's objects and records hold (what storage-cost tests compare)."""
+    return stored_object_size(store) + sum(map(len, stored_records(store).values()))
 
 
 def temp_files(store: StoreLike) -> list[str]:
