@@ -1,4 +1,4 @@
-"""The on-disk format (docs/FORMAT.md), read back from the raw files with msgpack, zstandard and hashlib only."""
+"""The on-disk format (docs/FORMAT.md), read back from the raw segment files with struct, zlib, msgpack, zstandard and hashlib only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import json
 import os
 import random
 import socket
+import struct
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,26 +39,70 @@ def decode_object_file(blob: bytes) -> tuple[int, bytes]:
     return codec, zstandard.ZstdDecompressor().decompressobj().decompress(blob[5:])
 
 
+OBJECT, ENTRY = 16, 17  # record kinds
+HEADER = struct.Struct(">8sHHQ16sI")
+FRAME = struct.Struct(">IIB")
+
+
+def segment_records(path: Path) -> list[tuple[int, bytes, bytes]]:
+    """(kind, key, body) of every record of a segment file, by the documented layout; every frame checked."""
+    data = path.read_bytes()
+    magic, version, _slot, segment_id, _writer, crc = HEADER.unpack_from(data)
+    assert magic == b"\x89AFSSEG\n" and version == 2 and zlib.crc32(data[: HEADER.size - 4]) == crc
+    assert path.name == f"{segment_id:016x}.seg"
+    records, position, open_batch = [], HEADER.size, None
+    while position + FRAME.size <= len(data):
+        length, crc, kind = FRAME.unpack_from(data, position)
+        if (length, crc, kind) == (0, 0, 0):
+            assert data[position:].strip(b"\0") == b"" and open_batch is None  # preallocated zeros end the data
+            break
+        payload = data[position + FRAME.size : position + FRAME.size + length]
+        assert zlib.crc32(payload, zlib.crc32(struct.pack(">IB", length, kind))) == crc, f"{path} offset {position}"
+        if kind == 1:  # BEGIN: batch magic, segment id, own offset, batch length, record count
+            assert payload[:8] == b"\x89AFSBAT\n" and struct.unpack_from(">QQ", payload, 8) == (segment_id, position)
+            open_batch = []
+        elif kind == 2:  # END
+            assert open_batch is not None
+            records += open_batch
+            open_batch = None
+        elif kind == 3:  # FOOTER, then the trailer: a sealed segment
+            assert open_batch is None and data[-28:-20] == b"\x89AFSEND\n"
+            break
+        else:
+            assert kind >= 16 and open_batch is not None
+            key_length = struct.unpack_from(">H", payload)[0]
+            open_batch.append((kind, payload[2 : 2 + key_length], payload[2 + key_length :]))
+        position += FRAME.size + length
+    return records
+
+
+def stored_records(root: Path) -> dict[tuple[int, bytes], bytes]:
+    found: dict[tuple[int, bytes], bytes] = {}
+    for path in sorted((root / "segments").iterdir()):
+        for kind, key, body in segment_records(path):
+            found.setdefault((kind, key), body)
+    return found
+
+
 def read_object(root: Path, oid: bytes) -> bytes:
-    hexid = oid.hex()
-    _codec, data = decode_object_file((root / "objects" / hexid[:2] / hexid[2:]).read_bytes())
+    _codec, data = decode_object_file(stored_records(root)[(OBJECT, oid)])
     assert hashlib.sha256(data).digest() == oid
     return data
 
 
-def object_files(root: Path) -> list[Path]:
-    return sorted(p for p in (root / "objects").rglob("*") if p.is_file())
+def object_ids(root: Path) -> list[bytes]:
+    return sorted(key for kind, key in stored_records(root) if kind == OBJECT)
 
 
 @dataclass
 class Entry:
-    path: Path
+    id: str
     manifest: dict[str, Any]
     pack: dict[bytes, bytes]
 
 
-def read_entry(path: Path) -> Entry:
-    raw = path.read_bytes()
+def read_entry(root: Path, run: str, checkpoint_id: str) -> Entry:
+    raw = stored_records(root)[(ENTRY, f"{run}\0{checkpoint_id}".encode())]
     assert raw[:4] == b"AFL\x01"
     body = raw[36:]
     assert hashlib.sha256(body).digest() == raw[4:36]
@@ -70,11 +116,12 @@ def read_entry(path: Path) -> Entry:
         assert hashlib.sha256(data).digest() == oid
         pack[oid] = data
     assert [oid for oid, _ in pack_list] == sorted(pack)  # sorted by oid: the entry is deterministic
-    return Entry(path, manifest, pack)
+    return Entry(checkpoint_id, manifest, pack)
 
 
-def entry_paths(root: Path, run: str) -> list[Path]:
-    return sorted((root / "runs" / run / "log").iterdir())
+def entry_ids(root: Path, run: str) -> list[str]:
+    prefix = f"{run}\0".encode()
+    return sorted(key[len(prefix) :].decode() for kind, key in stored_records(root) if kind == ENTRY and key.startswith(prefix))
 
 
 def blob_bytes(root: Path, ref: list[Any], entries: dict[tuple[str, str], Entry], home: tuple[str, str]) -> bytes:
@@ -139,7 +186,7 @@ def test_config_file(tmp_path: Path) -> None:
     agentfs.open(root).close()
     config = json.loads((root / "config").read_bytes())
     assert config == {
-        "format": 1,
+        "format": 2,
         "store_id": config["store_id"],
         "hash": "sha256",
         "codec": "zstd-3",
@@ -153,7 +200,7 @@ def test_config_file(tmp_path: Path) -> None:
         "pack_max": 16384,
     }
     assert len(config["store_id"]) == 26 and set(config["store_id"]) <= ULID_CHARS
-    assert sorted(p.name for p in root.iterdir()) == ["config", "forks", "locks", "objects", "remotes", "runs", "tmp"]
+    assert sorted(p.name for p in root.iterdir()) == ["config", "locks", "remotes", "segments", "tmp"]
 
 
 # --- objects --------------------------------------------------------------------------------------------
@@ -183,34 +230,30 @@ def test_object_files_are_named_by_the_sha256_of_their_uncompressed_bytes(
     big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]],
 ) -> None:
     root, _cp, _artifacts = big_store
-    files = object_files(root)
-    assert len(files) > 10
+    records = stored_records(root)
+    oids = object_ids(root)
+    assert len(oids) > 10
     codecs = set()
-    for path in files:
-        assert len(path.parent.name) == 2 and len(path.name) == 62
-        assert all(c in "0123456789abcdef" for c in path.parent.name + path.name)
-        codec, data = decode_object_file(path.read_bytes())
+    for oid in oids:
+        codec, data = decode_object_file(records[(OBJECT, oid)])
         codecs.add(codec)
-        assert hashlib.sha256(data).hexdigest() == path.parent.name + path.name
+        assert hashlib.sha256(data).digest() == oid
         if codec == 1:
-            assert path.stat().st_size < len(data)  # compression kept only where it pays
+            assert len(records[(OBJECT, oid)]) < len(data)  # compression kept only where it pays
     assert codecs == {0, 1}
-    for fan in (root / "objects").iterdir():
-        assert fan.is_dir() and len(fan.name) == 2
 
 
 def test_incompressible_chunks_are_stored_raw_and_text_compressed(big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]]) -> None:
     root, cp, _artifacts = big_store
-    entry = read_entry(root / "runs" / "fmt" / "log" / cp.id)
+    entry = read_entry(root, "fmt", cp.id)
+    records = stored_records(root)
     for name, expected_codec in (("random.bin", 0), ("text.txt", 1)):
         ref = entry.manifest["artifacts"][name]
         assert ref[0] == TREE
         chunks = list(_leaf_oids(root, ref[1], ref[3]))
         assert len(chunks) > 2
         for oid in chunks:
-            hexid = oid.hex()
-            blob = (root / "objects" / hexid[:2] / hexid[2:]).read_bytes()
-            assert blob[4] == expected_codec, name
+            assert records[(OBJECT, oid)][4] == expected_codec, name
 
 
 def _leaf_oids(root: Path, oid: bytes, depth: int) -> Iterator[bytes]:
@@ -223,7 +266,7 @@ def _leaf_oids(root: Path, oid: bytes, depth: int) -> Iterator[bytes]:
 
 def test_artifacts_and_state_reassemble_from_raw_files(big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]]) -> None:
     root, cp, artifacts = big_store
-    entry = read_entry(root / "runs" / "fmt" / "log" / cp.id)
+    entry = read_entry(root, "fmt", cp.id)
     entries = {("fmt", cp.id): entry}
     got = {name: blob_bytes(root, ref, entries, ("fmt", cp.id)) for name, ref in entry.manifest["artifacts"].items()}
     assert got == artifacts
@@ -244,7 +287,7 @@ def test_tree_node_boundaries_follow_the_documented_rule(tmp_path: Path) -> None
     data = random.Random(1).randbytes(5_000_000)  # ~35 large chunks: several depth-1 nodes
     with agentfs.open(root, durability="process") as store:
         cp = store.run("r").commit({}, artifacts={"a": data})
-    ref = read_entry(root / "runs" / "r" / "log" / cp.id).manifest["artifacts"]["a"]
+    ref = read_entry(root, "r", cp.id).manifest["artifacts"]["a"]
     assert ref[0] == TREE and ref[3] >= 2
     level = [ref[1]]
     for _depth in range(ref[3], 0, -1):
@@ -261,10 +304,14 @@ def test_tree_node_boundaries_follow_the_documented_rule(tmp_path: Path) -> None
 
 def test_objects_are_written_once(big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]]) -> None:
     root, _cp, artifacts = big_store
-    inodes = {p: p.stat().st_ino for p in object_files(root)}
+    before = [key for kind, key, _body in _all_records(root) if kind == OBJECT]
     with agentfs.open(root) as store:
         store.run("fmt").commit({"again": True}, artifacts=artifacts)
-    assert {p: p.stat().st_ino for p in object_files(root)} == inodes
+    assert [key for kind, key, _body in _all_records(root) if kind == OBJECT] == before  # not one object record more
+
+
+def _all_records(root: Path) -> list[tuple[int, bytes, bytes]]:
+    return [record for path in sorted((root / "segments").iterdir()) for record in segment_records(path)]
 
 
 # --- log entries and manifests --------------------------------------------------------------------------
@@ -281,9 +328,9 @@ def test_log_entry_and_manifest_fields(tmp_path: Path) -> None:
         store_id = store.id
     after = time.time_ns()
     assert forked is not None
-    paths = entry_paths(root, "team/agent-1")
-    assert [p.name for p in paths] == [first.id, second.id]
-    e1, e2 = (read_entry(p) for p in paths)
+    ids = entry_ids(root, "team/agent-1")
+    assert ids == [first.id, second.id]
+    e1, e2 = (read_entry(root, "team/agent-1", i) for i in ids)
     for entry, cp, parent in ((e1, first, None), (e2, second, first.id)):
         m = entry.manifest
         assert list(m)[:9] == ["format", "run", "id", "parent", "created", "writer", "metadata", "state", "artifacts"]
@@ -300,7 +347,7 @@ def test_log_entry_and_manifest_fields(tmp_path: Path) -> None:
     assert e2.manifest["artifacts"] == {}
     assert msgpack.unpackb(e2.manifest["metadata"]) == {}
     # the fork: a new run whose first entry points back at the source's data
-    fork_entry = read_entry(entry_paths(root, "team/agent-2")[0])
+    fork_entry = read_entry(root, "team/agent-2", entry_ids(root, "team/agent-2")[0])
     assert fork_entry.manifest["forked_from"] == ["team/agent-1", second.id]
     assert fork_entry.manifest["parent"] is None and fork_entry.manifest["run"] == "team/agent-2"
     assert fork_entry.manifest["state"] == e2.manifest["state"]
@@ -313,8 +360,8 @@ def test_unchanged_packed_value_is_borrowed_from_the_earlier_entry(tmp_path: Pat
         run = store.run("r")
         first = run.commit({"shared": shared, "i": 0})
         second = run.commit({"shared": shared, "i": 1})
-    e1 = read_entry(root / "runs" / "r" / "log" / first.id)
-    e2 = read_entry(root / "runs" / "r" / "log" / second.id)
+    e1 = read_entry(root, "r", first.id)
+    e2 = read_entry(root, "r", second.id)
     ref1 = e1.manifest["state"][1]["shared"][2]
     ref2 = e2.manifest["state"][1]["shared"][2]
     assert ref1[0] == PACKED and len(ref1) == 3 and ref1[1] in e1.pack
@@ -332,7 +379,7 @@ def test_ids_are_increasing_ulids(tmp_path: Path) -> None:
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     now_ms = time.time_ns() // 1_000_000
     assert all(now_ms - 60_000 <= ulid_ms(i) <= now_ms + 1000 for i in ids)
-    assert [p.name for p in entry_paths(tmp_path / ".agentfs", "r")] == ids
+    assert entry_ids(tmp_path / ".agentfs", "r") == ids
 
 
 def test_locks_stay_and_tmp_is_empty(tmp_path: Path) -> None:
@@ -341,20 +388,20 @@ def test_locks_stay_and_tmp_is_empty(tmp_path: Path) -> None:
         store.run("a/b").commit({"x": os.urandom(50_000)}, artifacts={"f": os.urandom(300_000)})
         store.run("c").commit({"x": 1})
         locks = {p: p.stat().st_ino for p in (root / "locks").rglob("*") if p.is_file()}
-        assert root / "locks" / "runs" / f"{hashlib.sha256(b'a/b').hexdigest()}.lock" in locks
-        assert root / "locks" / "runs" / f"{hashlib.sha256(b'c').hexdigest()}.lock" in locks
+        stripes = {f"{kind}-{n:02d}" for kind in ("run", "journal") for n in range(32)}
+        assert {p.name for p in locks} == stripes | {"gc", "config", "segment-writer-00"}  # a fixed set, none per run
         assert list((root / "tmp").iterdir()) == []
         for i in range(3):
             store.run("a/b").commit({"x": os.urandom(50_000), "i": i})
             store.run("c").commit({"x": i})
         store.gc(grace=0)
-        assert {p: p.stat().st_ino for p in locks} == locks  # never unlinked or replaced
+        assert {p: p.stat().st_ino for p in (root / "locks").rglob("*") if p.is_file()} == locks  # none added, none replaced
         assert list((root / "tmp").iterdir()) == []
     assert list((root / "tmp").iterdir()) == []
 
 
 def test_no_commit_leaves_partial_files(tmp_path: Path) -> None:
-    """Every file in the store is either config, a complete object, a complete entry or a lock."""
+    """Every file in the store is config, a lock, or a segment of complete batches (then zeros, or a seal)."""
     root = tmp_path / ".agentfs"
     with agentfs.open(root) as store:
         for i in range(5):
@@ -363,12 +410,10 @@ def test_no_commit_leaves_partial_files(tmp_path: Path) -> None:
         if not path.is_file():
             continue
         rel = path.relative_to(root).parts
-        if rel[0] == "objects":
-            decode_object_file(path.read_bytes())
-        elif rel[0] == "runs":
-            assert rel[-2] == "log"
-            read_entry(path)
-        elif rel[0] == "forks":
-            assert rel == ("forks", "indexed") and path.read_bytes() == b""  # no fork was made
+        if rel[0] == "segments":
+            for kind, _key, body in segment_records(path):
+                if kind == OBJECT:
+                    decode_object_file(body)
         else:
             assert rel[0] in ("config", "locks"), rel
+    assert len(entry_ids(root, "r0")) == 3 and len(entry_ids(root, "r1")) == 2
