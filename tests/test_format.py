@@ -66,7 +66,7 @@ def segment_records(path: Path) -> list[tuple[int, bytes, bytes]]:
             records += open_batch
             open_batch = None
         elif kind == 3:  # FOOTER, then the trailer: a sealed segment
-            assert open_batch is None and data[-28:-20] == b"\x89AFSEND\n"
+            assert open_batch is None and data[-24:-16] == b"\x89AFSEND\n"
             break
         else:
             assert kind >= 16 and open_batch is not None
