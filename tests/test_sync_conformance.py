@@ -29,6 +29,7 @@ import pytest
 import agentfs
 from agentfs.cli.main import main as cli_main
 from agentfs.format import codec
+from agentfs.format.config import REMOTE_FORMAT
 from agentfs.format.entries import Entry, decode_entry
 from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
 from agentfs.ids import new_id
@@ -92,7 +93,7 @@ def local_files(store: agentfs.Store) -> dict[str, bytes]:
         name = oid.hex()
         files[f"objects/{name[:2]}/{name[2:]}"] = store.db.read_raw(oid)
     for run, checkpoint_id in store.local_entries():
-        files[f"runs/{run}/log/{checkpoint_id}"] = store.entry_path(run, checkpoint_id).read_bytes()
+        files[f"runs/{run}/log/{checkpoint_id}"] = store.local_entry(run, checkpoint_id) or b""
     return files
 
 
@@ -325,7 +326,7 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
             assert cp is not None
             state = cp.state
             model = cp.artifacts["model.bin"].read_bytes()
-        installed = sorted(p.name for p in (path / "runs").glob("**/log/*"))
+            installed = sorted(checkpoint_id for _run, checkpoint_id in store.local_entries())
     return calls, Resumed(state, model, installed)
 
 
@@ -361,7 +362,7 @@ class TestRemoteConformance:
         files = remote_files(remote)
         remote_config = json.loads(files.pop("config"))
         assert "store_id" not in remote_config  # the remote is not one store's
-        assert remote_config == {k: v for k, v in config.items() if k != "store_id"}
+        assert remote_config == {k: v for k, v in config.items() if k != "store_id"} | {"format": REMOTE_FORMAT}
         assert files == local
         for key in files:
             assert re.fullmatch(OBJECT_KEY, key) or re.fullmatch(ENTRY_KEY, key), key
@@ -482,8 +483,8 @@ class TestRemoteConformance:
         # moto and the GCS emulator take ~20 ms a request: 100 checkpoints there, 1,000 on file:// and memory://
         long_run = "long" if remote.kind in ("file", "memory") else "medium"
         shutil.copytree(resume_template, tmp_path / "a")
-        shutil.rmtree(tmp_path / "a" / "runs" / ("long" if long_run == "medium" else "medium"))
         with agentfs.open(tmp_path / "a", durability="process") as store:
+            store.run("long" if long_run == "medium" else "medium").delete()  # the run this remote does not hold
             stats = push(store, remote)
             assert stats.entries == 10 + RESUME_RUNS[long_run]
         short, short_resumed = count_resume(tmp_path / "r-short", remote, "short", monkeypatch)

@@ -34,7 +34,7 @@ pytest_plugins = ["tests.servers"]
 pytestmark = pytest.mark.parametrize("remote", ["file", "memory", "s3"], indirect=True)
 
 SYSTEM = "You are a careful agent. " * 20  # packed in the log entry
-STORE_PARTS = {"config", "objects", "runs", "locks", "tmp", "remotes", "forks"}
+STORE_PARTS = {"config", "segments", "locks", "tmp", "remotes"}
 
 
 @dataclasses.dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..errors import AgentFSError, IntegrityError, InvalidName, NotFound
@@ -269,17 +269,19 @@ class Index:
         data = os.pread(fd, location.length, location.offset)
         return fmt.decode_record(data, f"{self._path(location.segment_id)} offset {location.offset}")
 
-    def read_body(self, kind: int, key: bytes, first: Location) -> bytes:
-        """The body of the record `key` whose first copy lies at `first`: another copy if that one is damaged,
-        and where it lies now if its segment was compacted away since `first` was looked up."""
+    def read_body(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None = None) -> bytes:
+        """The body of the record `key` whose first copy lies at `first`, and where it lies now if its
+        segment was compacted away since. With several copies (one appended to repair another), the
+        first whose frame is intact and that `check` accepts; if none, the first intact one (the
+        caller's check then reports the damage), else the first frame's IntegrityError."""
         try:
-            return self._read_copies(kind, key, first)
+            return self._read_copies(kind, key, first, check)
         except NotFound:
             self.refresh()
             moved = self._find(kind, key)
             if moved is None:
                 raise
-            return self._read_copies(kind, key, moved)
+            return self._read_copies(kind, key, moved, check)
 
     def _find(self, kind: int, key: bytes) -> Location | None:
         if kind == kinds.OBJECT:
@@ -287,18 +289,29 @@ class Index:
         run, record_id = kinds.split_pair_key(key, "lookup")
         return self.location(kind, run, record_id)
 
-    def _read_copies(self, kind: int, key: bytes, first: Location) -> bytes:
+    def _read_copies(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None) -> bytes:
         with self._lock:
             others = list(self.copies.get((kind, key), ()))
         damage: IntegrityError | None = None
+        intact: bytes | None = None
         for location in [first, *others]:
             try:
                 record = self.read(location)
             except IntegrityError as exc:
                 damage = damage or exc
                 continue
-            if record.kind == kind and record.key == key:
+            if record.kind != kind or record.key != key:
+                continue
+            if check is None or not others:
                 return record.body
+            try:
+                check(record.body)
+            except AgentFSError:
+                intact = record.body if intact is None else intact
+                continue
+            return record.body
+        if intact is not None:
+            return intact
         if damage is not None:
             raise damage
         raise IntegrityError(f"{self._path(first.segment_id)} offset {first.offset}: holds another record than {key[:80]!r}")

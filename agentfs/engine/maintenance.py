@@ -65,7 +65,7 @@ class GcReport:
 def _check_object(index: Index, oid: bytes, location: segments.Location) -> Problem | None:
     where = f"object {oid.hex()} ({index.where(location)})"
     try:
-        blob = index.read_body(kinds.OBJECT, oid, location)
+        blob = index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where))  # a repaired copy if any
         if not blob:
             return Problem("empty", where, f"object {oid.hex()} has an empty record")
         codec.decode(blob, oid, where)

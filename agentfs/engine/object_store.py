@@ -49,7 +49,7 @@ class ObjectStore:
         location = self.location(oid)
         if location is None:
             return self._fetch(oid)[0]
-        return self.index.read_body(kinds.OBJECT, oid, location)
+        return self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, f"object {oid.hex()}"))
 
     def read(self, oid: bytes) -> bytes:
         location = self.location(oid)
@@ -57,7 +57,8 @@ class ObjectStore:
             return self._fetch(oid)[1]
         where = f"object {oid.hex()} ({self.index.where(location)})"
         try:
-            return codec.decode(self.index.read_body(kinds.OBJECT, oid, location), oid, where)
+            blob = self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where))
+            return codec.decode(blob, oid, where)
         except AgentFSError:
             # a corrupt local copy and a remote: its copy, verified, is appended and read from now on
             if self.fetch is None or (fetched := self.fetch(oid)) is None:

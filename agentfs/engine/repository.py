@@ -47,6 +47,7 @@ from ..format import keys, kinds
 from ..format import segment as fmt
 from ..format.config import encode_config, new_config, read_config
 from ..format.entries import Entry, decode_entry_at
+from ..format.journal import decode_record
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
@@ -63,6 +64,11 @@ log = logging.getLogger("agentfs")
 ENTRY_CACHE = 256
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
 KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
+DECODE: dict[int, Callable[[bytes, str, str, str], object]] = {  # the check a record's body must pass
+    kinds.ENTRY: decode_entry_at,
+    kinds.JOURNAL: decode_record,
+    kinds.RETIRED: decode_retirement,
+}
 R = TypeVar("R", bound="Repository")
 __all__ = ["DURABILITY", "Durability", "Repository", "Source"]
 
@@ -292,12 +298,16 @@ class Repository:
         return location
 
     def _body(self, kind: int, run: str, record_id: str) -> tuple[bytes, str] | None:
-        """(a record's body, where it lies) or None; IntegrityError if every copy is damaged."""
+        """(a record's body, where it lies) or None. Of several copies (a repair), one that decodes;
+        IntegrityError if every copy's frame is damaged."""
         location = self._location(kind, run, record_id)
         if location is None:
             return None
+        where = self.index.where(location)
+        check = DECODE[kind]
         try:
-            return self.index.read_body(kind, kinds.pair_key(run, record_id), location), self.index.where(location)
+            body = self.index.read_body(kind, kinds.pair_key(run, record_id), location, lambda data: check(data, run, record_id, where))
+            return body, where
         except NotFound:
             return None  # compacted away meanwhile, and dropped: retired
 
