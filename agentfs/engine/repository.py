@@ -29,15 +29,12 @@ The engine API: all core/ may use (a forbidden import contract keeps it off fsut
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
-import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -48,22 +45,19 @@ from ..format import segment as fmt
 from ..format.config import encode_config, new_config, read_config
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
-from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.keys import RETIRED
 from ..format.refs import Location
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
-from ..fsutil import fsync_dir, make_dirs, trust_above, write_atomic
-from . import segments
-from .index import Index
-from .locks import EXCLUSIVE, SHARED, flock
+from ..fsutil import make_dirs, trust_above, write_atomic
+from .locks import EXCLUSIVE, flock
 from .object_store import ObjectStore
-from .segment_writer import DURABILITY, Durability, SegmentWriter, seal_orphans
+from .segment_store import KIND, SegmentStore
+from .segment_writer import DURABILITY, Durability
 
 HOST = socket.gethostname()
 log = logging.getLogger("agentfs")
 
 ENTRY_CACHE = 256
-COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
-KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
 DECODE: dict[int, Callable[[bytes, str, str, str], object]] = {  # the check a record's body must pass
     kinds.ENTRY: decode_entry_at,
     kinds.JOURNAL: decode_record,
@@ -87,33 +81,22 @@ class Source(Protocol):
     def attach(self, store: Repository) -> None: ...
 
 
-class Repository:
+class Repository(SegmentStore):
     """A local agentfs store's storage. Safe to share between threads and between processes."""
 
     def __init__(self, root: Path, *, durability: Durability = "power", source: Source | None = None) -> None:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
-        self.root = root
-        self.durability = durability
-        self.sync_writes = durability == "power"
-        self.segments_dir = root / keys.SEGMENTS
-        self.locks_dir = root / keys.LOCKS
-        self.tmp_dir = root / keys.TMP
-        self.remotes_dir = root / keys.REMOTES
+        super().__init__(root, durability)
         self.config = self._open_config()
         self.source = source
-        self.index = Index(self.segments_dir)
         self.db = ObjectStore(self.index, self._append, self.make_durable)
         if source is not None:
             source.attach(self)
             self.db.fetch = source.fetch_object
-        self._writer: SegmentWriter | None = None
-        self._synced: dict[int, int] = {}  # segment id -> offset up to which this process knows it durable
         self._entries: OrderedDict[Location, Entry] = OrderedDict()
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._retirements_fetched: set[str] = set()  # runs whose remote retirement records this process has fetched
-        self._lock = threading.Lock()
-        self._held = threading.local()  # the stripe locks this thread holds: appending() nests
         self._pool: ThreadPoolExecutor | None = None
         self.offload = Offloader()  # runs the blocking work of the async twins (aio.py)
 
@@ -159,10 +142,7 @@ class Repository:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
-            if self._writer is not None:
-                self._writer.close()  # leaves its segment unsealed: the slot's next writer continues it
-                self._writer = None
-        self.index.close()
+        self.close_segments()
 
     def __enter__(self: R) -> R:
         return self
@@ -173,87 +153,7 @@ class Repository:
     def __repr__(self) -> str:
         return f"<agentfs.Store {str(self.root)!r}>"
 
-    # appending and durability
-
-    def _segment_writer(self) -> SegmentWriter:
-        with self._lock:
-            if self._writer is None:
-                self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
-            return self._writer
-
-    def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
-        """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them."""
-        locations = self._segment_writer().append(records, sync=sync)
-        first, last = locations[0], locations[-1]
-        start, end = first.offset - fmt.BEGIN_FRAME, last.offset + last.length + fmt.END_FRAME
-        entries = [fmt.IndexEntry(r.kind, r.key, at.offset, at.length) for r, at in zip(records, locations, strict=True)]
-        self.index.add_batch(first.segment_id, start, end, entries)
-        if sync and self.sync_writes:
-            with self._lock:
-                self._synced[first.segment_id] = max(self._synced.get(first.segment_id, 0), end)
-        return locations
-
-    def make_durable(self, location: segments.Location) -> None:
-        """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
-
-        Hazard: another writer (or a process killed before its sync, or one with durability
-        "process") may have appended it without an fdatasync, or made its segment's directory entry
-        without an fsync. The first time a segment is relied on it is fsynced with segments/; later
-        only an fdatasync, and none for what this process already knows synced. Records in this
-        process's own current segment need nothing: its own next append's fdatasync covers the file.
-        """
-        if not self.sync_writes:
-            return
-        segment_id, end = location.segment_id, location.offset + location.length
-        writer = self._writer
-        if writer is not None and writer.segment_id == segment_id:
-            return
-        with self._lock:
-            synced = self._synced.get(segment_id)
-        if synced is not None and synced >= end:
-            return
-        known = max(end, self.index.known_end(segment_id))  # read before the sync: all of it is covered
-        fd = self.index.descriptor(segment_id)
-        if synced is None:
-            os.fsync(fd)
-            fsync_dir(self.segments_dir)
-        else:
-            os.fdatasync(fd)
-        with self._lock:
-            self._synced[segment_id] = max(self._synced.get(segment_id, 0), known)
-
-    # compaction (engine/maintenance.py), under excluding_writers()
-
-    def seal_for_compaction(self) -> None:
-        """Seal this process's segment and those no live writer holds, so that compaction may copy them."""
-        if self._writer is not None:
-            self._writer.seal()
-        seal_orphans(self.segments_dir, self.locks_dir, durability=self.durability)
-        self.index.refresh()
-
-    def append_compacted(self, records: Sequence[fmt.Record]) -> None:
-        """Append copies of live records to new segments of this process, sealed (so synced) at the end."""
-        writer = self._segment_writer()
-        for start in range(0, len(records), COMPACTION_BATCH):
-            self._append(records[start : start + COMPACTION_BATCH], False)
-        writer.seal()
-
     # runs and their entries
-
-    def local_runs(self) -> list[str]:
-        """Names of the runs with at least one entry in this store."""
-        self.index.refresh()
-        return self.index.runs(kinds.ENTRY)
-
-    def local_ids(self, run: str) -> list[str]:
-        """The ids of `run`'s entries in this store, oldest first."""
-        self.index.refresh()
-        return self.index.ids(kinds.ENTRY, run)
-
-    def local_entries(self) -> Iterator[Location]:
-        """(run, id) of every entry in the store, run by run."""
-        self.index.refresh()
-        return self.index.all_ids(kinds.ENTRY)
 
     def runs(self) -> list[str]:
         """Names of every run with at least one checkpoint (here or on the remote)."""
@@ -289,13 +189,6 @@ class Repository:
         """Whether this store holds the entry now (never asks a remote)."""
         self.index.refresh()  # another process may have retired it since this process looked
         return self.index.has(kinds.ENTRY, run, checkpoint_id)
-
-    def _location(self, kind: int, run: str, record_id: str) -> segments.Location | None:
-        location = self.index.location(kind, run, record_id)
-        if location is None:
-            self.index.refresh()
-            location = self.index.location(kind, run, record_id)
-        return location
 
     def _body(self, kind: int, run: str, record_id: str) -> tuple[bytes, str] | None:
         """(a record's body, where it lies) or None. Of several copies (a repair), one that decodes;
@@ -401,12 +294,6 @@ class Repository:
     def read_packed(self, oid: bytes, location: Location) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
 
-    def where_stored(self, run: str, kind: str, record_id: str) -> str:
-        """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
-        location = self.index.location(KIND[kind], run, record_id)
-        where = str(self.segments_dir) if location is None else self.index.where(location)
-        return f"{where}: {kind} record {run}/{record_id}"
-
     # for sync
 
     def remote_state_dir(self, name: str) -> Path:
@@ -419,14 +306,6 @@ class Repository:
         """The names of the remotes with a state directory here."""
         return sorted(p.name for p in self.remotes_dir.iterdir() if p.is_dir()) if self.remotes_dir.is_dir() else []
 
-    def repair_record(self, run: str, kind: str, record_id: str, data: bytes) -> None:
-        """Append verified bytes of a record found damaged here: reads then take this intact copy. Durable as append_record."""
-        self._append([fmt.Record(KIND[kind], kinds.pair_key(run, record_id), data)], True)
-
-    def watched_dir(self) -> Path:
-        """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
-        return self.segments_dir
-
     # journal and retirement records
 
     def append_record(self, run: str, kind: str, record_id: str, data: bytes) -> bool:
@@ -437,30 +316,10 @@ class Repository:
         self._append([fmt.Record(KIND[kind], kinds.pair_key(run, record_id), data)], True)
         return True
 
-    def record_ids(self, run: str, kind: str) -> list[str]:
-        """The ids of `run`'s JOURNAL or RETIRED records, oldest first."""
-        self.index.refresh()
-        return self.index.ids(KIND[kind], run)
-
-    def poll_record_ids(self, run: str, kind: str, known: Iterable[str] = ()) -> set[str]:
-        """The ids of `run`'s JOURNAL or RETIRED records now, unordered, for a caller that polls."""
-        self.index.refresh()
-        return set(self.index.ids(KIND[kind], run))
-
     def read_record(self, run: str, kind: str, record_id: str) -> bytes | None:
         """A record's bytes, unverified but for its frame; None if it is gone (retired since it was listed)."""
         found = self._body(KIND[kind], run, record_id)
         return None if found is None else found[0]
-
-    def record_size(self, run: str, kind: str, record_id: str) -> int | None:
-        """The bytes of a record's body; None if it is gone."""
-        location = self._location(KIND[kind], run, record_id)
-        return None if location is None else location.length - fmt.record_overhead(len(kinds.pair_key(run, record_id)))
-
-    def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
-        """(run, id) of every JOURNAL or RETIRED record in the store."""
-        self.index.refresh()
-        return self.index.all_ids(KIND[kind])
 
     def make_records_durable(self, run: str, kind: str, record_ids: list[str]) -> None:
         """Make records durable whoever wrote them (see make_durable), before they are returned."""
@@ -540,36 +399,3 @@ class Repository:
             write_atomic(self.tmp_dir, self.root / keys.CONFIG, encode_config(config), sync=self.sync_writes, exclusive=False)
         self.config = config
         return config
-
-    # locks
-
-    @contextlib.contextmanager
-    def _stripe(self, kind: str, run: str) -> Iterator[None]:
-        """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
-        path = self.root.joinpath(*keys.stripe_lock_key(kind, run))
-        held: set[Path] = self._held.__dict__.setdefault("paths", set())
-        if path in held:
-            yield
-            return
-        with flock(path, EXCLUSIVE):
-            held.add(path)
-            try:
-                yield
-            finally:
-                held.discard(path)
-
-    def appending(self, run: str) -> AbstractContextManager[None]:
-        """Held around one append to the run's log: who holds it reads the head and appends after it."""
-        return self._stripe("run", run)
-
-    def journal_lock(self, run: str) -> AbstractContextManager[None]:
-        """Held while a journal reads the run's records, decides and records a call's start."""
-        return self._stripe("journal", run)
-
-    def writing(self) -> AbstractContextManager[None]:
-        """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
-        return flock(self.root.joinpath(*keys.GC_LOCK), SHARED)
-
-    def excluding_writers(self) -> AbstractContextManager[None]:
-        """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
-        return flock(self.root.joinpath(*keys.GC_LOCK), EXCLUSIVE)

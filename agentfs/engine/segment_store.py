@@ -1,0 +1,211 @@
+"""The segment side of a Repository: the index, this process's segment writer, durability of reuse, locks.
+
+Repository (engine/repository.py) adds entries, records, retention, forks and config on top; the
+engine API is listed there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from ..format import keys, kinds
+from ..format import segment as fmt
+from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.refs import Location
+from ..fsutil import fsync_dir
+from . import segments
+from .index import Index
+from .locks import EXCLUSIVE, SHARED, flock
+from .segment_writer import Durability, SegmentWriter, seal_orphans
+
+COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
+KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
+
+
+class SegmentStore:
+    """The segments of the store at `root`: where records lie, and appending durably to them."""
+
+    def __init__(self, root: Path, durability: Durability) -> None:
+        self.root = root
+        self.durability = durability
+        self.sync_writes = durability == "power"
+        self.segments_dir = root / keys.SEGMENTS
+        self.locks_dir = root / keys.LOCKS
+        self.tmp_dir = root / keys.TMP
+        self.remotes_dir = root / keys.REMOTES
+        self.index = Index(self.segments_dir)
+        self._writer: SegmentWriter | None = None
+        self._synced: dict[int, int] = {}  # segment id -> offset up to which this process knows it durable
+        self._lock = threading.Lock()
+        self._held = threading.local()  # the stripe locks this thread holds: appending() nests
+
+    def close_segments(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()  # leaves its segment unsealed: the slot's next writer continues it
+                self._writer = None
+        self.index.close()
+
+    # appending and durability
+
+    def _segment_writer(self) -> SegmentWriter:
+        with self._lock:
+            if self._writer is None:
+                self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
+            return self._writer
+
+    def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
+        """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them."""
+        locations = self._segment_writer().append(records, sync=sync)
+        first, last = locations[0], locations[-1]
+        start, end = first.offset - fmt.BEGIN_FRAME, last.offset + last.length + fmt.END_FRAME
+        entries = [fmt.IndexEntry(r.kind, r.key, at.offset, at.length) for r, at in zip(records, locations, strict=True)]
+        self.index.add_batch(first.segment_id, start, end, entries)
+        if sync and self.sync_writes:
+            with self._lock:
+                self._synced[first.segment_id] = max(self._synced.get(first.segment_id, 0), end)
+        return locations
+
+    def make_durable(self, location: segments.Location) -> None:
+        """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
+
+        Hazard: another writer (or a process killed before its sync, or one with durability
+        "process") may have appended it without an fdatasync, or made its segment's directory entry
+        without an fsync. The first time a segment is relied on it is fsynced with segments/; later
+        only an fdatasync, and none for what this process already knows synced. Records in this
+        process's own current segment need nothing: its own next append's fdatasync covers the file.
+        """
+        if not self.sync_writes:
+            return
+        segment_id, end = location.segment_id, location.offset + location.length
+        writer = self._writer
+        if writer is not None and writer.segment_id == segment_id:
+            return
+        with self._lock:
+            synced = self._synced.get(segment_id)
+        if synced is not None and synced >= end:
+            return
+        known = max(end, self.index.known_end(segment_id))  # read before the sync: all of it is covered
+        fd = self.index.descriptor(segment_id)
+        if synced is None:
+            os.fsync(fd)
+            fsync_dir(self.segments_dir)
+        else:
+            os.fdatasync(fd)
+        with self._lock:
+            self._synced[segment_id] = max(self._synced.get(segment_id, 0), known)
+
+    # compaction (engine/maintenance.py), under excluding_writers()
+
+    def seal_for_compaction(self) -> None:
+        """Seal this process's segment and those no live writer holds, so that compaction may copy them."""
+        if self._writer is not None:
+            self._writer.seal()
+        seal_orphans(self.segments_dir, self.locks_dir, durability=self.durability)
+        self.index.refresh()
+
+    def append_compacted(self, records: Sequence[fmt.Record]) -> None:
+        """Append copies of live records to new segments of this process, sealed (so synced) at the end."""
+        writer = self._segment_writer()
+        for start in range(0, len(records), COMPACTION_BATCH):
+            self._append(records[start : start + COMPACTION_BATCH], False)
+        writer.seal()
+
+
+    def local_runs(self) -> list[str]:
+        """Names of the runs with at least one entry in this store."""
+        self.index.refresh()
+        return self.index.runs(kinds.ENTRY)
+
+    def local_ids(self, run: str) -> list[str]:
+        """The ids of `run`'s entries in this store, oldest first."""
+        self.index.refresh()
+        return self.index.ids(kinds.ENTRY, run)
+
+    def local_entries(self) -> Iterator[Location]:
+        """(run, id) of every entry in the store, run by run."""
+        self.index.refresh()
+        return self.index.all_ids(kinds.ENTRY)
+
+
+    def _location(self, kind: int, run: str, record_id: str) -> segments.Location | None:
+        location = self.index.location(kind, run, record_id)
+        if location is None:
+            self.index.refresh()
+            location = self.index.location(kind, run, record_id)
+        return location
+
+
+    def record_ids(self, run: str, kind: str) -> list[str]:
+        """The ids of `run`'s JOURNAL or RETIRED records, oldest first."""
+        self.index.refresh()
+        return self.index.ids(KIND[kind], run)
+
+    def poll_record_ids(self, run: str, kind: str, known: Iterable[str] = ()) -> set[str]:
+        """The ids of `run`'s JOURNAL or RETIRED records now, unordered, for a caller that polls."""
+        self.index.refresh()
+        return set(self.index.ids(KIND[kind], run))
+
+
+    def record_size(self, run: str, kind: str, record_id: str) -> int | None:
+        """The bytes of a record's body; None if it is gone."""
+        location = self._location(KIND[kind], run, record_id)
+        return None if location is None else location.length - fmt.record_overhead(len(kinds.pair_key(run, record_id)))
+
+    def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
+        """(run, id) of every JOURNAL or RETIRED record in the store."""
+        self.index.refresh()
+        return self.index.all_ids(KIND[kind])
+
+
+    # locks
+
+    @contextlib.contextmanager
+    def _stripe(self, kind: str, run: str) -> Iterator[None]:
+        """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
+        path = self.root.joinpath(*keys.stripe_lock_key(kind, run))
+        held: set[Path] = self._held.__dict__.setdefault("paths", set())
+        if path in held:
+            yield
+            return
+        with flock(path, EXCLUSIVE):
+            held.add(path)
+            try:
+                yield
+            finally:
+                held.discard(path)
+
+    def appending(self, run: str) -> AbstractContextManager[None]:
+        """Held around one append to the run's log: who holds it reads the head and appends after it."""
+        return self._stripe("run", run)
+
+    def journal_lock(self, run: str) -> AbstractContextManager[None]:
+        """Held while a journal reads the run's records, decides and records a call's start."""
+        return self._stripe("journal", run)
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
+        return flock(self.root.joinpath(*keys.GC_LOCK), SHARED)
+
+    def excluding_writers(self) -> AbstractContextManager[None]:
+        """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
+        return flock(self.root.joinpath(*keys.GC_LOCK), EXCLUSIVE)
+
+    def where_stored(self, run: str, kind: str, record_id: str) -> str:
+        """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
+        location = self.index.location(KIND[kind], run, record_id)
+        where = str(self.segments_dir) if location is None else self.index.where(location)
+        return f"{where}: {kind} record {run}/{record_id}"
+
+    def repair_record(self, run: str, kind: str, record_id: str, data: bytes) -> None:
+        """Append verified bytes of a record found damaged here: reads then take this intact copy. Durable as append_record."""
+        self._append([fmt.Record(KIND[kind], kinds.pair_key(run, record_id), data)], True)
+
+    def watched_dir(self) -> Path:
+        """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
+        return self.segments_dir
