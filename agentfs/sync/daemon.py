@@ -23,7 +23,7 @@ from .reconcile import recheck
 from .remote import Remote, redact, remote_name
 
 log = logging.getLogger("agentfs.sync")
-WAKING_EVENTS = {"created", "moved", "closed"}
+WAKING_EVENTS = {"created", "moved", "closed", "modified"}  # modified: an append to a segment
 FLUSH_SLICE = 0.5  # seconds: aflush() holds an offload thread at most this long at a time
 RECONCILE_INTERVAL = 3600.0  # seconds between listings of the remote (bounded: one listing of runs/ and objects/)
 
