@@ -139,9 +139,10 @@ class Index:
 
     def _add(self, segment_id: int, entries: Iterable[fmt.IndexEntry]) -> None:
         retirements = []
+        path = str(self._path(segment_id))
         for entry in entries:
             location = Location(segment_id, entry.offset, entry.length)
-            where = f"{self._path(segment_id)} offset {entry.offset}"
+            where = f"{path} offset {entry.offset}"
             try:
                 if entry.kind == kinds.OBJECT:
                     self._add_object(kinds.check_object_key(entry.key, where), location)
