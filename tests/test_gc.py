@@ -158,3 +158,21 @@ def test_gc_running_while_a_writer_commits_loses_nothing(tmp_path: Path) -> None
             report = store.verify()
             assert report.ok, str(report)
             store.gc(grace=0)
+
+
+def test_gc_drops_what_retirement_hides_and_another_process_follows_the_compaction(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path / "s") as store, agentfs.open(tmp_path / "s") as other:
+        run = store.run("agent")
+        committed = _commit_steps(run, range(6))
+        run.once("tool", lambda: "result")
+        assert other.run("agent").ids() == list(committed)
+        report = run.prune(keep_last=2)
+        before = raw.stored_size(store)
+        store.gc(grace=0)
+        assert raw.stored_size(store) < before, "compaction dropped nothing"
+        kept = [checkpoint_id for checkpoint_id in committed if checkpoint_id not in report.removed]
+        assert other.run("agent").ids() == kept  # its index saw the segments vanish and was rebuilt
+        for checkpoint_id in kept:
+            _check_checkpoint(other.run("agent").get(checkpoint_id), committed[checkpoint_id])
+        assert raw.record_ids(store, "agent", raw.RETIRED) and store.verify().ok
+        assert other.run("agent").once("tool", lambda: "again") == "result"
