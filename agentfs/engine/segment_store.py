@@ -23,6 +23,7 @@ from .index import Index
 from .locks import EXCLUSIVE, SHARED, flock
 from .segment_writer import Durability, SegmentWriter, seal_orphans
 
+SEAL_ON_CLOSE = 1 << 20  # bytes: a segment this big is sealed on a clean close
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
 KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
 
@@ -47,7 +48,9 @@ class SegmentStore:
     def close_segments(self) -> None:
         with self._lock:
             if self._writer is not None:
-                self._writer.close()  # leaves its segment unsealed: the slot's next writer continues it
+                if self._writer.position >= SEAL_ON_CLOSE:
+                    self._writer.seal()  # the next open reads its footer instead of scanning its batches
+                self._writer.close()  # an unsealed segment is left for the slot's next writer to continue
                 self._writer = None
         self.index.close()
 
