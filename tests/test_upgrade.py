@@ -76,7 +76,12 @@ def test_upgrade_puts_every_record_in_segments_byte_for_byte(store: Path) -> Non
     ]
     assert_upgraded(store, expected)
     assert json.loads((store / "config").read_text()) == {**config, "format": 2}  # every other field kept
-    again = agentfs_cli("upgrade", str(store))
+    fd = os.open(store / "locks" / "gc.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a format-2 process using the store does not stop the no-op
+        again = agentfs_cli("upgrade", str(store))
+    finally:
+        os.close(fd)
     assert (again.returncode, again.stdout) == (0, f"{store} is a format-2 store: nothing to upgrade\n")
 
 

@@ -97,12 +97,15 @@ def upgrade(root: Path, *, dry_run: bool = False) -> UpgradeReport:
     but for leftover format-1 names of an upgrade interrupted after its commit point, which go."""
     found, _config = read_format(root)
     report = UpgradeReport(root, found, dry_run)
+    if found == TO:  # no lock: format 2 never reads the leftovers, and its own processes may be running
+        if not dry_run:
+            report.removed = _remove(root, list(FORMAT1_NAMES))
+        return report
     if dry_run:
-        if found == FROM:
-            for record in _records(root, report.damaged):
-                report.converted[kinds.NAMES[record.kind]] += 1
-                report.converted_bytes += len(record.body)
-            report.dropped_remotes = _names(root / REMOTES)
+        for record in _records(root, report.damaged):
+            report.converted[kinds.NAMES[record.kind]] += 1
+            report.converted_bytes += len(record.body)
+        report.dropped_remotes = _names(root / REMOTES)
         return report
     trust_above(root)
     with _excluding_writers(root):
