@@ -15,7 +15,7 @@ from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
 from ..integrations.langgraph_threads import DEFAULT_PREFIX
 from ..names import check_name
-from ..sync.index import remote_dirs
+from ..sync.index import synced_dirs
 from ..sync.remote import Remote
 from ..sync.remote_verify import verify_remote
 from ..sync.repair import repair
@@ -296,7 +296,7 @@ def _compare(
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.repair:
         with open_existing(args) as store:
-            urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in remote_dirs(store.remotes_dir)]
+            urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in synced_dirs(store)]
             if not urls:
                 raise NotFound(f"{store.root} has no remote to repair from: give --remote URL")
             for url in urls:

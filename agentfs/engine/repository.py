@@ -21,6 +21,9 @@ power loss once the call returns, with durability="power" (with "process", a kil
 - config: `read_config`, `rewrite_config` (durable, under the config lock).
 - objects: `db` (written through ObjectWriter; `sizes()`), `drop_stale_references`, `pool`.
 - `where_stored` names where an entry or record lies, for messages; `writer()`, `id`, `source`.
+- for sync: `remote_state_dir(name)` and `remote_state_names()` (a remote's private state: caches,
+  not truth), `repair_record` (a damaged local record replaced by a verified copy), `watched_dir()`
+  (every commit makes a file-system event under it: a hint, never the truth).
 
 Paths (`entry_path`, `record_dir`, `tmp_dir`, ...) are format 1's, for the engine and sync only.
 """
@@ -331,6 +334,26 @@ class Repository(RunFiles):
 
     def read_packed(self, oid: bytes, location: Location) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
+
+    # for sync
+
+    def remote_state_dir(self, name: str) -> Path:
+        """remotes/<name>/, made if missing: one remote's private sync state (caches, not truth)."""
+        directory = self.remotes_dir / name
+        make_dirs(directory, sync=False)
+        return directory
+
+    def remote_state_names(self) -> list[str]:
+        """The names of the remotes with a state directory here."""
+        return sorted(p.name for p in self.remotes_dir.iterdir() if p.is_dir()) if self.remotes_dir.is_dir() else []
+
+    def repair_record(self, run: str, kind: str, record_id: str, data: bytes) -> None:
+        """Put verified bytes of the same record in place of a local one found damaged (repair only). Durable as append_record."""
+        write_atomic(self.tmp_dir, self.record_dir(run, kind) / record_id, data, sync=self.sync_writes, exclusive=False)
+
+    def watched_dir(self) -> Path:
+        """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
+        return self.runs_dir
 
     # config
 

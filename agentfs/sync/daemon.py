@@ -82,7 +82,7 @@ class SyncDaemon:
         self._thread: threading.Thread | None = None
         self._observer: Any = None
         # fires on local commits from a thread of its own: a remote outage never delays it
-        self.hook = None if on_commit is None else CommitHook(store, on_commit, store.remotes_dir / remote_name(url))
+        self.hook = None if on_commit is None else CommitHook(store, on_commit, store.remote_state_dir(remote_name(url)))
 
     def start(self) -> SyncDaemon:
         if self.hook is not None:
@@ -90,7 +90,7 @@ class SyncDaemon:
         self._thread = threading.Thread(target=self._loop, name="agentfs-sync", daemon=True)
         self._thread.start()
         if self.watch:
-            self._observer = observe(self.store.runs_dir, _Wake(self._wake))
+            self._observer = observe(self.store.watched_dir(), _Wake(self._wake))
         return self
 
     def __enter__(self) -> SyncDaemon:

@@ -92,7 +92,7 @@ class CommitHook:
             text = self.path.read_text()
         except FileNotFoundError:
             since = time.time_ns() // 1_000_000  # in ms, as ids hold their time
-            write_atomic(self.store.tmp_dir, self.path, f"since {since}\n".encode(), sync=False)
+            write_atomic(self.path.parent / "tmp", self.path, f"since {since}\n".encode(), sync=False)
             text = self.path.read_text()  # another daemon may have set it up a moment earlier
         lines = text.split("\n")
         header, records, torn = lines[0], lines[1:-1], lines[-1]  # after the last newline: a torn record

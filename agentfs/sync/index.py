@@ -11,16 +11,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..engine.repository import Repository
 from ..fsutil import make_dirs, write_atomic
 
 OID_SIZE = 32
 
 
 class PushIndex:
-    def __init__(self, directory: Path, tmp: Path) -> None:
+    """The index kept in `directory` (a Repository's remote_state_dir), its temp files in directory/tmp."""
+
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.tmp = tmp
-        make_dirs(directory, sync=False)
+        self.tmp = directory / "tmp"
+        make_dirs(self.tmp, sync=False)
         self._lock = threading.Lock()
         self.objects = self._load_objects()
         self.entries = self._load_entries()
@@ -141,15 +144,14 @@ class PushIndex:
             return {}
 
 
-def remote_dirs(remotes_dir: Path) -> list[Path]:
-    if not remotes_dir.is_dir():
-        return []
-    return sorted(p for p in remotes_dir.iterdir() if p.is_dir() and (p / "url").is_file())
-
-
 def remember_url(directory: Path, url: str) -> None:
     make_dirs(directory, sync=False)
     path = directory / "url"
     if not path.exists() or path.read_text() != url:
         path.write_text(url)
     os.utime(directory)
+
+
+def synced_dirs(store: Repository) -> list[Path]:
+    """The state directories of the remotes this store has pushed to or pulled from (those that know their URL)."""
+    return [directory for name in store.remote_state_names() if ((directory := store.remote_state_dir(name)) / "url").is_file()]

@@ -13,11 +13,10 @@ from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, NotFound
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
-from ..format.keys import JOURNAL, RETIRED
+from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
 from ..format.retirement import decode_retirement
 from ..format.walk import NODE, Children, Reached, reach
-from ..fsutil import write_atomic
 from .remote import Remote
 
 BATCH = 256
@@ -51,7 +50,7 @@ def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, pr
         retired = {run: store.retired_ids(run) for run in {run for run, _id in entries}}
         wanted = [loc for loc in entries if (runs is None or loc[0] in runs) and loc[1] not in retired[loc[0]]]
         stats.repaired = _damaged(store, wanted)
-        missing = sorted((loc for loc in wanted if not store.entry_path(*loc).is_file()), key=lambda loc: (loc[1], loc[0]))
+        missing = sorted((loc for loc in wanted if not store.has_entry(*loc)), key=lambda loc: (loc[1], loc[0]))
         missing += stats.repaired
         bar = tqdm(total=len(missing), unit="checkpoint", desc=f"pull {remote.url}", disable=not (progress and sys.stderr.isatty()))
         with bar:
@@ -77,11 +76,11 @@ def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
     """
     damaged = []
     for loc in wanted:
-        path = store.entry_path(*loc)
-        try:
-            decode_entry_at(path.read_bytes(), *loc, str(path))
-        except FileNotFoundError:
+        data = store.local_entry(*loc)
+        if data is None:
             continue
+        try:
+            decode_entry_at(data, *loc, store.where_stored(loc[0], LOG, loc[1]))
         except AgentFSError:
             damaged.append(loc)
     return damaged
@@ -89,14 +88,13 @@ def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
 
 def _pull_record(store: Repository, remote: Remote, kind: str, run: str, record_id: str) -> int:
     """A journal or retirement record the store lacks, verified; its size, or 0 if the store had it."""
-    path = store.record_dir(run, kind) / record_id
-    if path.is_file():
+    if store.read_record(run, kind, record_id) is not None:
         return 0
     data = remote.fetch_record(kind, run, record_id)
     if data is None:
         return 0  # removed by a remote gc since it was listed
     check_record(kind, data, run, record_id, f"remote {remote.url} {run} {kind}/{record_id}")
-    write_atomic(store.tmp_dir, path, data, sync=store.sync_writes)
+    store.append_record(run, kind, record_id, data)
     return len(data)
 
 
@@ -113,7 +111,7 @@ def _pull_batch(store: Repository, remote: Remote, pool: ThreadPoolExecutor, bat
     fetched = list(pool.map(lambda loc: _fetch_entry(remote, loc), batch))
     entries = dict(zip(batch, fetched, strict=True))
     outside = {dep for _raw, entry in fetched for dep in entry.borrowed()} - set(entries)
-    outside = {dep for dep in outside if not store.entry_path(*dep).is_file()}
+    outside = {dep for dep in outside if not store.has_entry(*dep)}
     if outside:  # entries of other runs whose packed objects these borrow (forks) come first
         _pull_batch(store, remote, pool, sorted(outside), stats)
     fetch_closure(store, remote, pool, fetched, stats)

@@ -16,7 +16,7 @@ from ..engine.repository import Repository
 from ..errors import AgentFSError, NotFound
 from ..format.config import remote_config
 from ..format.entries import Entry
-from ..format.keys import JOURNAL, RETIRED
+from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
 from ..format.walk import reach
 from ..ids import id_time_ns
@@ -58,7 +58,7 @@ class Pusher:
         self.remote = remote
         self.workers = workers
         # one index per remote and process: what a resume fetched counts as already there
-        self.index = remote.index or PushIndex(store.remotes_dir / remote.name, store.tmp_dir)
+        self.index = remote.index or PushIndex(store.remote_state_dir(remote.name))
         remote.index = self.index
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
@@ -97,7 +97,7 @@ class Pusher:
                 try:
                     self._push_batch(pool, batch, stats, stop)
                 except NotFound:  # a local prune and gc raced this batch: push what is still there
-                    batch = [loc for loc in batch if self.store.entry_path(*loc).is_file()]
+                    batch = [loc for loc in batch if self.store.has_entry(*loc)]
                     self._push_batch(pool, batch, stats, stop)  # true damage raises again
                 bar.update(len(batch))
         pushed = {run for run, _id in pending}
@@ -184,11 +184,10 @@ class Pusher:
 
     def _push_record(self, record: tuple[str, str, str], stats: PushStats) -> None:
         kind, run, record_id = record
-        try:
-            data = (self.store.record_dir(run, kind) / record_id).read_bytes()
-        except FileNotFoundError:
+        data = self.store.read_record(run, kind, record_id)
+        if data is None:
             return  # removed by retention since it was listed
-        where = f"{run} {kind}/{record_id} ({self.store.record_dir(run, kind) / record_id})"
+        where = f"{run} {kind}/{record_id} ({self.store.where_stored(run, kind, record_id)})"
         try:
             check_record(kind, data, run, record_id, where)
         except AgentFSError as exc:
@@ -207,7 +206,7 @@ class Pusher:
             return
         data = self.store.db.read_raw(oid)
         try:
-            check_object(oid, data, str(self.store.db.path(oid)))
+            check_object(oid, data, f"local object {oid.hex()} in {self.store.root}")
         except AgentFSError as exc:
             self.refusals.object(oid, f"object not pushed: {exc}")
             return
@@ -227,10 +226,11 @@ class Pusher:
         if any(dep in self.refusals.entries for dep in self.store.read_entry(*loc).borrowed()):
             self.refusals.entry(loc, "it borrows from a checkpoint that was refused")
             return
-        path = self.store.entry_path(*loc)
-        data = path.read_bytes()
+        data = self.store.local_entry(*loc)
+        if data is None:
+            raise NotFound(f"checkpoint {loc[1]} of run {loc[0]!r} was removed while pushing")
         try:
-            check_entry(loc, data, f"{loc[0]}@{loc[1]} ({path})")
+            check_entry(loc, data, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG, loc[1])})")
         except AgentFSError as exc:
             self.refusals.entry(loc, str(exc))
             return

@@ -64,7 +64,7 @@ def recheck(pusher: Pusher, *, progress: bool = False, stop: threading.Event | N
         pusher.reconnect()
     stats = pusher.push(progress=progress, stop=stop)
     # objects of entries the remote still holds (the push above sent only those of entries it lacked)
-    local = [oid for oid in lost_objects if oid not in index.objects and store.db.path(oid).is_file()]
+    local = [oid for oid in lost_objects if oid not in index.objects and store.db.exists(oid)]
     with ThreadPoolExecutor(pusher.workers, thread_name_prefix="agentfs-recheck") as pool:
         for _ in pool.map(lambda oid: pusher.push_object(oid, stats, stop), local):
             pass

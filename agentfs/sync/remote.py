@@ -177,7 +177,7 @@ class Remote:
         if self.index is not None:
             return
         self.identify()
-        self.index = PushIndex(store.remotes_dir / self.name, store.tmp_dir)
+        self.index = PushIndex(store.remote_state_dir(self.name))
         remember_url(self.index.directory, self.url)
         (self.index.directory / "pulled").touch()
 

@@ -148,7 +148,7 @@ class Marks:
                 pass
 
     def _entry(self, loc: Location) -> Entry:
-        if self.store is not None and self.store.entry_path(*loc).is_file():
+        if self.store is not None and self.store.has_entry(*loc):
             return self.store.read_entry(*loc)
         data = self.remote.fetch_entry(*loc)
         if data is None:

@@ -10,11 +10,10 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
 from ..engine.repository import Repository
-from ..errors import AgentFSError
+from ..errors import AgentFSError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
-from ..format.keys import JOURNAL, RETIRED
-from ..fsutil import write_atomic
+from ..format.keys import JOURNAL, LOG, RETIRED
 from .pull import PullStats, check_record, fetch_closure
 from .remote import Remote
 
@@ -36,10 +35,11 @@ def repair(store: Repository, remote: Remote, *, workers: int = 8) -> RepairRepo
                 _replace_object(store, remote, oid, report)
         readable: list[tuple[bytes, Entry]] = []
         for run, checkpoint_id in list(store.local_entries()):
-            path = store.entry_path(run, checkpoint_id)
-            raw = path.read_bytes()
+            raw = store.local_entry(run, checkpoint_id)
+            if raw is None:
+                continue  # removed by retention while we listed
             try:
-                readable.append((raw, decode_entry_at(raw, run, checkpoint_id, str(path))))
+                readable.append((raw, decode_entry_at(raw, run, checkpoint_id, store.where_stored(run, LOG, checkpoint_id))))
             except AgentFSError as exc:
                 fixed = _replace_entry(store, remote, run, checkpoint_id, str(exc), report)
                 if fixed is not None:
@@ -58,8 +58,8 @@ def repair(store: Repository, remote: Remote, *, workers: int = 8) -> RepairRepo
 
 def _object_damaged(store: Repository, oid: bytes) -> bool:
     try:
-        codec.decode(store.db.path(oid).read_bytes(), oid, str(store.db.path(oid)))
-    except FileNotFoundError:
+        codec.decode(store.db.read_raw(oid), oid, f"local object {oid.hex()} in {store.root}")
+    except ObjectMissing:
         return False  # deleted by gc while we listed
     except AgentFSError:
         return True
@@ -99,12 +99,12 @@ def _replace_entry(
 
 
 def _check_local_record(store: Repository, remote: Remote, kind: str, run: str, record_id: str, report: RepairReport) -> None:
-    path = store.record_dir(run, kind) / record_id
+    local = store.read_record(run, kind, record_id)
+    if local is None:
+        return  # removed by retention while we listed
     where = f"{kind} record {run}/{record_id}"
     try:
-        check_record(kind, path.read_bytes(), run, record_id, str(path))
-        return
-    except FileNotFoundError:
+        check_record(kind, local, run, record_id, store.where_stored(run, kind, record_id))
         return
     except AgentFSError as exc:
         why = str(exc)
@@ -117,5 +117,5 @@ def _check_local_record(store: Repository, remote: Remote, kind: str, run: str, 
     except AgentFSError as exc:
         report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")
         return
-    write_atomic(store.tmp_dir, path, data, sync=store.sync_writes, exclusive=False)
+    store.repair_record(run, kind, record_id, data)
     report.replaced.append(where)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..format.refs import Location
-from .index import PushIndex, remote_dirs
+from .index import PushIndex, synced_dirs
 from .push import lag_seconds
 
 
@@ -29,8 +29,8 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
     """Per remote this store has synced with: what it holds of `local` (the store's checkpoints) and its last status."""
     held = set(local)
     rows = []
-    for directory in remote_dirs(store.remotes_dir):
-        index = PushIndex(directory, store.tmp_dir)
+    for directory in synced_dirs(store):
+        index = PushIndex(directory)
         saved = index.read_status()
         pending = list(held - index.entries)
         rows.append(
