@@ -1,8 +1,9 @@
 """Every name a store or a remote holds, in one place (docs/FORMAT.md, "Layout").
 
 A key is a tuple of path parts, joined by the caller: `Path.joinpath` locally, `posixpath.join`
-under a remote's root. Runs named `a/b` nest as directories; the store's own names never collide with
-a run's, because a run's records live under runs/<run>/<kind>/ and run names cannot end in a kind.
+under a remote's root. Locally (format 2) records live in segments/ (format/kinds.py names them);
+objects/ and runs/ are the remote's (format 1) layout, where runs named `a/b` nest as directories and
+never collide with the store's own names, because run names cannot end in a kind.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ RUNS = "runs"
 LOCKS = "locks"
 TMP = "tmp"
 REMOTES = "remotes"
-FORKS = "forks"
 GC = "gc"  # remote only: remote gc markers
 SEGMENTS = "segments"  # format 2: the local store's append-only segment files
 
@@ -56,11 +56,6 @@ def record_dir_key(run: str, kind: str) -> tuple[str, ...]:
 
 def record_key(run: str, kind: str, record_id: str) -> tuple[str, ...]:
     return (*record_dir_key(run, kind), record_id)
-
-
-def fork_key(source: str, target: str) -> tuple[str, str, str]:
-    """forks/<digest(source)>/<digest(target)>, holding the target's name: target may borrow from source."""
-    return (FORKS, digest(source), digest(target))
 
 
 def gc_marker_key(name: str) -> tuple[str, str]:
