@@ -156,7 +156,12 @@ def has_object(store: StoreLike, oid: bytes) -> bool:
 
 def object_bytes(store: StoreLike, oid: bytes) -> bytes:
     """The stored bytes of this object (its record's body: header and encoded bytes)."""
-    return _read(store, _locations(store, (kinds.OBJECT, oid))[0]).body
+    index = _index(store)
+    try:
+        location = index.object_location(oid)
+        return _read(store, location if location is not None else _locations(store, (kinds.OBJECT, oid))[0]).body
+    finally:
+        index.close()
 
 
 def set_object_bytes(store: StoreLike, oid: bytes, data: bytes) -> None:
@@ -268,7 +273,11 @@ def stored_records(store: StoreLike) -> dict[tuple[str, str, str], bytes]:
 
 def stored(store: StoreLike) -> dict[str, bytes]:
     """Every stored object and record by a stable name: equal dicts mean nothing was added, lost or changed."""
-    objects = {f"object {oid.hex()}": object_bytes(store, oid) for oid in object_ids(store)}
+    index = _index(store)
+    try:
+        objects = {f"object {oid.hex()}": index.read(location).body for oid, location in index.objects.items()}
+    finally:
+        index.close()
     return objects | {f"record {' '.join(name)}": data for name, data in stored_records(store).items()}
 
 
