@@ -1,0 +1,211 @@
+"""Push to a format-2 remote: the new records of a batch as packs, then the packs' indexes, then head keys.
+
+In that order, each step waiting for the one before: a reader that sees a head key finds every pack
+index it needs, and every index names a pack that is whole. Packs go up concurrently (at most
+IN_FLIGHT at once, so memory stays bounded by IN_FLIGHT x PACK_TARGET); every record is verified
+before it is packed, so nothing corrupt goes up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from ulid import ULID
+
+from ..engine.lineage import diverged
+from ..engine.repository import Repository
+from ..errors import AgentFSError
+from ..format import keys, kinds
+from ..format.config import remote_config
+from ..format.entries import Entry
+from ..format.keys import LOG
+from ..format.pack import MAX_HEAD, decode_head, encode_head, encode_pack
+from ..format.refs import Location
+from ..format.segment import IndexEntry, Record
+from ..format.walk import reach
+from .index import PushIndex, remember_url
+from .outgoing import Refusals, check_entry, check_object
+from .pack_remote import KIND_OF, PackRemote
+from .pull import check_record
+from .push import PushStats, local_records
+
+BATCH = 1024
+PACK_TARGET = 32 << 20  # a pack is closed once it holds this many bytes (a big artifact spans several)
+IN_FLIGHT = 4
+
+
+def place_key(kind: int, key: bytes) -> str:
+    return (bytes([kind]) + key).hex()
+
+
+class PackPusher:
+    def __init__(self, store: Repository, remote: PackRemote, *, workers: int = 16, pack_target: int = PACK_TARGET) -> None:
+        self.store = store
+        self.remote = remote
+        self.workers = workers
+        self.pack_target = pack_target
+        self.index = remote.index or PushIndex(store.remote_state_dir(remote.name))
+        remote.index = self.index
+        remember_url(self.index.directory, remote.url)
+        self.writer = ULID.from_str(store.id).bytes
+        self.refusals = Refusals()
+        self._stats_lock = threading.Lock()
+
+    def pending(self) -> list[Location]:
+        """Local checkpoints the remote is not known to hold, oldest first."""
+        known = self.index.entries
+        return sorted((loc for loc in self.store.local_entries() if loc not in known), key=lambda loc: (loc[1], loc[0]))
+
+    def push(self) -> PushStats:
+        started = time.monotonic()
+        stats = PushStats()
+        self.refusals = Refusals()
+        if self.remote.config is None:  # once per remote: a pusher never writes to a remote of another format
+            self.remote.ensure_config(remote_config(self.store.config))
+        pending = self.pending()
+        records = [record for record in local_records(self.store) if record not in self.index.records]
+        if not pending and not records:
+            return stats
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
+            for start in range(0, max(len(pending), 1), BATCH):
+                self._push_batch(pool, pending[start : start + BATCH], records if start == 0 else [], stats)
+        pushed = {run for run, _id in pending}
+        stats.diverged = diverged(self.store, pushed)
+        self.index.note_divergence(pushed, stats.diverged)
+        stats.seconds = time.monotonic() - started
+        stats.refused = self.refusals.reasons
+        return stats
+
+    def _push_batch(self, pool: ThreadPoolExecutor, batch: list[Location], records: list[tuple[str, str, str]], stats: PushStats) -> None:
+        entries = self._entries(batch)
+        seen: set[bytes] = set()
+        oids: list[bytes] = []
+        for loc, (_raw, entry) in list(entries.items()):
+            try:
+                oids.extend(oid for oid in self._closure(loc, entry, seen) if oid not in self.index.objects)
+            except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
+                self.refusals.entry(loc, str(exc))
+                del entries[loc]
+        packs = self._upload(pool, self._records(oids, entries, records), stats)
+        places: dict[str, str] = {}
+        for pack_id, frames in packs:
+            self.remote.learn(pack_id, frames)
+            places.update((place_key(frame.kind, frame.key), pack_id) for frame in frames)
+        self.index.add_places(places)
+        self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
+        self.index.add_entries(list(entries))
+        self.index.add_records(records)
+        heads: dict[str, str] = {}
+        for run, checkpoint_id in entries:
+            heads[run] = max(heads.get(run, checkpoint_id), checkpoint_id)
+        for _ in pool.map(lambda head: self._put_head(head[0], head[1], entries[head][1]), heads.items()):
+            pass
+
+    def _entries(self, batch: list[Location]) -> dict[Location, tuple[bytes, Entry]]:
+        """The batch's entries, checked, with any entry they borrow from that the remote is not known to hold."""
+        entries: dict[Location, tuple[bytes, Entry]] = {}
+        todo = list(batch)
+        while todo:
+            loc = todo.pop()
+            if loc in entries or loc in self.refusals.entries:
+                continue
+            raw = self.store.local_entry(*loc)
+            if raw is None:
+                continue  # retired here since it was listed
+            try:
+                check_entry(loc, raw, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG, loc[1])})")
+                entry = self.store.read_entry(*loc)
+            except AgentFSError as exc:  # a damaged entry stays local; the rest goes up
+                self.refusals.entry(loc, str(exc))
+                continue
+            entries[loc] = (raw, entry)
+            todo.extend(dep for dep in entry.borrowed() if dep not in self.index.entries and self.store.has_entry(*dep))
+        return entries
+
+    def _records(
+        self, oids: list[bytes], entries: dict[Location, tuple[bytes, Entry]], records: list[tuple[str, str, str]]
+    ) -> Iterator[Record]:
+        """What goes up, each record verified first: objects, then entries, then journal and retirement records."""
+        for oid in oids:
+            data = self.store.db.read_raw(oid)
+            try:
+                check_object(oid, data, f"local object {oid.hex()} in {self.store.root}")
+            except AgentFSError as exc:
+                self.refusals.object(oid, f"object not pushed: {exc}")
+                continue
+            yield Record(kinds.OBJECT, oid, data)
+        for (run, checkpoint_id), (raw, _entry) in entries.items():
+            yield Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), raw)
+        for kind, run, record_id in records:
+            body = self.store.read_record(run, kind, record_id)
+            if body is None:
+                continue  # removed by retention since it was listed
+            try:
+                check_record(kind, body, run, record_id, f"{run} {kind}/{record_id} ({self.store.where_stored(run, kind, record_id)})")
+            except AgentFSError as exc:
+                self.refusals.record(f"{kind} record not pushed: {exc}")
+                continue
+            yield Record(KIND_OF[kind], kinds.pair_key(run, record_id), body)
+
+    def _upload(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[tuple[str, list[IndexEntry]]]:
+        """Put the records up as packs, then their indexes; (pack id, its records' places) of each."""
+        slots = threading.BoundedSemaphore(IN_FLIGHT)
+        uploads: list[tuple[str, list[IndexEntry], bytes, Future[bool]]] = []
+        chunk: list[Record] = []
+        size = 0
+
+        def close() -> None:
+            pack = encode_pack(chunk, self.writer)
+            slots.acquire()  # bounded memory: at most IN_FLIGHT packs built and not yet up
+            future = pool.submit(self.remote.create, self.remote.key(*keys.pack_key(pack.pack_id)), pack.data)
+            future.add_done_callback(lambda _done: slots.release())
+            uploads.append((pack.pack_id, pack.entries, pack.footer, future))
+            with self._stats_lock:
+                stats.bytes += len(pack.data)
+
+        for record in records:
+            chunk.append(record)
+            size += len(record.body)
+            self._count(record.kind, stats)
+            if size >= self.pack_target:
+                close()
+                chunk, size = [], 0
+        if chunk:
+            close()
+        for *_rest, future in uploads:
+            future.result()  # every pack whole before any index names it
+        indexes = [(self.remote.key(*keys.pack_index_key(pack_id)), index) for pack_id, _frames, index, _future in uploads]
+        for _ in pool.map(lambda key_data: self.remote.create(*key_data), indexes):
+            pass
+        return [(pack_id, frames) for pack_id, frames, _index, _future in uploads]
+
+    def _count(self, kind: int, stats: PushStats) -> None:
+        if kind == kinds.OBJECT:
+            stats.objects += 1
+        elif kind == kinds.ENTRY:
+            stats.entries += 1
+        else:
+            stats.records += 1
+
+    def _put_head(self, run: str, checkpoint_id: str, entry: Entry) -> None:
+        """The head key, last: it names the packs holding the entry and its closure, where this index knows them."""
+        needed = [place_key(kinds.ENTRY, kinds.pair_key(run, checkpoint_id))]
+        needed += [place_key(kinds.ENTRY, kinds.pair_key(*dep)) for dep in entry.borrowed()]
+        needed += [place_key(kinds.OBJECT, oid) for oid in self._closure((run, checkpoint_id), entry, set())]
+        packs = {self.index.places[key] for key in needed if key in self.index.places}
+        key = self.remote.key(*keys.head_key(run, checkpoint_id))
+        if not self.remote.create(key, encode_head(run, checkpoint_id, sorted(packs)), compare=False):
+            held = self.remote.read(key, MAX_HEAD)  # pushed before (a recheck): any valid head key for it will do
+            decode_head(held or b"", run, checkpoint_id, f"remote {self.remote.url} head key {run}@{checkpoint_id}")
+
+    def _closure(self, loc: Location, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:
+        """The objects `entry` needs; a node that cannot be read stops the walk (nothing corrupt goes up)."""
+        labelled = ((f"{loc[0]}@{loc[1]} {label}", ref) for label, ref in entry.refs())
+        for reached in reach(labelled, self.store.db.read_nodes, seen):
+            if reached.error is not None:
+                raise reached.error
+            yield reached.oid
+

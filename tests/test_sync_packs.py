@@ -1,0 +1,176 @@
+"""Format 2's remote: packs, pack indexes, head keys (issue 10, part 3), on real files and moto's S3.
+
+A push puts the new records up as packs whose records are byte-identical to the local store's,
+then their indexes, then one head key per run whose head moved; a store opened on that remote
+resumes by ranged reads, verifying every record; a format-1 remote is refused with a clear line.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentfs
+from agentfs.errors import FormatError, IntegrityError, RemoteError
+from agentfs.format import keys, kinds
+from agentfs.format.pack import decode_pack_index
+from agentfs.format.segment import decode_record
+from agentfs.sync.pack_push import PackPusher
+from agentfs.sync.pack_remote import PackRemote
+from agentfs.sync.push import Pusher
+from agentfs.sync.remote import Remote
+from tests.servers import MotoServer, make_s3_spec
+
+pytest_plugins = ["tests.servers"]
+
+
+class Recorder(PackRemote):
+    """A real PackRemote that notes the keys it creates, in order."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
+        super().__init__(url, storage_options)
+        self.created: list[str] = []
+
+    def create(self, key: str, data: bytes, *, compare: bool = True) -> bool:
+        created = super().create(key, data, compare=compare)
+        self.created.append(posixpath.relpath(key, self.root))
+        return created
+
+
+def commit_history(store: agentfs.Store) -> dict[str, Any]:
+    a, b = store.run("agent/a"), store.run("b")
+    for step in range(5):
+        a.commit({"step": step, "notes": ["x" * 50] * step})
+    b.commit({"b": 1}, artifacts={"blob.bin": os.urandom(300_000)})
+    fork = a.fork(a.head_id() or "", "agent/c")
+    fork.commit({"forked": True})
+    return {run: store.run(run).latest().state for run in ("agent/a", "b", "agent/c")}
+
+
+def remote_keys(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and keys.TMP not in p.relative_to(root).parts)
+
+
+def test_push_puts_packs_then_indexes_then_heads_with_local_record_bytes(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    commit_history(store)
+    remote = Recorder(str(tmp_path / "remote"), {})
+    stats = PackPusher(store, remote).push()
+    assert stats.entries == len(list(store.local_entries())) and stats.refused == []
+
+    kinds_in_order = [key.split("/")[0] + ("/idx" if key.endswith(".idx") else "") for key in remote.created]
+    assert kinds_in_order[0] == keys.CONFIG
+    order = {"packs": 0, "packs/idx": 1, "heads": 2}
+    ranks = [order[kind] for kind in kinds_in_order[1:]]
+    assert ranks == sorted(ranks) and set(ranks) == {0, 1, 2}, remote.created
+    heads = [key for key in remote.created if key.startswith("heads/")]
+    assert sorted(heads) == sorted(f"heads/{keys.digest(run)}/{store.run(run).head_id()}" for run in store.runs())
+
+    packs = [key for key in remote_keys(tmp_path / "remote") if key.endswith(".pack")]
+    assert packs and len(packs) == len([key for key in remote.created if key.endswith(".idx")])
+    held: dict[tuple[int, bytes], bytes] = {}
+    for pack in packs:
+        data = (tmp_path / "remote" / pack).read_bytes()
+        index = (tmp_path / "remote" / pack.replace(".pack", ".idx")).read_bytes()
+        assert data.endswith(index)  # the index is the pack's footer and trailer
+        size, frames = decode_pack_index(index, Path(pack).stem, pack)
+        assert size == len(data)
+        for frame in frames:
+            record = decode_record(data[frame.offset : frame.offset + frame.length], pack)
+            held[(record.kind, record.key)] = record.body
+    for run, checkpoint_id in store.local_entries():
+        assert held[(kinds.ENTRY, kinds.pair_key(run, checkpoint_id))] == store.local_entry(run, checkpoint_id)
+    objects = {key: body for (kind, key), body in held.items() if kind == kinds.OBJECT}
+    assert objects and all(body == store.db.read_raw(oid) for oid, body in objects.items())
+
+    again = PackPusher(store, Recorder(str(tmp_path / "remote"), {})).push()
+    assert (again.entries, again.objects) == (0, 0)  # the push index knows what is up
+
+
+def test_a_store_opened_on_the_remote_resumes_every_run_by_ranged_reads(tmp_path: Path) -> None:
+    source = agentfs.open(tmp_path / "a")
+    states = commit_history(source)
+    artifact = source.run("b").latest().artifacts["blob.bin"].read_bytes()
+    url = str(tmp_path / "remote")
+    PackPusher(source, PackRemote(url, {})).push()
+
+    resumed = agentfs.open(tmp_path / "b", remote=url)
+    assert isinstance(resumed.source, PackRemote)
+    assert {run: resumed.run(run).latest().state for run in states} == states
+    assert resumed.run("b").latest().artifacts["blob.bin"].read_bytes() == artifact
+    assert resumed.run("agent/a").head_id() == source.run("agent/a").head_id()
+    assert resumed.runs() == source.runs()
+    cached = resumed.remote_state_dir(resumed.source.name) / keys.PACKS
+    assert sorted(p.name for p in cached.glob("*.idx")) == sorted(p.name for p in (tmp_path / "remote" / "packs").glob("*.idx"))
+
+
+def test_a_damaged_pack_is_refused_and_nothing_of_it_enters_the_store(tmp_path: Path) -> None:
+    source = agentfs.open(tmp_path / "a")
+    cp = source.run("r").commit({"r": 1}, artifacts={"blob.bin": os.urandom(200_000)})
+    url = str(tmp_path / "remote")
+    PackPusher(source, PackRemote(url, {})).push()
+    (pack,) = (tmp_path / "remote" / "packs").glob("*.pack")
+    data = bytearray(pack.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # inside an object's frame: its checksum no longer matches
+    pack.chmod(0o644)
+    pack.write_bytes(bytes(data))
+    reader = agentfs.open(tmp_path / "b", remote=url)
+    with pytest.raises((IntegrityError, FormatError)):
+        reader.run("r").get(cp.id).artifacts["blob.bin"].read_bytes()
+
+
+def test_a_format_1_remote_is_refused_with_a_line_saying_push_to_a_fresh_url(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    store.run("r").commit({"r": 1})
+    url = str(tmp_path / "old")
+    Pusher(store, Remote(url, {})).push()  # the format-1 layout
+    with pytest.raises(FormatError, match=r"format-1 remote.*push to a fresh URL"):
+        PackRemote(url, {}).identify()
+    with pytest.raises(FormatError, match="format-1 remote"):
+        PackPusher(store, PackRemote(url, {})).push()
+
+
+def test_a_head_key_that_exists_with_other_content_is_refused(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    cp = store.run("r").commit({"r": 1})
+    remote = PackRemote(str(tmp_path / "remote"), {})
+    taken = remote.key(*keys.head_key("r", cp.id))
+    remote.fs.makedirs(posixpath.dirname(taken), exist_ok=True)
+    remote.fs.pipe_file(taken, b'{"format": 2, "run": "other", "id": "x", "packs": []}')
+    with pytest.raises(FormatError, match="not the checkpoint its key names"):
+        PackPusher(store, remote).push()
+
+
+def test_resume_of_an_artifact_on_s3_costs_requests_by_range_not_by_chunk(tmp_path: Path, moto_server: MotoServer) -> None:
+    spec = make_s3_spec(moto_server)
+    source = agentfs.open(tmp_path / "a", durability="process")
+    blob = os.urandom(24 << 20)
+    for step in range(20):  # a history the resume must not pay for
+        source.run("r").commit({"step": step})
+    cp = source.run("r").commit({"final": True}, artifacts={"big.bin": blob})
+    chunks = sum(1 for _ in source.db.oids())
+    PackPusher(source, PackRemote(spec.url, spec.storage_options)).push()
+
+    reader = agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, durability="process")
+    assert isinstance(reader.source, PackRemote)
+    requests: list[str] = []
+    for name in ("cat_file", "ls", "call_s3", "exists"):
+        real = getattr(reader.source.fs, name)
+
+        def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            requests.append(_name)
+            return _real(*args, **kwargs)
+
+        setattr(reader.source.fs, name, counting)
+    latest = reader.run("r").latest()
+    assert latest.id == cp.id and latest.artifacts["big.bin"].read_bytes() == blob
+    assert len(requests) <= 60 < chunks, f"{len(requests)} requests for {chunks} objects: {requests}"
+
+
+def test_remote_errors_name_the_url(tmp_path: Path) -> None:
+    with pytest.raises(RemoteError, match="holds no agentfs store"):
+        agentfs.open(tmp_path / "b", remote=str(tmp_path / "nothing-here"))
