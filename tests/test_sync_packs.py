@@ -22,8 +22,10 @@ from agentfs.format.segment import decode_record
 from agentfs.sync.pack_push import PackPusher
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
+from agentfs.sync.reconcile import recheck
 from agentfs.sync.remote import Remote
 from tests.servers import MotoServer, make_s3_spec
+from tests.test_cli import cli
 
 pytest_plugins = ["tests.servers"]
 
@@ -174,3 +176,43 @@ def test_resume_of_an_artifact_on_s3_costs_requests_by_range_not_by_chunk(tmp_pa
 def test_remote_errors_name_the_url(tmp_path: Path) -> None:
     with pytest.raises(RemoteError, match="holds no agentfs store"):
         agentfs.open(tmp_path / "b", remote=str(tmp_path / "nothing-here"))
+
+
+def test_the_daemon_push_pull_and_clone_work_over_a_format_2_remote(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    states = commit_history(store)
+    url = str(tmp_path / "remote")
+    PackPusher(store, PackRemote(url, {})).push()  # the first push made it format 2
+    cp = store.run("agent/a").commit({"after": "the first push"})
+    states["agent/a"] = cp.state
+    with store.sync(url, interval=0.2) as daemon:
+        assert daemon.flush(timeout=20)
+    assert (tmp_path / "remote" / keys.HEADS / keys.digest("agent/a") / cp.id).is_file()
+    assert not (tmp_path / "remote" / keys.RUNS).exists()  # nothing in format 1's layout
+
+    pulled = cli("pull", url, store=tmp_path / "b" / ".agentfs")
+    assert pulled.returncode == 0, pulled.stderr
+    cloned = cli("clone", url, str(tmp_path / "c"))
+    assert cloned.returncode == 0, cloned.stderr
+    for directory in (tmp_path / "b" / ".agentfs", tmp_path / "c"):
+        with agentfs.open(directory) as copy:
+            assert copy.source is None and {run: copy.run(run).latest().state for run in states} == states
+
+
+def test_a_recheck_finds_a_lost_pack_and_pushes_its_records_again(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    states = commit_history(store)
+    remote_dir = tmp_path / "remote"
+    pusher = PackPusher(store, PackRemote(str(remote_dir), {}), pack_target=100_000)  # several packs
+    pusher.push()
+    packs = sorted((remote_dir / keys.PACKS).glob("*.pack"))
+    assert len(packs) > 1
+    lost = packs[-1]  # the last pack holds the entries
+    lost.unlink()
+    lost.with_suffix(keys.PACK_INDEX_SUFFIX).unlink()
+
+    report = recheck(PackPusher(store, PackRemote(str(remote_dir), {})))
+    assert report.lost_entries + report.lost_objects > 0 and report.pushed.entries + report.pushed.objects > 0
+    with agentfs.open(tmp_path / "b", remote=str(remote_dir)) as resumed:
+        assert {run: resumed.run(run).latest().state for run in states} == states
+        assert resumed.run("b").latest().artifacts["blob.bin"].read_bytes() == store.run("b").latest().artifacts["blob.bin"].read_bytes()

@@ -8,29 +8,29 @@ before it is packed, so nothing corrupt goes up.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from tqdm import tqdm
 from ulid import ULID
 
 from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError
 from ..format import keys, kinds
-from ..format.config import remote_config
 from ..format.entries import Entry
 from ..format.keys import LOG
 from ..format.pack import MAX_HEAD, decode_head, encode_head, encode_pack
 from ..format.refs import Location
 from ..format.segment import IndexEntry, Record
-from ..format.walk import reach
-from .index import PushIndex, remember_url
 from .outgoing import Refusals, check_entry, check_object
 from .pack_remote import KIND_OF, PackRemote
 from .pull import check_record
-from .push import PushStats, local_records
+from .push import Pusher, PushStats
+from .remote import Remote
 
 BATCH = 1024
 PACK_TARGET = 32 << 20  # a pack is closed once it holds this many bytes (a big artifact spans several)
@@ -41,37 +41,33 @@ def place_key(kind: int, key: bytes) -> str:
     return (bytes([kind]) + key).hex()
 
 
-class PackPusher:
+class PackPusher(Pusher):
+    """A Pusher for a format-2 remote: connect, status, pending and recheck as Pusher's; push by packs."""
+
+    remote: PackRemote
+
     def __init__(self, store: Repository, remote: PackRemote, *, workers: int = 16, pack_target: int = PACK_TARGET) -> None:
-        self.store = store
-        self.remote = remote
-        self.workers = workers
+        super().__init__(store, remote, workers=workers)
         self.pack_target = pack_target
-        self.index = remote.index or PushIndex(store.remote_state_dir(remote.name))
-        remote.index = self.index
-        remember_url(self.index.directory, remote.url)
         self.writer = ULID.from_str(store.id).bytes
-        self.refusals = Refusals()
-        self._stats_lock = threading.Lock()
 
-    def pending(self) -> list[Location]:
-        """Local checkpoints the remote is not known to hold, oldest first."""
-        known = self.index.entries
-        return sorted((loc for loc in self.store.local_entries() if loc not in known), key=lambda loc: (loc[1], loc[0]))
-
-    def push(self) -> PushStats:
+    def push(self, *, progress: bool = False, stop: threading.Event | None = None) -> PushStats:
         started = time.monotonic()
         stats = PushStats()
         self.refusals = Refusals()
-        if self.remote.config is None:  # once per remote: a pusher never writes to a remote of another format
-            self.remote.ensure_config(remote_config(self.store.config))
-        pending = self.pending()
-        records = [record for record in local_records(self.store) if record not in self.index.records]
+        self._ensure_config()  # once per pusher: it never writes to a remote of another format
+        pending = self.last_scan = self.pending()
+        records = self.pending_records()
         if not pending and not records:
             return stats
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
+        bar = tqdm(total=len(pending), unit="checkpoint", desc=f"push {self.remote.url}", disable=not (progress and sys.stderr.isatty()))
+        with bar, ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
             for start in range(0, max(len(pending), 1), BATCH):
-                self._push_batch(pool, pending[start : start + BATCH], records if start == 0 else [], stats)
+                if stop is not None and stop.is_set():
+                    break
+                batch = pending[start : start + BATCH]
+                self._push_packed(pool, batch, records if start == 0 else [], stats)
+                bar.update(len(batch))
         pushed = {run for run, _id in pending}
         stats.diverged = diverged(self.store, pushed)
         self.index.note_divergence(pushed, stats.diverged)
@@ -79,7 +75,16 @@ class PackPusher:
         stats.refused = self.refusals.reasons
         return stats
 
-    def _push_batch(self, pool: ThreadPoolExecutor, batch: list[Location], records: list[tuple[str, str, str]], stats: PushStats) -> None:
+    def push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
+        """Upload one object again (a recheck found it lost) as a pack of its own, with its index."""
+        if stop is not None and stop.is_set():
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="agentfs-push") as pool:
+            self._place(self._upload(pool, self._records([oid], {}, []), stats))
+        if oid not in self.refusals.objects:
+            self.index.add_objects([oid])
+
+    def _push_packed(self, pool: ThreadPoolExecutor, batch: list[Location], records: list[tuple[str, str, str]], stats: PushStats) -> None:
         entries = self._entries(batch)
         seen: set[bytes] = set()
         oids: list[bytes] = []
@@ -89,12 +94,7 @@ class PackPusher:
             except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
                 self.refusals.entry(loc, str(exc))
                 del entries[loc]
-        packs = self._upload(pool, self._records(oids, entries, records), stats)
-        places: dict[str, str] = {}
-        for pack_id, frames in packs:
-            self.remote.learn(pack_id, frames)
-            places.update((place_key(frame.kind, frame.key), pack_id) for frame in frames)
-        self.index.add_places(places)
+        self._place(self._upload(pool, self._records(oids, entries, records), stats))
         self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
         self.index.add_entries(list(entries))
         self.index.add_records(records)
@@ -103,6 +103,14 @@ class PackPusher:
             heads[run] = max(heads.get(run, checkpoint_id), checkpoint_id)
         for _ in pool.map(lambda head: self._put_head(head[0], head[1], entries[head][1]), heads.items()):
             pass
+
+    def _place(self, packs: list[tuple[str, list[IndexEntry]]]) -> None:
+        """Note where the records of packs just pushed lie: the reader's map and the index's hints for head keys."""
+        places: dict[str, str] = {}
+        for pack_id, frames in packs:
+            self.remote.learn(pack_id, frames)
+            places.update((place_key(frame.kind, frame.key), pack_id) for frame in frames)
+        self.index.add_places(places)
 
     def _entries(self, batch: list[Location]) -> dict[Location, tuple[bytes, Entry]]:
         """The batch's entries, checked, with any entry they borrow from that the remote is not known to hold."""
@@ -201,11 +209,7 @@ class PackPusher:
             held = self.remote.read(key, MAX_HEAD)  # pushed before (a recheck): any valid head key for it will do
             decode_head(held or b"", run, checkpoint_id, f"remote {self.remote.url} head key {run}@{checkpoint_id}")
 
-    def _closure(self, loc: Location, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:
-        """The objects `entry` needs; a node that cannot be read stops the walk (nothing corrupt goes up)."""
-        labelled = ((f"{loc[0]}@{loc[1]} {label}", ref) for label, ref in entry.refs())
-        for reached in reach(labelled, self.store.db.read_nodes, seen):
-            if reached.error is not None:
-                raise reached.error
-            yield reached.oid
 
+def pusher_for(store: Repository, remote: Remote, *, workers: int = 16) -> Pusher:
+    """The pusher for the remote's format: packs for a format-2 remote, format 1's keys otherwise."""
+    return PackPusher(store, remote, workers=workers) if isinstance(remote, PackRemote) else Pusher(store, remote, workers=workers)

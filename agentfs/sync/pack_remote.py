@@ -260,6 +260,11 @@ class PackRemote(Remote):
         self._load_many(pack_id for pack_id in decode_head(data, run, checkpoint_id, where).packs if pack_id not in self._frames)
         return checkpoint_id
 
+    def list_objects(self) -> dict[bytes, tuple[float, int]]:
+        """Every object in a pack with an index (for a recheck): its frame's length; no time (packs keep none per object)."""
+        self.load_all()
+        return {key: (0.0, place[2]) for (kind, key), place in self.places.items() if kind == kinds.OBJECT}
+
     def list_all_entries(self) -> list[tuple[str, str]]:
         self.load_all()
         return sorted((run, record_id) for (kind, run), found in self.ids.items() if kind == kinds.ENTRY for record_id in found)
@@ -270,13 +275,20 @@ class PackRemote(Remote):
         return sorted((names[kind], run, record_id) for (kind, run), found in self.ids.items() if kind in names for record_id in found)
 
 
-def open_remote(url: str, storage_options: dict[str, Any]) -> Remote:
-    """The remote at `url`, identified (a URL with no agentfs config is refused): a PackRemote when its
-    config says format 2; the format-1 layout's Remote otherwise, until every command reads format 2."""
+def remote_for(url: str, storage_options: dict[str, Any]) -> Remote:
+    """The remote at `url` as its config says: format 1's Remote for format 1 or no config yet (the layout
+    a first push still writes, until every command reads format 2); else a PackRemote (which refuses a
+    format other than 2 with a line naming it)."""
     remote = Remote(url, storage_options)
     data = remote.read(remote.key(keys.CONFIG), 1 << 20)
     with contextlib.suppress(ValueError, AttributeError):  # a malformed config: identify() names what is wrong
-        if data is not None and json.loads(data).get("format") == REMOTE_FORMAT:
-            remote = PackRemote(url, storage_options)
+        if data is not None and json.loads(data).get("format") != 1:
+            return PackRemote(url, storage_options)
+    return remote
+
+
+def open_remote(url: str, storage_options: dict[str, Any]) -> Remote:
+    """For a reader: the remote at `url` (see remote_for), identified: a URL with no agentfs config is refused."""
+    remote = remote_for(url, storage_options)
     remote.identify()
     return remote
