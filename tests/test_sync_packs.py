@@ -7,6 +7,7 @@ resumes by ranged reads, verifying every record; a format-1 remote is refused wi
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 from pathlib import Path
@@ -216,3 +217,38 @@ def test_a_recheck_finds_a_lost_pack_and_pushes_its_records_again(tmp_path: Path
     with agentfs.open(tmp_path / "b", remote=str(remote_dir)) as resumed:
         assert {run: resumed.run(run).latest().state for run in states} == states
         assert resumed.run("b").latest().artifacts["blob.bin"].read_bytes() == store.run("b").latest().artifacts["blob.bin"].read_bytes()
+
+
+def test_verify_remote_reports_a_damaged_record_of_a_pack_and_checks_the_rest(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    commit_history(store)
+    url = str(tmp_path / "remote")
+    PackPusher(store, PackRemote(url, {})).push()
+    clean = cli("verify", "--remote", url, "--deep", "--json")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+    (pack,) = (tmp_path / "remote" / keys.PACKS).glob("*.pack")
+    _size, frames = decode_pack_index(pack.with_suffix(keys.PACK_INDEX_SUFFIX).read_bytes(), pack.stem, "test")
+    chunk = max((frame for frame in frames if frame.kind == kinds.OBJECT), key=lambda frame: frame.length)
+    data = bytearray(pack.read_bytes())
+    data[chunk.offset + chunk.length // 2] ^= 0xFF
+    pack.write_bytes(bytes(data))
+    damaged = cli("verify", "--remote", url, "--deep", "--json")
+    assert damaged.returncode != 0
+    problems = json.loads(damaged.stdout)["problems"]
+    assert problems and all(problem["kind"] == "corrupt" for problem in problems)
+    assert {problem["where"].split(" ")[0] for problem in problems} == {f"b@{store.run('b').head_id()}"}  # only what uses it
+
+
+def test_retirement_propagates_over_packs(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    run = store.run("r")
+    ids = [run.commit({"step": step}).id for step in range(6)]
+    url = str(tmp_path / "remote")
+    PackPusher(store, PackRemote(url, {})).push()  # all six go up
+    run.prune(keep_last=2)
+    assert PackPusher(store, PackRemote(url, {})).push().records == 1  # then the retirement record
+    with agentfs.open(tmp_path / "b", remote=url) as reader:
+        assert reader.run("r").ids() == ids[-2:]
+        with pytest.raises(agentfs.NotFound):
+            reader.run("r").get(ids[0])

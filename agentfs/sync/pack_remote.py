@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.repository import Repository
-from ..errors import FormatError, RemoteError
+from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import keys, kinds
 from ..format.config import encode_config
 from ..format.keys import JOURNAL, LOG, RETIRED
@@ -189,18 +189,22 @@ class PackRemote(Remote):
                 data = bytes(self.fs.cat_file(pack, start=offset, end=end))
         except FileNotFoundError:
             return None  # removed by a remote gc since its index was read
-        found = None
-        for frame in frames:
-            record = decode_record(data[frame.offset - offset : frame.offset - offset + frame.length], f"{where} offset {frame.offset}")
-            if (record.kind, record.key) != (frame.kind, frame.key):
-                raise FormatError(f"{where} offset {frame.offset}: the record is not the one its index names")
-            if (frame.kind, frame.key) == (kind, key):
-                found = record.body
-            else:
+        asked, *ahead = frames
+        found = self._body(data[: asked.length], asked, where)
+        for frame in ahead:  # a damaged neighbour is not kept: read alone, it is refused on its own
+            with contextlib.suppress(AgentFSError):
+                body = self._body(data[frame.offset - offset : frame.offset - offset + frame.length], frame, where)
                 with self._lock:
-                    self._ahead[(frame.kind, frame.key)] = record.body
-                    self._ahead_bytes += len(record.body)
+                    self._ahead[(frame.kind, frame.key)] = body
+                    self._ahead_bytes += len(body)
         return found
+
+    @staticmethod
+    def _body(data: bytes, frame: IndexEntry, where: str) -> bytes:
+        record = decode_record(data, f"{where} offset {frame.offset}")
+        if (record.kind, record.key) != (frame.kind, frame.key):
+            raise FormatError(f"{where} offset {frame.offset}: the record is not the one its index names")
+        return record.body
 
     def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
         """The object's frame and the object frames right after it that the store lacks, up to READ_AHEAD bytes."""
