@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import posixpath
 import threading
 import time
 from collections.abc import Iterable
@@ -25,7 +26,7 @@ from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
 from ..format.segment import IndexEntry, decode_record
 from ..fsutil import make_dirs, write_atomic
 from ..names import check_id, check_name
-from .remote import Remote
+from .remote import Remote, modified
 
 REMOTE_FORMAT = 2
 MAX_INDEX = 64 << 20
@@ -66,6 +67,7 @@ class PackRemote(Remote):
         self.places: dict[tuple[int, bytes], Place] = {}
         self.ids: dict[tuple[int, str], set[str]] = {}  # (kind, run) -> record ids in the packs loaded
         self._frames: dict[str, list[IndexEntry]] = {}  # pack id -> its records, by offset
+        self.pack_times: dict[str, float] = {}  # pack id -> when its index was written (from the last listing)
         self._lock = threading.Lock()
         self._pack_locks: dict[str, threading.Lock] = {}
         self._listed_at = float("-inf")
@@ -116,20 +118,39 @@ class PackRemote(Remote):
     def learn(self, pack_id: str, entries: list[IndexEntry]) -> None:
         """Take in where a pack's records lie (from its index, or from a pack this process just pushed)."""
         frames = sorted(entries, key=lambda entry: entry.offset)
+        for entry in frames:  # checked before anything is taken in
+            if entry.kind in kinds.RUN_KINDS:
+                kinds.split_pair_key(entry.key, f"remote {self.url} pack {pack_id}")
         with self._lock:
-            for entry in frames:
-                self.places.setdefault((entry.kind, entry.key), (pack_id, entry.offset, entry.length))
-                if entry.kind in kinds.RUN_KINDS:
-                    run, record_id = kinds.split_pair_key(entry.key, f"remote {self.url} pack {pack_id}")
-                    self.ids.setdefault((entry.kind, run), set()).add(record_id)
+            self._take(pack_id, frames)
             self._frames[pack_id] = frames
             self._pack_locks.setdefault(pack_id, threading.Lock())
 
+    def _take(self, pack_id: str, frames: list[IndexEntry]) -> None:
+        for entry in frames:
+            self.places.setdefault((entry.kind, entry.key), (pack_id, entry.offset, entry.length))
+            if entry.kind in kinds.RUN_KINDS:
+                run, record_id = kinds.split_pair_key(entry.key, "")
+                self.ids.setdefault((entry.kind, run), set()).add(record_id)
+
     def pack_ids(self) -> list[str]:
-        """Every pack with an index on the remote (a pack without one is still being pushed, or was cut short)."""
+        """Every pack with an index on the remote (a pack without one is still being pushed, or was cut short);
+        notes when each index was written, in `pack_times`."""
         suffix = keys.PACK_INDEX_SUFFIX
-        names = self.list_names(self.key(keys.PACKS))
-        return sorted(name[: -len(suffix)] for name in names if name.endswith(suffix) and PACK_ID.fullmatch(name[: -len(suffix)]))
+        prefix = self.key(keys.PACKS)
+        self.fs.invalidate_cache(prefix)
+        try:
+            with self.failing(f"list {prefix}", FileNotFoundError):
+                infos = self.fs.ls(prefix, detail=True)
+        except FileNotFoundError:
+            return []
+        times = {}
+        for info in infos:
+            name = posixpath.basename(str(info["name"]).rstrip("/"))
+            if name.endswith(suffix) and PACK_ID.fullmatch(name[: -len(suffix)]):
+                times[name[: -len(suffix)]] = modified(info)
+        self.pack_times = times
+        return sorted(times)
 
     def load_all(self, *, force: bool = True) -> None:
         """Learn every pack's records: list packs/ (at most once per RELIST seconds unless `force`), fetch new indexes."""
@@ -137,8 +158,10 @@ class PackRemote(Remote):
         if not force and now - self._listed_at < RELIST:
             return
         self._listed_at = now
-        fresh = [pack_id for pack_id in self.pack_ids() if pack_id not in self._frames]
-        self._load_many(fresh)
+        listed = self.pack_ids()
+        for gone in set(self._frames) - set(listed):  # repacked by a remote gc
+            self.forget(gone)
+        self._load_many(pack_id for pack_id in listed if pack_id not in self._frames)
 
     def _load_many(self, pack_ids: Iterable[str]) -> None:
         todo = list(pack_ids)
@@ -165,16 +188,33 @@ class PackRemote(Remote):
             if body is not None:
                 self._ahead_bytes -= len(body)
                 return body
-        place = self.locate(kind, key)
-        if place is None:
-            return None
-        with self._pack_locks[place[0]]:
-            with self._lock:  # another thread may have read it ahead while we waited
-                body = self._ahead.pop((kind, key), None)
-                if body is not None:
-                    self._ahead_bytes -= len(body)
-                    return body
-            return self._read_range(kind, key, place)
+        for _attempt in range(2):
+            place = self.locate(kind, key)
+            if place is None:
+                return None
+            with self._pack_locks[place[0]]:
+                with self._lock:  # another thread may have read it ahead while we waited
+                    body = self._ahead.pop((kind, key), None)
+                    if body is not None:
+                        self._ahead_bytes -= len(body)
+                        return body
+                body = self._read_range(kind, key, place)
+            if body is not None:
+                return body
+            self.forget(place[0])  # a remote gc repacked it: its live records are in a newer pack
+            self.load_all()
+        return None
+
+    def forget(self, pack_id: str) -> None:
+        """Drop a pack the remote no longer holds: its places, and its index kept here."""
+        with self._lock:
+            self._frames.pop(pack_id, None)
+            self.pack_times.pop(pack_id, None)
+            self.places, self.ids = {}, {}
+            for kept, frames in self._frames.items():  # a record the pack held may lie in another (a repack)
+                self._take(kept, frames)
+        if self._cache is not None:
+            (self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}").unlink(missing_ok=True)
 
     def _read_range(self, kind: int, key: bytes, place: Place) -> bytes | None:
         pack_id, offset, length = place
@@ -265,9 +305,9 @@ class PackRemote(Remote):
         return checkpoint_id
 
     def list_objects(self) -> dict[bytes, tuple[float, int]]:
-        """Every object in a pack with an index (for a recheck): its frame's length; no time (packs keep none per object)."""
+        """Every object in a pack with an index: (when that index was written, the object's frame length)."""
         self.load_all()
-        return {key: (0.0, place[2]) for (kind, key), place in self.places.items() if kind == kinds.OBJECT}
+        return {key: (self.pack_times.get(place[0], 0.0), place[2]) for (kind, key), place in self.places.items() if kind == kinds.OBJECT}
 
     def list_all_entries(self) -> list[tuple[str, str]]:
         self.load_all()
