@@ -25,6 +25,7 @@ from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
 from agentfs.sync.reconcile import recheck
 from agentfs.sync.remote import Remote
+from agentfs.sync.remote_gc import MIN_SETTLE, remote_gc
 from tests.servers import MotoServer, make_s3_spec
 from tests.test_cli import cli
 
@@ -252,3 +253,31 @@ def test_retirement_propagates_over_packs(tmp_path: Path) -> None:
         assert reader.run("r").ids() == ids[-2:]
         with pytest.raises(agentfs.NotFound):
             reader.run("r").get(ids[0])
+
+
+def test_remote_gc_repacks_what_stays_and_frees_what_retention_removed(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    run = store.run("r")
+    run.commit({"step": 0}, artifacts={"old.bin": os.urandom(400_000)})
+    for step in range(1, 6):
+        run.commit({"step": step})
+    kept = store.run("other").commit({"other": True}, artifacts={"kept.bin": os.urandom(100_000)})
+    url = str(tmp_path / "remote")
+    PackPusher(store, PackRemote(url, {})).push()
+    run.prune(keep_last=2)
+    PackPusher(store, PackRemote(url, {})).push()  # the retirement record
+    remote_dir = tmp_path / "remote"
+    before = sum(p.stat().st_size for p in (remote_dir / keys.PACKS).glob("*.pack"))
+
+    report = remote_gc(PackRemote(url, {}), grace=0.0, settle=MIN_SETTLE)
+    assert report.entries_deleted == 4 and report.objects_deleted > 0 and report.packs_deleted
+    after = sorted((remote_dir / keys.PACKS).glob("*.pack"))
+    assert before - sum(p.stat().st_size for p in after) == report.bytes_freed > 400_000
+    assert {p.stem for p in after} == {p.stem for p in (remote_dir / keys.PACKS).glob("*.idx")}  # every pack has its index
+    assert not set(report.packs_deleted) & {p.stem for p in after}
+
+    verified = cli("verify", "--remote", url, "--deep", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    with agentfs.open(tmp_path / "b", remote=url) as reader:
+        assert reader.run("r").latest().state == {"step": 5} and len(reader.run("r").ids()) == 2
+        assert reader.run("other").latest().artifacts["kept.bin"].read_bytes() == kept.artifacts["kept.bin"].read_bytes()

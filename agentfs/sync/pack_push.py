@@ -35,6 +35,7 @@ from .remote import Remote
 BATCH = 1024
 PACK_TARGET = 32 << 20  # a pack is closed once it holds this many bytes (a big artifact spans several)
 IN_FLIGHT = 4
+Upload = tuple[str, list[IndexEntry], bytes, "Future[bool]"]  # pack id, its records' places, its index, its PUT
 
 
 def place_key(kind: int, key: bytes) -> str:
@@ -66,7 +67,7 @@ class PackPusher(Pusher):
                 if stop is not None and stop.is_set():
                     break
                 batch = pending[start : start + BATCH]
-                self._push_packed(pool, batch, records if start == 0 else [], stats)
+                self._push_packed(pool, batch, records if start == 0 else [], stats, stop)
                 bar.update(len(batch))
         pushed = {run for run, _id in pending}
         stats.diverged = diverged(self.store, pushed)
@@ -80,11 +81,19 @@ class PackPusher(Pusher):
         if stop is not None and stop.is_set():
             return
         with ThreadPoolExecutor(1, thread_name_prefix="agentfs-push") as pool:
-            self._place(self._upload(pool, self._records([oid], {}, []), stats))
+            self._place(self._put_indexes(pool, self._put_packs(pool, self._records([oid], {}, []), stats)))
         if oid not in self.refusals.objects:
             self.index.add_objects([oid])
 
-    def _push_packed(self, pool: ThreadPoolExecutor, batch: list[Location], records: list[tuple[str, str, str]], stats: PushStats) -> None:
+    def _push_packed(
+        self,
+        pool: ThreadPoolExecutor,
+        batch: list[Location],
+        records: list[tuple[str, str, str]],
+        stats: PushStats,
+        stop: threading.Event | None,
+    ) -> None:
+        self.barrier.check(stop, force=True)  # the remote gc rule (remote_gc.py): before trusting the index
         entries = self._entries(batch)
         seen: set[bytes] = set()
         oids: list[bytes] = []
@@ -94,7 +103,12 @@ class PackPusher(Pusher):
             except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
                 self.refusals.entry(loc, str(exc))
                 del entries[loc]
-        self._place(self._upload(pool, self._records(oids, entries, records), stats))
+        uploads = self._put_packs(pool, self._records(oids, entries, records), stats)
+        if self.barrier.check(stop):  # a remote gc finished since the look above: what the index vouched for may be gone
+            sent = set(oids)
+            again = [oid for loc, (_raw, entry) in entries.items() for oid in self._closure(loc, entry, set())]
+            uploads += self._put_packs(pool, self._records(sorted({o for o in again if o not in self.index.objects} - sent), {}, []), stats)
+        self._place(self._put_indexes(pool, uploads))
         self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
         self.index.add_entries(list(entries))
         self.index.add_records(records)
@@ -158,10 +172,10 @@ class PackPusher(Pusher):
                 continue
             yield Record(KIND_OF[kind], kinds.pair_key(run, record_id), body)
 
-    def _upload(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[tuple[str, list[IndexEntry]]]:
-        """Put the records up as packs, then their indexes; (pack id, its records' places) of each."""
+    def _put_packs(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[Upload]:
+        """Put the records up as packs, each whole when this returns."""
         slots = threading.BoundedSemaphore(IN_FLIGHT)
-        uploads: list[tuple[str, list[IndexEntry], bytes, Future[bool]]] = []
+        uploads: list[Upload] = []
         chunk: list[Record] = []
         size = 0
 
@@ -185,6 +199,10 @@ class PackPusher(Pusher):
             close()
         for *_rest, future in uploads:
             future.result()  # every pack whole before any index names it
+        return uploads
+
+    def _put_indexes(self, pool: ThreadPoolExecutor, uploads: list[Upload]) -> list[tuple[str, list[IndexEntry]]]:
+        """Put up the indexes of packs that are up; (pack id, its records' places) of each."""
         indexes = [(self.remote.key(*keys.pack_index_key(pack_id)), index) for pack_id, _frames, index, _future in uploads]
         for _ in pool.map(lambda key_data: self.remote.create(*key_data), indexes):
             pass

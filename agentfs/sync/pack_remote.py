@@ -172,6 +172,11 @@ class PackRemote(Remote):
         with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-index") as pool:
             list(pool.map(self.load_index, todo))
 
+    def pack_frames(self) -> dict[str, list[IndexEntry]]:
+        """Every pack whose index this remote has read: its records' kinds, keys and places."""
+        with self._lock:
+            return dict(self._frames)
+
     def locate(self, kind: int, key: bytes) -> Place | None:
         place = self.places.get((kind, key))
         if place is None:  # pushed since we last looked (or never): look again, not too often
