@@ -22,6 +22,7 @@ from agentfs.format.pack import decode_pack_index
 from agentfs.format.segment import decode_record
 from agentfs.sync.pack_push import PackPusher
 from agentfs.sync.pack_remote import PackRemote
+from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.reconcile import recheck
 from agentfs.sync.remote import Remote
@@ -281,3 +282,18 @@ def test_remote_gc_repacks_what_stays_and_frees_what_retention_removed(tmp_path:
     with agentfs.open(tmp_path / "b", remote=url) as reader:
         assert reader.run("r").latest().state == {"step": 5} and len(reader.run("r").ids()) == 2
         assert reader.run("other").latest().artifacts["kept.bin"].read_bytes() == kept.artifacts["kept.bin"].read_bytes()
+
+
+def test_divergence_over_packs_is_reported_by_pull_and_latest_stays_newest(tmp_path: Path) -> None:
+    url = str(tmp_path / "remote")
+    origin = agentfs.open(tmp_path / "origin")
+    base = origin.run("shared").commit({"step": 0})
+    PackPusher(origin, PackRemote(url, {})).push()
+    machines = [agentfs.open(tmp_path / name, remote=url) for name in ("a", "b")]
+    heads = [machine.run("shared").commit({"by": n}, parent=base.id).id for n, machine in enumerate(machines)]  # both saw base
+    for machine in machines:
+        PackPusher(machine, PackRemote(url, {})).push()
+    with agentfs.open(tmp_path / "c") as puller:
+        stats = pull(puller, PackRemote(url, {}))
+        assert stats.diverged == {"shared": sorted(heads)}
+        assert puller.run("shared").latest().id == max(heads)
