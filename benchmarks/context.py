@@ -33,6 +33,16 @@ class Sizes:
     scale_objects: int  # workload 8
     scale_commits: int
     langgraph_steps: int  # workload 9
+    history_short: int  # workload 12: commit on a run of this many checkpoints ...
+    history_long: int  # ... next to one of this many
+    open_short: int  # workload 12: open + latest() in a fresh process at this many checkpoints ...
+    open_long: int  # ... next to this many
+    open_run: int  # checkpoints per run in those stores (latest() reads one such run)
+    open_rounds: int  # fresh processes per store, alternated
+    daemon_checkpoints: int  # workload 13: the store the daemon syncs ...
+    daemon_runs: int  # ... in this many runs
+    daemon_phase_commits: int  # paced commits per phase (10/s), with and without the daemon
+    daemon_rounds: int  # phases of each kind, alternated
     flush_timeout: float  # seconds a sync flush may take before it is reported as missed
     resume_flush_timeout: float  # the same for pushing the long history of workload 7
 
@@ -50,6 +60,16 @@ FULL = Sizes(
     scale_objects=100_000,
     scale_commits=100,
     langgraph_steps=1000,
+    history_short=100,
+    history_long=10_000,
+    open_short=1_000,
+    open_long=100_000,
+    open_run=1_000,
+    open_rounds=5,
+    daemon_checkpoints=10_000,
+    daemon_runs=1_000,
+    daemon_phase_commits=100,
+    daemon_rounds=3,
     flush_timeout=120.0,
     resume_flush_timeout=360.0,
 )
@@ -66,6 +86,16 @@ QUICK = Sizes(
     scale_objects=2_000,
     scale_commits=30,
     langgraph_steps=100,
+    history_short=100,
+    history_long=1_000,
+    open_short=100,
+    open_long=10_000,
+    open_run=100,
+    open_rounds=3,
+    daemon_checkpoints=1_000,
+    daemon_runs=100,
+    daemon_phase_commits=30,
+    daemon_rounds=2,
     flush_timeout=30.0,
     resume_flush_timeout=60.0,
 )

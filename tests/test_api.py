@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import agentfs
+from tests.helpers import raw
 
 ULID_CHARS = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
@@ -29,6 +30,10 @@ def tree(root: Path) -> dict[str, bytes | None]:
         for name in filenames:
             out[os.path.relpath(os.path.join(dirpath, name), root)] = Path(dirpath, name).read_bytes()
     return out
+
+
+def _records_of(store: agentfs.Store, run: str) -> dict[tuple[str, str, str], bytes]:
+    return {name: data for name, data in raw.stored_records(store).items() if name[0] == run}
 
 
 # --- open -----------------------------------------------------------------------------------------------
@@ -51,8 +56,8 @@ def test_open_creates_the_layout(tmp_path: Path, kind: type) -> None:
         assert "fastcdc" in chunking["algorithm"]
         for params in (chunking["small"], chunking["large"]):
             assert 0 < params["min_size"] <= params["avg_size"] <= params["max_size"]
-        assert list((root / "tmp").iterdir()) == []
-        assert list((root / "objects").iterdir()) == []
+        assert raw.temp_files(root) == []
+        assert raw.object_ids(root) == set()
         assert store.runs() == []
     with agentfs.open(root) as again:
         assert again.id == store.id
@@ -124,7 +129,7 @@ def test_empty_run(tmp_path: Path) -> None:
         assert run.latest() is None
         assert run.history() == []
         assert store.runs() == []  # a run exists once it has a checkpoint
-        assert not (tmp_path / "s" / "runs" / "research").exists()
+        assert raw.stored_records(store) == {}
 
 
 def test_commit_latest_history_get(tmp_path: Path) -> None:
@@ -190,14 +195,14 @@ def test_commit_with_parent_is_optimistic(tmp_path: Path) -> None:
             run.commit({"x": 0}, parent="01ARZ3NDEKTSV4RRFFQ69G5FAV")
         first = run.commit({"x": 1}, parent=None)  # None: the run must be empty
         second = run.commit({"x": 2}, parent=first.id)
-        before = tree(tmp_path / "s" / "runs")
+        before = raw.stored_records(store)
         with pytest.raises(agentfs.Conflict) as info:
             run.commit({"x": 3}, parent=first.id)
         assert isinstance(info.value, agentfs.AgentFSError) and isinstance(info.value, RuntimeError)
         assert first.id in str(info.value) and second.id in str(info.value)
         with pytest.raises(agentfs.Conflict):
             run.commit({"x": 3}, parent=None)
-        assert tree(tmp_path / "s" / "runs") == before
+        assert raw.stored_records(store) == before
         assert run.latest().id == second.id
 
 
@@ -311,9 +316,9 @@ def test_fork(tmp_path: Path) -> None:
         run = store.run("research/task-42")
         old = run.commit({"step": 1, "blob": os.urandom(50_000), "small": "s" * 200}, artifacts={"r.md": b"v1", "big": os.urandom(400_000)})
         head = run.commit({"step": 2}, artifacts={"r.md": b"v2"}, metadata={"m": 1})
-        source_files = tree(tmp_path / "s" / "runs" / "research" / "task-42")
+        source_records = _records_of(store, "research/task-42")
         source_history = [cp.id for cp in run.history()]
-        objects_before = tree(tmp_path / "s" / "objects")
+        objects_before = raw.object_ids(store)
 
         forked = run.fork(head.id, "research/task-42-b")
         assert isinstance(forked, agentfs.Run)
@@ -326,8 +331,8 @@ def test_fork(tmp_path: Path) -> None:
         assert older is not None and older.state == old.state
         assert {n: older.artifacts[n].read_bytes() for n in older.artifacts} == {n: old.artifacts[n].read_bytes() for n in old.artifacts}
 
-        assert tree(tmp_path / "s" / "objects") == objects_before  # no data copied
-        assert tree(tmp_path / "s" / "runs" / "research" / "task-42") == source_files
+        assert raw.object_ids(store) == objects_before  # no data copied
+        assert _records_of(store, "research/task-42") == source_records
         assert [cp.id for cp in run.history()] == source_history
         assert sorted(store.runs()) == ["research/task-42", "research/task-42-b", "research/task-42-c"]
 
@@ -358,11 +363,11 @@ def test_verify_and_gc_on_a_healthy_store(tmp_path: Path) -> None:
             store.run("r").commit({"i": i, "blob": os.urandom(30_000)}, artifacts={"a": os.urandom(200_000)})
         report = store.verify()
         assert report.ok and bool(report) and report.problems == []
-        objects = tree(tmp_path / "s" / "objects")
+        objects = raw.object_ids(store)
         store.gc()
-        assert tree(tmp_path / "s" / "objects") == objects  # everything is referenced
+        assert raw.object_ids(store) == objects  # everything is referenced
         store.gc(grace=0)
-        assert tree(tmp_path / "s" / "objects") == objects
+        assert raw.object_ids(store) == objects
         for cp in store.run("r").history():
             assert cp.artifacts["a"].size == 200_000
             cp.state  # noqa: B018

@@ -15,6 +15,7 @@ from typing import Any
 import agentfs
 from agentfs.engine.objectdb import ObjectWriter
 from agentfs.format.refs import TREE, ref_size
+from tests.helpers import raw
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]
@@ -132,8 +133,7 @@ def test_log_marks_a_fork_made_on_another_machine(tmp_path: Path) -> None:
         mine = store_a.run("shared").commit({"step": 1, "notes": "n" * 500}, parent=base.id)
         theirs = store_b.run("shared").commit({"step": 1, "notes": "m" * 500}, parent=base.id)
     # what a pull from the other machine does: its entry arrives beside ours
-    log_a = root_a / "runs" / "shared" / "log"
-    shutil.copy2(root_b / "runs" / "shared" / "log" / theirs.id, log_a / theirs.id)
+    raw.set_record_bytes(root_a, "shared", raw.LOG, theirs.id, raw.record_bytes(root_b, "shared", raw.LOG, theirs.id))
     text = cli("log", "shared", store=root_a)
     assert text.returncode == 0, text.stderr
     lines = {line.split()[0]: line for line in text.stdout.splitlines()}
@@ -246,34 +246,32 @@ def test_verify_exits_1_naming_a_corrupt_object(store: agentfs.Store) -> None:
     store.run("r").commit({}, artifacts={"blob.bin": os.urandom(1 << 20)})
     clean = cli("verify", store=store.root)
     assert clean.returncode == 0 and clean.stdout.endswith(": ok\n")
-    victim = next(path for path in sorted((store.root / "objects").glob("*/*")) if path.stat().st_size > 1000)
-    raw = bytearray(victim.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    victim.write_bytes(bytes(raw))
+    victim = next(oid for oid in sorted(raw.object_ids(store)) if len(raw.object_bytes(store, oid)) > 1000)
+    raw.corrupt_object(store, victim)
+    named = victim.hex()[2:]  # what names the object both in a path (objects/ab/<rest>) and as a whole id
     result = cli("verify", store=store.root)
     assert result.returncode == 1
-    assert str(victim) in result.stdout and "problem" in result.stdout
+    assert named in result.stdout and "problem" in result.stdout
     document = json_of(cli("verify", "--json", store=store.root))
     assert document["ok"] is False and document["checkpoints"] == 1
-    assert {"kind": "corrupt", "where": str(victim)} in [{"kind": p["kind"], "where": p["where"]} for p in document["problems"]]
-    assert_error(cli("cat", "r", "blob.bin", store=store.root), 4, victim.name)
+    assert any(p["kind"] == "corrupt" and named in p["where"] for p in document["problems"]), document["problems"]
+    assert_error(cli("cat", "r", "blob.bin", store=store.root), 4, named)
 
 
 def test_gc_deletes_only_unreferenced_objects_past_the_grace(store: agentfs.Store) -> None:
     data = os.urandom(1 << 20)
     kept = store.run("r").commit({}, artifacts={"blob.bin": data})
     writer = ObjectWriter(store.db, store.pool)
-    orphan = store.db.path(writer.add(os.urandom(100_000)))
+    orphan = writer.add(os.urandom(100_000))
     writer.finish()
-    two_hours_ago = orphan.stat().st_mtime - 7200
-    os.utime(orphan, (two_hours_ago, two_hours_ago))
+    raw.age_objects(store, [orphan], 7200)
     document = json_of(cli("gc", "--grace", "86400", "--json", store=store.root))
     expected = {"deleted": 0, "bytes_freed": 0, "kept": document["kept"], "temp_deleted": 0, "pruned": 0, "damaged": []}
     assert document == expected and document["kept"] > 1
-    assert orphan.exists()
+    assert raw.has_object(store, orphan)
     text = cli("gc", store=store.root)
     assert text.returncode == 0 and text.stdout.startswith("deleted 1 object (")
-    assert not orphan.exists()
+    assert not raw.has_object(store, orphan)
     assert cli("verify", store=store.root).returncode == 0
     assert kept.artifacts["blob.bin"].read_bytes() == data
     assert cli("gc", "--grace", "-1", store=store.root).returncode == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import agentfs
+from tests.helpers import raw
 from tests.test_cli import assert_error, cli, json_of
 
 
@@ -47,11 +48,10 @@ def test_empty_listings_say_so(tmp_path: Path) -> None:
 def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     root = tmp_path / ".agentfs"
     with agentfs.open(root) as store:
-        store.run("r").commit({"i": 1})
+        only = store.run("r").commit({"i": 1})
     verified = cli("verify", store=root)
     assert verified.returncode == 0 and " 1 checkpoint: ok" in verified.stdout
-    victim = next(path for path in (root / "runs").rglob("*") if path.is_file())
-    victim.write_bytes(b"damaged")
+    raw.set_record_bytes(root, "r", raw.LOG, only.id, b"damaged")
     broken = cli("verify", store=root)
     assert broken.returncode == 1 and broken.stdout.rstrip().endswith(": 1 problem")
 

@@ -14,6 +14,7 @@ import pytest
 
 import agentfs
 from agentfs.format.keys import JOURNAL
+from tests.helpers import raw
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]
@@ -104,16 +105,15 @@ def test_journal_events_lists_one_line_per_record(root: Path) -> None:
     header, *lines = result.stdout.splitlines()
     assert header.split() == ["ID", "TIME", "EVENT", "KEY", "TOOL", "DETAIL"]
     with agentfs.open(root) as store:
-        assert [line.split()[0] for line in lines] == sorted(os.listdir(store.record_dir(RUN, JOURNAL)))
+        assert [line.split()[0] for line in lines] == raw.record_ids(store, RUN, JOURNAL)
     assert [line.split()[3] for line in lines] == ["start", "ok", "start", "error", "start", "start", "ok"]
     assert 'args {"args": ["cats"], "kwargs": {}}' in lines[0]
 
 
 def test_damaged_records_are_reported_on_stderr(root: Path) -> None:
     with agentfs.open(root) as store:
-        directory = store.record_dir(RUN, JOURNAL)
-        end = sorted(os.listdir(directory))[1]
-        (directory / end).write_bytes((directory / end).read_bytes()[:-1])
+        end = raw.record_ids(store, RUN, JOURNAL)[1]
+        raw.set_record_bytes(store, RUN, JOURNAL, end, raw.record_bytes(store, RUN, JOURNAL, end)[:-1])
     result = cli(root, "journal", RUN)
     assert result.returncode == 0
     assert result.stderr.startswith("agentfs: warning: skipped journal record") and end in result.stderr

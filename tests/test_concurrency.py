@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import agentfs
-from tests.helpers import workload
+from tests.helpers import raw, workload
 
 HELPERS = Path(__file__).parent / "helpers"
 COMMITS = 30
@@ -93,7 +93,7 @@ def test_processes_commit_to_one_run_and_to_separate_runs_at_once(tmp_path: Path
         total = 0
         for run_name, expected in reported.items():
             run = store.run(run_name)
-            log_files = sorted(p.name for p in store.log_dir(run_name).iterdir())
+            log_files = raw.record_ids(store, run_name)
             assert log_files == run.ids()
             assert set(log_files) == set(expected), f"{run_name}: lost {set(expected) - set(log_files)}"
             total += len(log_files)
@@ -129,7 +129,7 @@ def test_processes_open_a_new_store_at_once(tmp_path: Path) -> None:
 
 
 def _log(store: agentfs.Store, run: str) -> list[str]:
-    return sorted(p.name for p in store.log_dir(run).iterdir())
+    return raw.record_ids(store, run)
 
 
 def test_commit_with_a_stale_parent_conflicts_and_writes_no_entry(store: agentfs.Store) -> None:

@@ -17,6 +17,8 @@ import pytest
 import zstandard
 
 import agentfs
+from tests.helpers import raw
+from tests.helpers.raw import flipped
 
 HEADER = 5  # "AFO" + version + codec
 ENTRY_HEADER = 4 + 32  # "AFL" + version + sha256(body)
@@ -30,28 +32,20 @@ class Corpus:
     artifact_id: str  # a checkpoint with a random (raw-stored) and a text (zstd) chunked artifact
     state: dict[str, object]
     artifacts: dict[str, bytes]
-    state_objects: set[Path]
-    artifact_objects: set[Path]
-    tree_nodes: set[Path]
+    state_objects: set[bytes]
+    artifact_objects: set[bytes]
+    tree_nodes: set[bytes]
 
 
-def object_files(root: Path) -> set[Path]:
-    return {p for p in (root / "objects").rglob("*") if p.is_file()}
-
-
-def is_tree_node(path: Path) -> bool:
-    """Whether an object file holds a tree node ([[oid, size], ...]), read by the documented format."""
-    blob = path.read_bytes()
+def is_tree_node(root: Path, oid: bytes) -> bool:
+    """Whether an object holds a tree node ([[oid, size], ...]), read by the documented format."""
+    blob = raw.object_bytes(root, oid)
     data = zstandard.ZstdDecompressor().decompressobj().decompress(blob[HEADER:]) if blob[4] == 1 else blob[HEADER:]
     try:
         node = msgpack.unpackb(data)
     except Exception:
         return False
     return isinstance(node, list) and all(isinstance(c, list) and len(c) == 2 and isinstance(c[0], bytes) and len(c[0]) == 32 for c in node)
-
-
-def oid_of(path: Path) -> str:
-    return path.parent.name + path.name
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +59,15 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     with agentfs.open(root, durability="process") as store:  # what is tested is reading, not fsync
         run = store.run("r")
         state_cp = run.commit(state)
-        state_objects = object_files(root)
+        state_objects = raw.object_ids(root)
         artifact_cp = run.commit({"n": 2}, artifacts=artifacts)
-        artifact_objects = object_files(root) - state_objects
+        artifact_objects = raw.object_ids(root) - state_objects
         assert store.verify().ok
     # the corpus covers both codecs and tree nodes as well as chunks
-    codecs = {p.read_bytes()[4] for p in state_objects | artifact_objects}
+    codecs = {raw.object_bytes(root, oid)[4] for oid in state_objects | artifact_objects}
     assert codecs == {0, 1}
     assert len(state_objects) > 10 and len(artifact_objects) > 10
-    tree_nodes = {p for p in state_objects | artifact_objects if is_tree_node(p)}
+    tree_nodes = {oid for oid in state_objects | artifact_objects if is_tree_node(root, oid)}
     assert len(tree_nodes) >= 3  # the state's tree has inner nodes, each artifact a root
     return Corpus(root, "r", state_cp.id, artifact_cp.id, state, artifacts, state_objects, artifact_objects, tree_nodes)
 
@@ -97,38 +91,36 @@ def verify_problems(corpus: Corpus) -> list[str]:
 
 
 @pytest.fixture
-def damage(corpus: Corpus) -> Iterator[Callable[[Path, bytes | None], None]]:
-    """Replace a file's bytes (None: delete it); every damaged file is restored at teardown."""
-    saved: dict[Path, bytes] = {}
+def damage(corpus: Corpus) -> Iterator[Callable[[bytes, bytes | None], None]]:
+    """Replace an object's stored bytes (None: lose it); every damaged object is restored at teardown."""
+    saved: dict[bytes, bytes] = {}
 
-    def apply(path: Path, data: bytes | None) -> None:
-        if path not in saved:
-            saved[path] = path.read_bytes()
+    def apply(oid: bytes, data: bytes | None) -> None:
+        if oid not in saved:
+            saved[oid] = raw.object_bytes(corpus.root, oid)
         if data is None:
-            path.unlink()
+            raw.delete_object(corpus.root, oid)
         else:
-            path.write_bytes(data)
+            raw.set_object_bytes(corpus.root, oid, data)
 
     yield apply
-    for path, data in saved.items():
-        path.write_bytes(data)
+    for oid, data in saved.items():
+        raw.set_object_bytes(corpus.root, oid, data)
     assert verify_problems(corpus) == []
 
 
-def flipped(data: bytes, position: int) -> bytes:
-    return data[:position] + bytes([data[position] ^ 0xFF]) + data[position + 1 :]
-
-
-def check_damaged_object(corpus: Corpus, path: Path, *, allow_format: bool = False, missing: bool = False, thorough: bool = True) -> None:
-    """Reading what uses `path` fails naming its object id; with `thorough`, the rest loads and verify names it."""
-    oid = oid_of(path)
+def check_damaged_object(
+    corpus: Corpus, damaged: bytes, *, allow_format: bool = False, missing: bool = False, thorough: bool = True
+) -> None:
+    """Reading what uses the object fails naming its id; with `thorough`, the rest loads and verify names it."""
+    oid = damaged.hex()
     expected: tuple[type[Exception], ...] = (agentfs.IntegrityError,)
     if allow_format:
         expected += (agentfs.FormatError,)
     if missing:
         expected = (agentfs.NotFound,)
     uses, other, other_value = (
-        (read_state, read_artifacts, corpus.artifacts) if path in corpus.state_objects else (read_artifacts, read_state, corpus.state)
+        (read_state, read_artifacts, corpus.artifacts) if damaged in corpus.state_objects else (read_artifacts, read_state, corpus.state)
     )
     with pytest.raises(expected) as info:
         uses(corpus)
@@ -137,75 +129,75 @@ def check_damaged_object(corpus: Corpus, path: Path, *, allow_format: bool = Fal
     if thorough:
         assert other(corpus) == other_value
         problems = verify_problems(corpus)
-        assert any(oid in problem or str(path) in problem for problem in problems), f"verify did not name {oid}: {problems}"
+        assert any(oid in problem for problem in problems), f"verify did not name {oid}: {problems}"
 
 
-def test_flipping_one_byte_of_any_object_is_detected(corpus: Corpus, damage: Callable[[Path, bytes | None], None]) -> None:
+def test_flipping_one_byte_of_any_object_is_detected(corpus: Corpus, damage: Callable[[bytes, bytes | None], None]) -> None:
     """Every object file at its middle byte; every third one also at its first body byte and its last byte.
 
     (All header bytes: see the next test.)
     """
-    for index, path in enumerate(sorted(corpus.state_objects | corpus.artifact_objects)):
-        original = path.read_bytes()
+    for index, oid in enumerate(sorted(corpus.state_objects | corpus.artifact_objects)):
+        original = raw.object_bytes(corpus.root, oid)
         for position in sorted({HEADER, len(original) - 1}) if index % 3 == 0 else []:
-            damage(path, flipped(original, position))
-            check_damaged_object(corpus, path, thorough=False)
-        damage(path, flipped(original, len(original) // 2))
-        check_damaged_object(corpus, path)
-        damage(path, original)
+            damage(oid, flipped(original, position))
+            check_damaged_object(corpus, oid, thorough=False)
+        damage(oid, flipped(original, len(original) // 2))
+        check_damaged_object(corpus, oid)
+        damage(oid, original)
 
 
-def test_flipping_any_single_bit_of_a_small_object_is_detected(corpus: Corpus, damage: Callable[[Path, bytes | None], None]) -> None:
+def test_flipping_any_single_bit_of_a_small_object_is_detected(corpus: Corpus, damage: Callable[[bytes, bytes | None], None]) -> None:
     """Every position of the smallest object of each codec, one bit at a time, header included.
 
     Bytes 3 and 4 are the format version and the codec: a FormatError naming the object is accepted there.
     """
     smallest = {}
-    for path in sorted(corpus.state_objects | corpus.artifact_objects, key=lambda p: p.stat().st_size):
-        smallest.setdefault(path.read_bytes()[4], path)
+    for oid in sorted(corpus.state_objects | corpus.artifact_objects, key=lambda oid: len(raw.object_bytes(corpus.root, oid))):
+        smallest.setdefault(raw.object_bytes(corpus.root, oid)[4], oid)
     assert set(smallest) == {0, 1}
-    for path in smallest.values():
-        original = path.read_bytes()
+    for oid in smallest.values():
+        original = raw.object_bytes(corpus.root, oid)
         for position in range(len(original)):
-            damage(path, original[:position] + bytes([original[position] ^ (1 << (position % 8))]) + original[position + 1 :])
-            check_damaged_object(corpus, path, allow_format=position in (3, 4), thorough=position in (0, 3, 4))
-        damage(path, original)
+            damage(oid, original[:position] + bytes([original[position] ^ (1 << (position % 8))]) + original[position + 1 :])
+            check_damaged_object(corpus, oid, allow_format=position in (3, 4), thorough=position in (0, 3, 4))
+        damage(oid, original)
 
 
 @pytest.mark.parametrize("cut", ["half", "header", "short", "empty", "one_less"])
-def test_truncated_or_empty_object_is_detected(corpus: Corpus, damage: Callable[[Path, bytes | None], None], cut: str) -> None:
+def test_truncated_or_empty_object_is_detected(corpus: Corpus, damage: Callable[[bytes, bytes | None], None], cut: str) -> None:
     everything = sorted(corpus.state_objects | corpus.artifact_objects)
     sample = [p for i, p in enumerate(everything) if i % 3 == 0 or p in corpus.tree_nodes]  # every tree node, a third of the chunks
-    for index, path in enumerate(sample):
-        original = path.read_bytes()
+    for index, oid in enumerate(sample):
+        original = raw.object_bytes(corpus.root, oid)
         size = {"half": len(original) // 2, "header": HEADER, "short": 3, "empty": 0, "one_less": len(original) - 1}[cut]
-        damage(path, original[:size])
-        check_damaged_object(corpus, path, thorough=index % 3 == 0)
+        damage(oid, original[:size])
+        check_damaged_object(corpus, oid, thorough=index % 3 == 0)
         if cut == "empty" and index % 3 == 0:
             with agentfs.open(corpus.root) as store:
-                kinds = [p.kind for p in store.verify().problems if oid_of(path) in str(p) or str(path) in str(p)]
+                kinds = [p.kind for p in store.verify().problems if oid.hex() in str(p)]
             assert "empty" in kinds, kinds
-        damage(path, original)
+        damage(oid, original)
 
 
-def test_missing_object_is_reported(corpus: Corpus, damage: Callable[[Path, bytes | None], None]) -> None:
+def test_missing_object_is_reported(corpus: Corpus, damage: Callable[[bytes, bytes | None], None]) -> None:
     everything = sorted(corpus.state_objects | corpus.artifact_objects)
-    for path in [p for i, p in enumerate(everything) if i % 5 == 0 or p in corpus.tree_nodes]:
-        original = path.read_bytes()
-        damage(path, None)
-        check_damaged_object(corpus, path, missing=True)
-        damage(path, original)
+    for oid in [p for i, p in enumerate(everything) if i % 5 == 0 or p in corpus.tree_nodes]:
+        original = raw.object_bytes(corpus.root, oid)
+        damage(oid, None)
+        check_damaged_object(corpus, oid, missing=True)
+        damage(oid, original)
 
 
-def test_corrupt_artifact_is_never_streamed_or_saved(corpus: Corpus, damage: Callable[[Path, bytes | None], None], tmp_path: Path) -> None:
+def test_corrupt_artifact_is_never_streamed_or_saved(corpus: Corpus, damage: Callable[[bytes, bytes | None], None], tmp_path: Path) -> None:
     """open() may yield good leading bytes, then raises; save() leaves no file behind."""
     with agentfs.open(corpus.root) as store:
         cp = store.run(corpus.run).get(corpus.artifact_id)
         for name in corpus.artifacts:
             ref_objects = sorted(corpus.artifact_objects)
-            for path in ref_objects:
-                original = path.read_bytes()
-                damage(path, flipped(original, len(original) // 2))
+            for oid in ref_objects:
+                original = raw.object_bytes(corpus.root, oid)
+                damage(oid, flipped(original, len(original) // 2))
                 artifact = cp.artifacts[name]
                 try:
                     good = artifact.read_bytes()
@@ -213,7 +205,7 @@ def test_corrupt_artifact_is_never_streamed_or_saved(corpus: Corpus, damage: Cal
                     good = None
                 if good is not None:  # this object belongs to the other artifact
                     assert good == corpus.artifacts[name]
-                    damage(path, original)
+                    damage(oid, original)
                     continue
                 received = b""
                 with pytest.raises(agentfs.IntegrityError), artifact.open() as stream:
@@ -225,7 +217,7 @@ def test_corrupt_artifact_is_never_streamed_or_saved(corpus: Corpus, damage: Cal
                 with pytest.raises(agentfs.IntegrityError):
                     artifact.save(target)
                 assert list(target.parent.iterdir()) == []
-                damage(path, original)
+                damage(oid, original)
 
 
 # --- log entries ----------------------------------------------------------------------------------------
@@ -251,8 +243,7 @@ def log_store(tmp_path: Path) -> Iterator[tuple[Path, list[agentfs.Checkpoint]]]
 def test_corrupt_log_entry_is_detected(log_store: tuple[Path, list[agentfs.Checkpoint]], where: str) -> None:
     root, cps = log_store
     target = cps[1]
-    path = root / "runs" / "team" / "logs" / "log" / target.id
-    original = path.read_bytes()
+    original = raw.record_bytes(root, "team/logs", raw.LOG, target.id)
     assert original[:4] == b"AFL\x01"
     damaged = {
         "magic": lambda: flipped(original, 0),
@@ -265,7 +256,7 @@ def test_corrupt_log_entry_is_detected(log_store: tuple[Path, list[agentfs.Check
         "empty": lambda: b"",
         "header_only": lambda: original[:ENTRY_HEADER],
     }[where]()
-    path.write_bytes(damaged)
+    raw.set_record_bytes(root, "team/logs", raw.LOG, target.id, damaged)
     expected = (agentfs.IntegrityError, agentfs.FormatError) if where == "version" else agentfs.IntegrityError
     with agentfs.open(root) as store:
         run = store.run("team/logs")
@@ -281,7 +272,7 @@ def test_corrupt_log_entry_is_detected(log_store: tuple[Path, list[agentfs.Check
     assert not report.ok
     assert any(target.id in str(p) and "team/logs" in str(p) for p in report.problems), report
     assert all(target.id in str(p) for p in report.problems), report
-    path.write_bytes(original)
+    raw.set_record_bytes(root, "team/logs", raw.LOG, target.id, original)
     with agentfs.open(root) as store:
         assert store.verify().ok
         assert store.run("team/logs").get(target.id).state == target.state
@@ -296,8 +287,7 @@ def test_corrupt_entry_breaks_only_the_checkpoints_that_reuse_it(tmp_path: Path)
         first = run.commit({"shared": shared, "i": 0})
         second = run.commit({"shared": shared, "i": 1})
         third = run.commit({"shared": os.urandom(3000), "i": 2})
-    path = root / "runs" / "r" / "log" / first.id
-    path.write_bytes(flipped(path.read_bytes(), 50))
+    raw.set_record_bytes(root, "r", raw.LOG, first.id, flipped(raw.record_bytes(root, "r", raw.LOG, first.id), 50))
     with agentfs.open(root) as store:
         run = store.run("r")
         with pytest.raises(agentfs.IntegrityError) as info:

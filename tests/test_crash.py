@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import agentfs
-from tests.helpers import workload
+from tests.helpers import raw, workload
 
 HELPERS = Path(__file__).parent / "helpers"
 RUN = "crash/loop"
@@ -69,7 +69,7 @@ def _check_store(root: Path, reported: dict[str, int], fresh: dict[str, int]) ->
         assert report.ok, f"verify after kill -9:\n{report}"
         run = store.run(RUN)
         ids = run.ids()
-        log_files = sorted(p.name for p in store.log_dir(RUN).iterdir()) if ids else []
+        log_files = raw.record_ids(store, RUN)
         assert log_files == ids, "the log directory holds something that is not a checkpoint entry"
         assert report.entries == len(ids)
         missing = sorted(set(reported) - set(ids))
@@ -125,7 +125,7 @@ def _check_everything(root: Path, reported: dict[str, int]) -> None:
         store.gc(grace=0)
         report = store.verify()
         assert report.ok, str(report)
-        assert not list(store.tmp_dir.iterdir()), "gc(grace=0) left temp files"
+        assert raw.temp_files(store) == [], "gc(grace=0) left temp files"
         for checkpoint_id, step in reported.items():
             _check_checkpoint(run.get(checkpoint_id), step)
 

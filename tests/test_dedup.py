@@ -7,7 +7,6 @@ an unchanged 50 MB artifact must cost nothing but a log entry; a one-byte edit o
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -15,20 +14,15 @@ from typing import Any
 import msgpack
 
 import agentfs
+from tests.helpers import raw
 
 STEPS = 1000
 MB = 1 << 20
 
 
 def _files(store: agentfs.Store) -> dict[str, int]:
-    """Every file under objects/ and runs/ with its size: what the store costs on disk."""
-    sizes: dict[str, int] = {}
-    for top in (store.objects_dir, store.runs_dir):
-        for dirpath, _dirs, names in os.walk(top):
-            for name in names:
-                path = os.path.join(dirpath, name)
-                sizes[os.path.relpath(path, store.root)] = os.stat(path).st_size
-    return sizes
+    """Every stored object and record with its size: what the store costs."""
+    return {name: len(data) for name, data in raw.stored(store).items()}
 
 
 def _vocabulary(rng: random.Random) -> list[str]:
@@ -91,7 +85,7 @@ def test_unchanged_and_one_byte_edited_50mb_artifact(tmp_path: Path) -> None:
         added = sum(files_second.values()) - sum(files_first.values())
         assert added < 4096, f"committing an unchanged 50 MB artifact again added {added} bytes"
         new_files = sorted(set(files_second) - set(files_first))
-        assert new_files == [f"runs/files/log/{second.id}"], new_files  # one log entry, no object at all
+        assert new_files == [f"record files {raw.LOG} {second.id}"], new_files  # one log entry, no object at all
         assert second.artifacts["data.bin"].ref == first.artifacts["data.bin"].ref
 
         path = tmp_path / "edited.bin"
@@ -102,7 +96,7 @@ def test_unchanged_and_one_byte_edited_50mb_artifact(tmp_path: Path) -> None:
         added = sum(files_third.values()) - sum(files_second.values())
         assert 0 < added < MB, f"a one-byte edit of a 50 MB artifact added {added} bytes"
         assert all(files_third[name] == size for name, size in files_second.items()), "an existing file changed"
-        new_objects = [n for n in set(files_third) - set(files_second) if n.startswith("objects")]
+        new_objects = [n for n in set(files_third) - set(files_second) if n.startswith("object ")]
         assert 1 <= len(new_objects) <= 8, new_objects  # the edited chunk and the tree nodes above it
 
         expected = hashlib.sha256(data).digest()

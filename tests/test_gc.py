@@ -8,42 +8,30 @@ writer reported is lost.
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import agentfs
 from agentfs.engine.objectdb import ObjectWriter
 from agentfs.format import chunking
 from agentfs.objects.blobs import BlobWriter
-from tests.helpers import workload
+from tests.helpers import raw, workload
 
 HELPERS = Path(__file__).parent / "helpers"
 HOUR = 3600.0
 
 
-def _files(top: Path) -> dict[Path, int]:
-    return {p: p.stat().st_size for p in top.rglob("*") if p.is_file()}
-
-
-def _orphans(store: agentfs.Store, blobs: list[bytes]) -> set[Path]:
+def _orphans(store: agentfs.Store, blobs: list[bytes]) -> set[bytes]:
     """Write `blobs` as a commit would (chunks and tree nodes), and never write the entry."""
-    before = set(_files(store.objects_dir))
+    before = raw.object_ids(store)
     writer = ObjectWriter(store.db, store.pool)
     blob_writer = BlobWriter(writer, {})
     for data in blobs:
         blob_writer.put(data, chunking.LARGE)
     writer.finish()
-    return set(_files(store.objects_dir)) - before
-
-
-def _age(paths: set[Path], seconds: float) -> None:
-    then = time.time() - seconds
-    for path in paths:
-        os.utime(path, (then, then))
+    return raw.object_ids(store) - before
 
 
 def _commit_steps(run: agentfs.Run, steps: range, tag: str = "") -> dict[str, int]:
@@ -66,23 +54,23 @@ def test_gc_deletes_old_orphans_keeps_referenced_and_young(store: agentfs.Store)
     committed = _commit_steps(run, range(8))
     fork = run.fork(next(iter(committed)), "agent-fork")  # reaches its objects only through the fork
     fork_cp = fork.commit({"fork": rng.randbytes(40_000)}, artifacts={"f.bin": rng.randbytes(200_000)})
-    referenced = _files(store.objects_dir)
+    referenced = raw.object_ids(store)
     assert len(referenced) >= 10, "the commits should have written loose objects"
-    entries = {p: p.read_bytes() for p in _files(store.runs_dir)}
+    entries = raw.stored_records(store)
 
     old = _orphans(store, [rng.randbytes(300_000), rng.randbytes(40_000), *(rng.randbytes(20_000) for _ in range(3))])
     assert len(old) >= 6 and not old & set(referenced)
-    _age(set(referenced) | old, 2 * HOUR)  # referenced objects are as old: age alone protects nothing
+    raw.age_objects(store, referenced | old, 2 * HOUR)  # referenced objects are as old: age alone protects nothing
     middle = _orphans(store, [rng.randbytes(30_000)])
-    _age(middle, HOUR / 2)
+    raw.age_objects(store, middle, HOUR / 2)
     young = _orphans(store, [rng.randbytes(100_000)])
-    sizes = _files(store.objects_dir)
+    old_bytes = sum(len(raw.object_bytes(store, oid)) for oid in old)
 
     report = store.gc(grace=HOUR)
     assert report.deleted == len(old)
-    assert report.bytes_freed == sum(sizes[p] for p in old)
-    assert set(_files(store.objects_dir)) == set(referenced) | middle | young
-    assert {p: p.read_bytes() for p in _files(store.runs_dir)} == entries, "gc touched a log entry"
+    assert report.bytes_freed == old_bytes
+    assert raw.object_ids(store) == referenced | middle | young
+    assert raw.stored_records(store) == entries, "gc touched a log entry"
     check = store.verify()
     assert check.ok, str(check)
     for checkpoint_id, step in committed.items():
@@ -94,7 +82,7 @@ def test_gc_deletes_old_orphans_keeps_referenced_and_young(store: agentfs.Store)
 
     report = store.gc(grace=0)
     assert report.deleted == len(middle | young)
-    assert set(_files(store.objects_dir)) == set(referenced)
+    assert raw.object_ids(store) == referenced
     assert store.verify().ok
     for checkpoint_id, step in committed.items():
         _check_checkpoint(run.get(checkpoint_id), step)
@@ -104,23 +92,23 @@ def test_gc_default_grace_is_an_hour(store: agentfs.Store) -> None:
     rng = random.Random(8)
     kept = _orphans(store, [rng.randbytes(50_000)])
     gone = _orphans(store, [rng.randbytes(50_000)])
-    _age(kept, 50 * 60)
-    _age(gone, 70 * 60)
+    raw.age_objects(store, kept, 50 * 60)
+    raw.age_objects(store, gone, 70 * 60)
     report = store.gc()
     assert report.deleted == len(gone)
-    assert all(p.exists() for p in kept) and not any(p.exists() for p in gone)
+    assert all(raw.has_object(store, oid) for oid in kept) and not any(raw.has_object(store, oid) for oid in gone)
 
 
 def test_gc_keeps_an_old_orphan_that_a_commit_reuses(store: agentfs.Store) -> None:
     data = random.Random(9).randbytes(400_000)
     orphans = _orphans(store, [data])  # a crashed commit of the same bytes left these behind
     assert orphans
-    _age(orphans, 2 * HOUR)
+    raw.age_objects(store, orphans, 2 * HOUR)
     cp = store.run("agent").commit({"step": 0}, artifacts={"data.bin": data})
-    assert set(_files(store.objects_dir)) == orphans, "the commit should reuse the orphaned objects"
+    assert raw.object_ids(store) == orphans, "the commit should reuse the orphaned objects"
     assert store.gc(grace=HOUR).deleted == 0
     assert store.gc(grace=0).deleted == 0
-    assert all(p.exists() for p in orphans)
+    assert all(raw.has_object(store, oid) for oid in orphans)
     assert cp.artifacts["data.bin"].read_bytes() == data
     assert store.verify().ok
 
@@ -133,7 +121,7 @@ def test_gc_running_while_a_writer_commits_loses_nothing(tmp_path: Path) -> None
         # the bytes of the writer's future artifacts, orphaned and old: gc deletes them just as the
         # writer comes to reuse or rewrite them
         future = [workload.make_artifacts(step, tag) for step in range(count)]
-        _age(_orphans(store, [data for artifacts in future for data in artifacts.values()]), 2 * HOUR)
+        raw.age_objects(store, _orphans(store, [data for artifacts in future for data in artifacts.values()]), 2 * HOUR)
 
     writer = subprocess.Popen(
         [sys.executable, str(HELPERS / "writer.py"), str(root), "agent", "--tag", tag, "--count", str(count)],

@@ -31,6 +31,7 @@ from agentfs.format.keys import JOURNAL
 from agentfs.ids import new_id
 from agentfs.names import ID
 from agentfs.serialization import decode_value
+from tests.helpers import raw
 
 WORKER = Path(__file__).parent / "helpers" / "journal_worker.py"
 RUN = "agent/tools"
@@ -38,12 +39,11 @@ KEYS = 100
 
 
 def files(store: agentfs.Store, run: str = RUN) -> list[str]:
-    directory = store.record_dir(run, JOURNAL)
-    return sorted(os.listdir(directory)) if directory.exists() else []
+    return raw.record_ids(store, run, JOURNAL)
 
 
-def raw(store: agentfs.Store, record_id: str, run: str = RUN) -> bytes:
-    return (store.record_dir(run, JOURNAL) / record_id).read_bytes()
+def record_bytes(store: agentfs.Store, record_id: str, run: str = RUN) -> bytes:
+    return raw.record_bytes(store, run, JOURNAL, record_id)
 
 
 def body_of(data: bytes) -> dict[str, Any]:
@@ -172,7 +172,7 @@ def test_once_writes_a_durable_start_and_end_record(store: agentfs.Store) -> Non
 
     assert run.once("search:1", search, "cats", limit=2) == ["cats", "cats"]
     start_id, end_id = files(store)
-    start, end = body_of(raw(store, start_id)), body_of(raw(store, end_id))
+    start, end = body_of(record_bytes(store, start_id)), body_of(record_bytes(store, end_id))
     writer = {"store": store.id, "host": socket.gethostname(), "pid": os.getpid()}
     assert start.keys() == {"format", "run", "id", "kind", "key", "call", "name", "created", "writer", "args"}
     assert (start["format"], start["run"], start["id"], start["kind"], start["call"]) == (1, RUN, start_id, "start", start_id)
@@ -183,7 +183,7 @@ def test_once_writes_a_durable_start_and_end_record(store: agentfs.Store) -> Non
     assert (end["kind"], end["call"], end["key"], end["name"]) == ("ok", start_id, "search:1", start["name"])
     assert decode_value(end["result"], "result") == ["cats", "cats"]
     assert start["created"] <= end["created"]
-    assert decode_record(raw(store, end_id), RUN, end_id, "test") == Record(
+    assert decode_record(record_bytes(store, end_id), RUN, end_id, "test") == Record(
         RUN, end_id, "ok", "search:1", start_id, start["name"], end["created"], writer, result=end["result"]
     )
 
@@ -200,15 +200,14 @@ def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.S
     run.once("sent", lambda: "first")
     run.once("paid", lambda: 42)
     sent_start, sent_end, paid_start, paid_end = files(store)
-    directory = store.record_dir(RUN, JOURNAL)
-    data = raw(store, sent_end)
-    (directory / sent_end).write_bytes(data[: len(data) // 2])  # the ok end of "sent", torn
-    flipped = bytearray(raw(store, paid_start))
+    data = record_bytes(store, sent_end)
+    raw.set_record_bytes(store, RUN, JOURNAL, sent_end, data[: len(data) // 2])  # the ok end of "sent", torn
+    flipped = bytearray(record_bytes(store, paid_start))
     flipped[-3] ^= 0x10
-    (directory / paid_start).write_bytes(bytes(flipped))  # the start of "paid", one bit off
+    raw.set_record_bytes(store, RUN, JOURNAL, paid_start, bytes(flipped))  # the start of "paid", one bit off
     impostor = new_id()
-    (directory / impostor).write_bytes(raw(store, paid_end))  # intact, but not the record its name says
-    (directory / "notes.txt").write_text("not a record")
+    raw.set_record_bytes(store, RUN, JOURNAL, impostor, record_bytes(store, paid_end))  # intact, but not the record its name says
+    (store.record_dir(RUN, JOURNAL) / "notes.txt").write_text("not a record")  # format 1 only: a stray file beside records
 
     journal = fresh(store).journal
     assert [r.id for r in journal.records()] == [sent_start, paid_end]
@@ -228,7 +227,7 @@ def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.S
 def test_decode_record_refuses_every_malformed_record(store: agentfs.Store) -> None:
     store.run(RUN).once("k", lambda: 1)
     start_id = files(store)[0]
-    good = raw(store, start_id)
+    good = record_bytes(store, start_id)
 
     def sealed(fields: dict[str, Any]) -> bytes:
         body = msgpack.packb(fields, use_bin_type=True)
@@ -284,7 +283,7 @@ def test_errors_are_recorded_and_the_next_once_retries(store: agentfs.Store) -> 
     with pytest.raises(ValueError) as raised:
         run.once("flaky", flaky)
     assert raised.value is failure
-    end = body_of(raw(store, files(store)[1]))
+    end = body_of(record_bytes(store, files(store)[1]))
     assert end["kind"] == "error" and "result" not in end
     assert end["error"]["type"] == "builtins.ValueError" and end["error"]["message"] == str(failure)[:4096]
     call = fresh(store).journal.get("flaky")
@@ -334,7 +333,7 @@ def test_unstorable_results_count_as_done_but_cannot_be_returned(store: agentfs.
     assert run.once("obj", lambda: marker) is marker  # the caller still gets its own value
     big = b"x" * ((16 << 20) + 1)
     assert run.once("big", lambda: big) is big
-    ends = [body_of(raw(store, name)) for name in files(store)[1::2]]
+    ends = [body_of(record_bytes(store, name)) for name in files(store)[1::2]]
     assert [("result" in end, "unrecorded" in end) for end in ends] == [(False, True), (False, True)]
     assert "artifact" in ends[1]["unrecorded"]
     for key in ("obj", "big"):
@@ -430,5 +429,5 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
         assert sorted(files(machine_b)) == sorted(p.name for p in remote_journal.iterdir() if p.name != bogus)
         assert [record_id for record_id, _why in journal.damaged] == [bogus]
     installed = files(machine_b)
-    assert all(raw(machine_b, name) == (remote_journal / name).read_bytes() for name in installed)  # byte for byte
+    assert all(record_bytes(machine_b, name) == (remote_journal / name).read_bytes() for name in installed)  # byte for byte
     assert machine_b.append_record(RUN, JOURNAL, installed[0], b"anything") is False  # never replaced

@@ -30,6 +30,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot, interrupt
 
 import agentfs
 from agentfs.integrations.langgraph import AgentFSSaver
+from tests.helpers import raw
 
 
 class State(TypedDict):
@@ -206,7 +207,7 @@ def test_growing_conversation_through_a_graph_stays_under_10x_its_final_state(tm
         final = builder.compile(checkpointer=saver).invoke({"messages": [], "scratch": scratch, "step": 0}, config)
         assert len(final["messages"]) == STEPS
         final_size = len(msgpack.packb(final))
-        stored = sum(path.stat().st_size for top in (store.objects_dir, store.runs_dir) for path in top.rglob("*") if path.is_file())
+        stored = raw.stored_size(store)
         print(f"{STEPS} steps: final state {final_size} B, objects/ + runs/ {stored} B: {stored / final_size:.2f}x")
         assert stored < 10 * final_size, f"{stored / final_size:.1f}x the final state"
         latest = saver.get_tuple(config)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.helpers import raw
+
 HELPERS = Path(__file__).parent / "helpers"
 MB = 1 << 20
 SIZE = 1024 * MB
@@ -82,6 +84,6 @@ def _commit_and_read_back(source: Path, root: Path, scratch: Path) -> None:
             grown = result[measure]
             assert grown < LIMIT, f"peak RSS grew by {grown / MB:.0f} MB by the end of {phase} (limit 200 MB)"
 
-    stored = sum(p.stat().st_size for p in (root / "objects").rglob("*") if p.is_file())
+    stored = raw.stored_object_size(root)
     assert stored < SIZE  # the text half compresses; nothing was stored twice
-    assert not list((root / "tmp").iterdir()), "temp files left behind"
+    assert raw.temp_files(root) == [], "temp files left behind"

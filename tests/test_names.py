@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import agentfs
 from agentfs.names import check_name
+from tests.helpers import raw
 from tests.helpers.tree import snapshot
 
 DEPTH = 8  # the store sits this deep inside tmp_path, so a relative escape still lands where we look
@@ -162,7 +163,7 @@ def test_good_names_stay_inside_the_store(store: agentfs.Store, tmp_path: Path, 
     assert len(name) <= 1024
     outside = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(os.path.relpath(store.root, tmp_path))}
     cp = store.run(name).commit({"n": name}, artifacts={name: name.encode()})
-    assert (store.root / "runs" / name / "log" / cp.id).is_file()
+    assert raw.record_ids(store, name) == [cp.id]
     after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(os.path.relpath(store.root, tmp_path))}
     assert after == outside
     assert sorted(store.runs()) == sorted(["base", name])

@@ -27,6 +27,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 import agentfs
 from agentfs.integrations.openai_agents import AgentFSSession, BranchError
+from tests.helpers import raw
 from tests.servers import RemoteSpec, make_file_spec, make_s3_spec
 
 pytest_plugins = ["tests.servers"]
@@ -289,8 +290,7 @@ def test_a_long_session_grows_linearly(tmp_path: Path) -> None:
             for items in _turn(rng, words, i):
                 await session.add_items(items)
             if i + 1 in (TURNS // 2, TURNS):
-                files = [path for top in ("objects", "runs") for path in (tmp_path / "store" / top).rglob("*") if path.is_file()]
-                stored[i + 1] = sum(path.stat().st_size for path in files)
+                stored[i + 1] = raw.stored_size(tmp_path / "store")
 
     asyncio.run(talk())
     final = len(msgpack.packb(asyncio.run(session.get_items())))

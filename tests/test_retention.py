@@ -19,13 +19,9 @@ from agentfs.format.retirement import decode_retirement
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.remote import Remote
-from tests.helpers import workload
+from tests.helpers import raw, workload
 
 HELPERS = Path(__file__).parent / "helpers"
-
-
-def _bytes_on_disk(root: Path) -> int:
-    return sum(p.stat().st_size for sub in ("objects", "runs") for p in (root / sub).rglob("*") if p.is_file())
 
 
 def _commit_steps(run: agentfs.Run, steps: range, tag: str = "") -> dict[str, int]:
@@ -49,21 +45,21 @@ def test_prune_keeps_the_newest_and_what_they_need_and_gc_frees_the_rest(store: 
     store.run("agent/a").fork(fork_point, "agent/b")
     _commit_steps(store.run("agent/b"), range(100, 103), tag="b")
     store.gc(grace=0)
-    before = _bytes_on_disk(store.root)
+    before = raw.stored_size(store.root)
 
     report = run.prune(keep_last=5)
 
     # the first entry packs CONFIG, which every later checkpoint borrows; the fork point is b's first parent
     assert report.needed == sorted({order[0], fork_point})
     assert set(report.removed) == set(order[:-5]) - {order[0], fork_point}
-    assert sorted(os.listdir(store.log_dir("agent/a"))) == sorted({*order[-5:], order[0], fork_point})
-    (record_file,) = store.record_dir("agent/a", RETIRED).iterdir()
-    record = decode_retirement(record_file.read_bytes(), "agent/a", record_file.name, "test")
+    assert raw.record_ids(store, "agent/a") == sorted({*order[-5:], order[0], fork_point})
+    (record_id,) = raw.record_ids(store, "agent/a", RETIRED)
+    record = decode_retirement(raw.record_bytes(store, "agent/a", RETIRED, record_id), "agent/a", record_id, "test")
     assert sorted(record.checkpoints) == sorted(report.removed) and record.journal == []
 
     gc = store.gc(grace=0)
     assert gc.deleted > 0
-    after = _bytes_on_disk(store.root)
+    after = raw.stored_size(store.root)
     assert after < before * 0.6, f"store only went from {before} to {after} bytes"
     for cp_id in order[-5:]:
         _check(run.get(cp_id), ids[cp_id])
@@ -96,7 +92,7 @@ def test_bad_prune_arguments_are_refused_before_anything_changes(store: agentfs.
     ids = [run.commit({"i": i}).id for i in range(3)]
     with pytest.raises(ValueError, match=message):
         run.prune(**kwargs)
-    assert run.ids() == ids and not store.record_dir("r", RETIRED).exists()
+    assert run.ids() == ids and raw.record_ids(store, "r", RETIRED) == []
 
 
 def test_delete_removes_the_run_but_what_a_fork_needs(store: agentfs.Store) -> None:
@@ -190,10 +186,8 @@ def test_a_damaged_retirement_record_is_reported_by_verify(store: agentfs.Store)
     for i in range(4):
         run.commit({"i": i})
     run.prune(keep_last=1)
-    (record,) = store.record_dir("r", RETIRED).iterdir()
-    data = bytearray(record.read_bytes())
-    data[-1] ^= 1
-    record.write_bytes(bytes(data))
+    (record_id,) = raw.record_ids(store, "r", RETIRED)
+    raw.corrupt_record(store, "r", RETIRED, record_id)
     report = store.verify()
     assert [p.kind for p in report.problems].count("corrupt") == 1 and "checksum" in str(report)
 

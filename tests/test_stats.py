@@ -16,6 +16,7 @@ import pytest
 from ulid import ULID
 
 import agentfs
+from tests.helpers import raw
 from tests.test_cli import cli, json_of
 from tests.test_sync_daemon import wait_until
 
@@ -30,15 +31,13 @@ def list_body(items: list[bytes]) -> int:
     return sum(packed(item) for item in items)
 
 
-def files(directory: Path) -> dict[str, int]:
-    """Name -> size on disk of the ULID-named files of a log or journal directory."""
-    if not directory.is_dir():
-        return {}
-    return {p.name: p.stat().st_size for p in directory.iterdir() if len(p.name) == ID_LENGTH and p.is_file()}
+def records(store: agentfs.Store | Path, run: str, kind: str) -> dict[str, int]:
+    """Id -> stored size of the run's records of one kind."""
+    return {record_id: len(raw.record_bytes(store, run, kind, record_id)) for record_id in raw.record_ids(store, run, kind)}
 
 
-def objects_on_disk(root: Path) -> tuple[int, int]:
-    sizes = [p.stat().st_size for p in (root / "objects").glob("*/*") if p.is_file()]
+def objects_stored(store: agentfs.Store | Path) -> tuple[int, int]:
+    sizes = [len(raw.object_bytes(store, oid)) for oid in raw.object_ids(store)]
     return len(sizes), sum(sizes)
 
 
@@ -70,9 +69,8 @@ def test_stats_match_the_raw_files_and_the_payload_sizes(store: agentfs.Store) -
     found = store.stats()
     assert [row.run for row in found.runs] == ["forked", "solo", "team/conv", "tools-only"]
     for row in found.runs:
-        parts = row.run.split("/")
-        log = files(root.joinpath("runs", *parts, "log"))
-        journal = files(root.joinpath("runs", *parts, "journal"))
+        log = records(store, row.run, raw.LOG)
+        journal = records(store, row.run, raw.JOURNAL)
         assert row.checkpoints == len(log)
         assert row.entry_bytes == sum(log.values())
         assert row.journal_records == len(journal) and row.journal_bytes == sum(journal.values())
@@ -82,7 +80,7 @@ def test_stats_match_the_raw_files_and_the_payload_sizes(store: agentfs.Store) -
     assert by_run["team/conv"].checkpoints == 12 and by_run["tools-only"].checkpoints == 0
     assert by_run["solo"].journal_records >= 2 and by_run["tools-only"].journal_bytes > 1300  # start and end of each call
 
-    objects, object_bytes = objects_on_disk(root)
+    objects, object_bytes = objects_stored(root)
     assert (found.objects, found.object_bytes) == (objects, object_bytes) and objects > 0
     assert found.checkpoints == 14
     assert found.entry_bytes == sum(row.entry_bytes for row in found.runs)
@@ -185,7 +183,7 @@ def test_stats_cli_text_and_json(tmp_path: Path) -> None:
     }
     assert run["journal_records"] >= 2
     totals = document["totals"]
-    assert totals["objects"] == objects_on_disk(root)[0] and totals["object_bytes"] == objects_on_disk(root)[1]
+    assert totals["objects"] == objects_stored(root)[0] and totals["object_bytes"] == objects_stored(root)[1]
     assert totals["checkpoints"] == 3 and totals["runs"] == 1
     assert totals["stored_bytes"] == totals["object_bytes"] + totals["entry_bytes"]
     assert totals["dedup_ratio"] == round(totals["logical_bytes"] / totals["stored_bytes"], 3)

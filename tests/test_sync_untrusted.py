@@ -27,6 +27,7 @@ from agentfs.ids import new_id
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.remote import Remote
+from tests.helpers import raw
 from tests.servers import RemoteSpec
 
 pytest_plugins = ["tests.servers"]
@@ -160,8 +161,8 @@ def test_a_flipped_byte_in_a_remote_object_is_refused_and_never_stored(remote: R
                 cp.artifacts["small.bin"].read_bytes()
             else:
                 _ = cp.state
-        assert not reader.db.path(oid).exists()  # the bad bytes never entered the store
-        assert list(reader.tmp_dir.iterdir()) == []
+        assert not raw.has_object(reader, oid)  # the bad bytes never entered the store
+        assert raw.temp_files(reader) == []
         assert_rest_usable(reader, pushed)
         # what does not need the bad object still loads
         if target == "artifact object":
@@ -174,7 +175,7 @@ def test_a_flipped_byte_in_a_remote_object_is_refused_and_never_stored(remote: R
         mine = puller.run("mine").commit({"local": True})
         with pytest.raises(agentfs.IntegrityError, match=oid.hex()):
             pull(puller, Remote(remote.url, remote.storage_options))
-        assert not puller.db.path(oid).exists()
+        assert not raw.has_object(puller, oid)
         assert puller.run("mine").get(mine.id).state == {"local": True}
         assert puller.verify().ok
     assert changed_outside(tmp_path, before, {"reader", "puller"}) == []
@@ -187,7 +188,7 @@ def test_a_flipped_byte_in_a_remote_log_entry_is_refused(remote: RemoteSpec, tmp
     with open_reader(tmp_path / "reader", remote) as reader:
         with pytest.raises(agentfs.IntegrityError, match="checksum"):
             reader.run("good").get(pushed.good)
-        assert not reader.entry_path("good", pushed.good).exists()
+        assert not raw.has_record(reader, "good", raw.LOG, pushed.good)
         assert_rest_usable(reader, pushed)
 
 
@@ -217,11 +218,11 @@ def test_log_keys_that_are_not_ids_are_ignored(remote: RemoteSpec, tmp_path: Pat
         assert reader.run("good").latest() is not None
         with pytest.raises(agentfs.InvalidName):
             reader.run("good").get("not-an-id")
-        assert sorted(p.name for p in reader.log_dir("good").iterdir()) == [pushed.good]
+        assert raw.record_ids(reader, "good") == [pushed.good]
     with agentfs.open(tmp_path / "puller") as puller:
         stats = pull(puller, Remote(remote.url, remote.storage_options))
         assert stats.entries == 2
-        assert sorted(p.name for p in puller.log_dir("good").iterdir()) == [pushed.good]
+        assert raw.record_ids(puller, "good") == [pushed.good]
         assert puller.verify().ok
 
 
@@ -277,7 +278,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
             except (agentfs.FormatError, agentfs.InvalidName) as refused:
                 if mentioned not in str(refused):
                     problems.append(f"{case}: the error does not mention {mentioned!r}: {refused}")
-            if reader.entry_path(run, key_id).exists():
+            if raw.has_record(reader, run, raw.LOG, key_id):
                 problems.append(f"{case}: installed in the local store")
             if run != "good":
                 with pytest.raises((agentfs.FormatError, agentfs.InvalidName)):
@@ -292,7 +293,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
         with pytest.raises((agentfs.FormatError, agentfs.InvalidName)):
             pull(puller, Remote(remote.url, remote.storage_options))
         for run, key_id, _, _ in cases.values():
-            assert not puller.entry_path(run, key_id).exists()
+            assert not raw.has_record(puller, run, raw.LOG, key_id)
         assert puller.run("mine").get(mine.id).state == {"local": True}
         assert puller.verify().ok
         assert_inside_store(puller)
@@ -333,7 +334,7 @@ def test_a_manifest_with_a_malformed_field_is_refused_naming_the_field(remote: R
             except agentfs.FormatError as refused:
                 if MALFORMED[field][1] not in str(refused):
                     problems.append(f"{field}: the error does not name the field: {refused}")
-            if reader.entry_path("good", key_id).exists():
+            if raw.has_record(reader, "good", raw.LOG, key_id):
                 problems.append(f"{field}: installed in the local store")
         assert reader.run("good").get(pushed.good).state["doc"] == pushed.doc  # the rest of the run still loads
         assert_rest_usable(reader, pushed)
@@ -366,12 +367,12 @@ def test_an_over_large_remote_key_is_refused(remote: RemoteSpec, tmp_path: Path,
     with open_reader(tmp_path / "reader", remote) as reader:
         with pytest.raises(agentfs.RemoteError, match="limit"):
             reader.run("good").get(pushed.good)
-        assert not reader.entry_path("good", pushed.good).exists()
+        assert not raw.has_record(reader, "good", raw.LOG, pushed.good)
         monkeypatch.setattr(remote_module, "MAX_ENTRY", entry_size)
         cp = reader.run("good").get(pushed.good)
         with pytest.raises(agentfs.RemoteError, match="limit"):
             cp.artifacts["small.bin"].read_bytes()
-        assert not reader.db.path(pushed.artifact_oid).exists()
+        assert not raw.has_object(reader, pushed.artifact_oid)
         assert_rest_usable(reader, pushed)
 
 
@@ -384,13 +385,11 @@ def test_pull_of_a_remote_with_one_bad_entry_keeps_the_local_store_intact(remote
     put(remote, f"runs/bad/log/{bad_id}", craft(pushed.entry, run="bad", id=bad_id, created="yesterday"))
     with agentfs.open(tmp_path / "puller") as puller:
         mine = [puller.run("mine").commit({"step": step}, artifacts={"out.txt": b"x" * (100 + step)}) for step in range(3)]
-        before = {path: path.read_bytes() for path in puller.root.rglob("*") if path.is_file() and "locks" not in path.parts}
+        before = raw.stored(puller)
         with pytest.raises(agentfs.FormatError, match="created"):
             pull(puller, Remote(remote.url, remote.storage_options))
-        assert not puller.entry_path("bad", bad_id).exists()
-        for path, data in before.items():
-            if "remotes" not in path.parts:
-                assert path.read_bytes() == data
+        assert not raw.has_record(puller, "bad", raw.LOG, bad_id)
+        assert raw.stored(puller) == before
         assert [cp.state for cp in puller.run("mine").history()] == [{"step": 2}, {"step": 1}, {"step": 0}]
         assert puller.run("mine").get(mine[0].id).artifacts["out.txt"].read_bytes() == b"x" * 100
         assert puller.verify().ok

@@ -20,6 +20,7 @@ import agentfs
 from agentfs.sync.push import Pusher
 from agentfs.sync.remote import Remote
 from tests.clock import skewed_env
+from tests.helpers import raw
 from tests.servers import RemoteSpec
 from tests.test_cli import cli, json_of
 
@@ -97,7 +98,7 @@ def test_a_taken_key_with_other_bytes_is_an_error_and_not_marked_pushed(remote: 
 
         # the same bytes under a taken key are success: that checkpoint is on the remote
         fs.rm_file(taken)
-        fs.pipe_file(taken, store.entry_path("main", mine.id).read_bytes())
+        fs.pipe_file(taken, raw.record_bytes(store, "main", raw.LOG, mine.id))
         Pusher(store, Remote(remote.url, remote.storage_options)).push()
         assert Pusher(store, Remote(remote.url, remote.storage_options)).pending() == []
     with agentfs.open(tmp_path / "b", remote=remote.url, storage_options=remote.storage_options) as reader:
@@ -115,24 +116,20 @@ def test_a_corrupt_local_object_is_refused_by_name_and_the_rest_is_pushed(tmp_pa
         bad = store.run("bad").commit({"step": 1}, artifacts={"blob.bin": os.urandom(50_000)})
         good = store.run("good").commit({"step": 1}, artifacts={"blob.bin": os.urandom(50_000)})
         oid = store.read_entry("bad", bad.id).manifest.artifacts["blob.bin"][1]
-        path = store.db.path(oid)
-    original = path.read_bytes()
-    flipped = bytearray(original)
-    flipped[len(flipped) // 2] ^= 0xFF
-    path.chmod(0o644)
-    path.write_bytes(bytes(flipped))
+    original = raw.corrupt_object(source, oid)
+    flipped = raw.object_bytes(source, oid)
 
     synced = cli("sync", remote_dir.as_uri(), store=source)
     assert synced.returncode == 4, synced.stderr
     assert oid.hex() in synced.stderr and f"bad@{bad.id}" in synced.stderr
     assert "Traceback" not in synced.stderr
     uploaded = {p.read_bytes() for p in remote_dir.rglob("*") if p.is_file()}
-    assert bytes(flipped) not in uploaded and not (remote_dir / "objects" / oid.hex()[:2] / oid.hex()[2:]).exists()
+    assert flipped not in uploaded and not (remote_dir / "objects" / oid.hex()[:2] / oid.hex()[2:]).exists()
     assert not (remote_dir / "runs" / "bad" / "log" / bad.id).exists()
     assert (remote_dir / "runs" / "good" / "log" / good.id).exists()
     status = json_of(cli("status", "--json", store=source))["remotes"][0]
     assert status["lag_checkpoints"] == 1 and oid.hex() in status["last_error"]
 
-    path.write_bytes(original)  # repaired: the next sync pushes it
+    raw.set_object_bytes(source, oid, original)  # repaired: the next sync pushes it
     assert cli("sync", remote_dir.as_uri(), store=source).returncode == 0
     assert (remote_dir / "runs" / "bad" / "log" / bad.id).exists()

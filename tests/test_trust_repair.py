@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import agentfs
+from agentfs.format import keys
+from tests.helpers import raw
 from tests.test_cli import cli
 
 
@@ -27,19 +29,17 @@ def _pushed(tmp_path: Path) -> tuple[Path, str, list[str]]:
     return home, url, ids
 
 
-def _object_files(home: Path) -> list[Path]:
-    return sorted(p for p in (home / "objects").rglob("*") if p.is_file())
+def _objects(home: Path) -> list[bytes]:
+    return sorted(raw.object_ids(home))
 
 
 def test_verify_repair_replaces_corrupt_and_missing_data_with_verified_remote_copies(tmp_path: Path) -> None:
     home, url, ids = _pushed(tmp_path)
-    objects = _object_files(home)
-    _flip(objects[0])
-    objects[1].unlink()
-    entry = home / "runs" / "r" / "log" / ids[1]
-    entry.write_bytes(entry.read_bytes()[:30])
-    (journal,) = list((home / "runs" / "r" / "journal").iterdir())[:1]
-    _flip(journal, 10)
+    objects = _objects(home)
+    raw.corrupt_object(home, objects[0])
+    raw.delete_object(home, objects[1])
+    raw.set_record_bytes(home, "r", raw.LOG, ids[1], raw.record_bytes(home, "r", raw.LOG, ids[1])[:30])
+    raw.corrupt_record(home, "r", raw.JOURNAL, raw.record_ids(home, "r", raw.JOURNAL)[0])
     assert cli("verify", store=home).returncode == 1
 
     repaired = cli("verify", "--repair", "--remote", url, store=home)
@@ -52,30 +52,28 @@ def test_verify_repair_replaces_corrupt_and_missing_data_with_verified_remote_co
             assert checkpoint.state == {"step": n} and checkpoint.artifacts["big.bin"].read_bytes() == bytes([n]) * 200_000
         assert store.run("r").once("tool", lambda: "ran again") == "result"
 
-    objects = _object_files(home)
-    _flip(objects[2])
+    raw.corrupt_object(home, _objects(home)[2])
     assert cli("verify", "--repair", store=home).returncode == 0  # from the remote it synced with
     assert cli("verify", store=home).returncode == 0
 
 
 def test_repair_never_installs_a_remote_copy_that_does_not_verify(tmp_path: Path) -> None:
     home, url, _ids = _pushed(tmp_path)
-    target = _object_files(home)[0]
-    _flip(target)
-    ours = target.read_bytes()
-    remote_copy = tmp_path / "remote" / target.relative_to(home)
+    target = _objects(home)[0]
+    raw.corrupt_object(home, target)
+    ours = raw.object_bytes(home, target)
+    remote_copy = tmp_path.joinpath("remote", *keys.object_key(target))  # the remote's layout: the packs engineer's
     _flip(remote_copy, 7)
     repaired = cli("verify", "--repair", "--remote", url, store=home)
     assert repaired.returncode == 1 and "does not verify either" in repaired.stderr
-    assert target.read_bytes() == ours  # left as it was, the remote's bad bytes never installed
+    assert raw.object_bytes(home, target) == ours  # left as it was, the remote's bad bytes never installed
 
 
 def test_a_store_opened_with_its_remote_repairs_a_corrupt_record_it_reads(tmp_path: Path) -> None:
     home, url, ids = _pushed(tmp_path)
-    entry = home / "runs" / "r" / "log" / ids[2]
-    entry.write_bytes(entry.read_bytes()[:30])
-    for path in _object_files(home):
-        _flip(path)
+    raw.set_record_bytes(home, "r", raw.LOG, ids[2], raw.record_bytes(home, "r", raw.LOG, ids[2])[:30])
+    for oid in _objects(home):
+        raw.corrupt_object(home, oid)
     with agentfs.open(home, remote=url) as store:
         latest = store.run("r").latest()
         assert latest.id == ids[2] and latest.state == {"step": 2}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import agentfs
+from tests.helpers import raw
 from tests.test_cli import cli, json_of
 
 
@@ -46,7 +47,7 @@ def test_pull_never_brings_back_what_retention_retired(tmp_path: Path) -> None:
             assert store.run("kept").ids() == [store.run("kept").head_id()]
             assert not set(store.run("kept").ids()) & set(pruned)
             assert store.run("gone").ids() == []
-            assert not any(store.entry_path("gone", cid).exists() for cid in gone)
+            assert not any(raw.has_record(store, "gone", raw.LOG, cid) for cid in gone)
         assert [run["name"] for run in json_of(cli("runs", "--json", store=where))["runs"]] == ["kept"]
 
 
@@ -67,8 +68,7 @@ def _truncate_head(home: Path, run: str) -> str:
     with agentfs.open(home) as store:
         head = store.run(run).head_id()
         assert head is not None
-        path = store.entry_path(run, head)
-    path.write_bytes(path.read_bytes()[:20])
+    raw.set_record_bytes(home, run, raw.LOG, head, raw.record_bytes(home, run, raw.LOG, head)[:20])
     return head
 
 

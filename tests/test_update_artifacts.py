@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import agentfs
+from tests.helpers import raw
 
 UPDATES = 200
 COUNTER = textwrap.dedent(
@@ -96,9 +97,9 @@ def test_an_artifact_is_reused_without_copying_its_bytes(tmp_path: Path) -> None
     with agentfs.open(tmp_path / ".agentfs") as store:
         big = bytes(range(256)) * 8192  # 2 MiB: loose chunk objects
         source = store.run("a").commit({}, artifacts={"big.bin": big, "small.txt": b"s" * 2000}).artifacts
-        before = _object_bytes(store.root)
+        before = raw.object_ids(store)
         copy = store.run("b").commit({}, artifacts={"big.bin": source["big.bin"], "again.txt": source["small.txt"]})
-        assert _object_bytes(store.root) == before  # no object written: the refs point at the same blobs
+        assert raw.object_ids(store) == before  # no object written: the refs point at the same blobs
         assert copy.artifacts["big.bin"].ref[:3] == source["big.bin"].ref[:3]
         assert copy.artifacts["big.bin"].read_bytes() == big
         assert copy.artifacts["again.txt"].read_bytes() == b"s" * 2000
@@ -110,10 +111,6 @@ def test_an_artifact_is_reused_without_copying_its_bytes(tmp_path: Path) -> None
     with agentfs.open(tmp_path / "other") as other, agentfs.open(tmp_path / ".agentfs") as store:
         artifact = store.run("b").latest().artifacts["big.bin"]  # type: ignore[union-attr]
         assert other.run("c").commit({}, artifacts={"big.bin": artifact}).artifacts["big.bin"].read_bytes() == big
-
-
-def _object_bytes(root: Path) -> int:
-    return sum(path.stat().st_size for path in (root / "objects").rglob("*") if path.is_file())
 
 
 def test_a_str_source_is_a_path_and_the_error_says_so(store: agentfs.Store) -> None:

@@ -1,4 +1,4 @@
-"""The workloads of issue 5, in the order they run. Each is a function of the
+"""The workloads of issue 5 (and 12-13 for issue 10), in the order they run. Each is a function of the
 run's ``Context``; the agentfs side of each is guarded so that the peers and
 the limits run even when agentfs cannot."""
 
@@ -10,6 +10,8 @@ from .. import limits
 from ..context import Context
 from . import (
     conversation,
+    daemon_load,
+    history,
     incremental_artifact,
     journal,
     langgraph_savers,
@@ -35,4 +37,6 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "langgraph_savers": langgraph_savers.run,
     "journal": journal.run,
     "langgraph_store": langgraph_store.run,
+    "history": history.run,
+    "daemon_load": daemon_load.run,
 }

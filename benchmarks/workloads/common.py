@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..context import Context
@@ -14,6 +18,7 @@ from ..peers import Peer, open_peers
 from ..report import NOT_AVAILABLE, Figure
 
 FAILED = "failed (see notes)"
+REPO = Path(__file__).resolve().parents[2]
 
 T = TypeVar("T")
 
@@ -67,6 +72,26 @@ def fig(
     status = NOT_AVAILABLE if ctx.agentfs is None else FAILED
     figure = Figure(workload, metric, agentfs, peer, peer_value, goal, goal_met, note, agentfs_status=status)
     return ctx.report.add(figure)
+
+
+def at_most(
+    ctx: Context, workload: str, metric: str, agentfs: float | None, peer: str, peer_value: float | None, factor: float, note: str = ""
+) -> Figure:
+    """A figure whose goal is agentfs <= ``factor`` x the compared value (both from this run)."""
+
+    def met(v: float) -> bool:
+        return peer_value is not None and v <= factor * peer_value
+
+    return fig(ctx, workload, metric, agentfs, peer, peer_value, f"<= {factor:g}x", met if peer_value is not None else None, note)
+
+
+def child_json(args: list[str], timeout: float) -> dict[str, Any]:
+    """Run ``python ARGS`` from the repository root; the JSON object on its last stdout line."""
+    out = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"child exited {out.returncode}: {out.stderr.strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def with_peers(ctx: Context, name: str) -> list[Peer]:

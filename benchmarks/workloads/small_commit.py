@@ -11,10 +11,12 @@ from typing import Any
 
 from .. import data
 from ..context import Context
+from ..peers_langgraph import SqlitePeer
 from .common import agentfs_part, fig, median, p99, timed, with_peers
 
 W = "1 small commit"
 THREAD = "bench-small"
+SQLITE_GOAL = 1.2  # issue 10: a durable commit <= 1.2x SqliteSaver's put
 
 
 def agentfs_latencies(ctx: Context, durability: str, states: list[dict[str, Any]]) -> list[float]:
@@ -78,11 +80,13 @@ def run(ctx: Context) -> None:
         if peer.durability == "memory":
             goal, met, note = "", None, "peer keeps nothing on disk: no goal"
         else:
-            goal = "faster (< 1x)"
+            # SqliteSaver's goal is issue 10's; the other peers keep issue 5's "faster"
+            limit = SQLITE_GOAL if peer.name == SqlitePeer.name else 1.0
+            goal = f"<= {SQLITE_GOAL}x" if peer.name == SqlitePeer.name else "faster (< 1x)"
             pm = median(times)
 
-            def met(v: float, pm: float = pm) -> bool:
-                return v < pm
+            def met(v: float, pm: float = pm, limit: float = limit) -> bool:
+                return v <= limit * pm if limit > 1.0 else v < pm
 
             note = f"agentfs durability={mode}"
         fig(ctx, W, f"commit median (ms) vs put, {mode}", ours, peer.label, median(times), goal, met, note)
