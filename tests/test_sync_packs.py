@@ -135,8 +135,10 @@ def test_a_format_1_remote_is_refused_with_a_line_saying_push_to_a_fresh_url(tmp
     Pusher(store, Remote(url, {})).push()  # the format-1 layout
     with pytest.raises(FormatError, match=r"format-1 remote.*push to a fresh URL"):
         PackRemote(url, {}).identify()
+    store.run("r").commit({"r": 2})
     with pytest.raises(FormatError, match="format-1 remote"):
         PackPusher(store, PackRemote(url, {})).push()
+    assert not (tmp_path / "old" / keys.PACKS).exists()  # nothing written into it
 
 
 def test_a_head_key_that_exists_with_other_content_is_refused(tmp_path: Path) -> None:

@@ -8,16 +8,12 @@ before it is packed, so nothing corrupt goes up.
 
 from __future__ import annotations
 
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from tqdm import tqdm
 from ulid import ULID
 
-from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError
 from ..format import keys, kinds
@@ -26,7 +22,7 @@ from ..format.keys import LOG
 from ..format.pack import MAX_HEAD, decode_head, encode_head, encode_pack
 from ..format.refs import Location
 from ..format.segment import IndexEntry, Record
-from .outgoing import Refusals, check_entry, check_object
+from .outgoing import check_entry, check_object
 from .pack_remote import KIND_OF, PackRemote
 from .pull import check_record
 from .push import Pusher, PushStats
@@ -46,35 +42,12 @@ class PackPusher(Pusher):
     """A Pusher for a format-2 remote: connect, status, pending and recheck as Pusher's; push by packs."""
 
     remote: PackRemote
+    batch_size = BATCH
 
     def __init__(self, store: Repository, remote: PackRemote, *, workers: int = 16, pack_target: int = PACK_TARGET) -> None:
         super().__init__(store, remote, workers=workers)
         self.pack_target = pack_target
         self.writer = ULID.from_str(store.id).bytes
-
-    def push(self, *, progress: bool = False, stop: threading.Event | None = None) -> PushStats:
-        started = time.monotonic()
-        stats = PushStats()
-        self.refusals = Refusals()
-        self._ensure_config()  # once per pusher: it never writes to a remote of another format
-        pending = self.last_scan = self.pending()
-        records = self.pending_records()
-        if not pending and not records:
-            return stats
-        bar = tqdm(total=len(pending), unit="checkpoint", desc=f"push {self.remote.url}", disable=not (progress and sys.stderr.isatty()))
-        with bar, ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
-            for start in range(0, max(len(pending), 1), BATCH):
-                if stop is not None and stop.is_set():
-                    break
-                batch = pending[start : start + BATCH]
-                self._push_packed(pool, batch, records if start == 0 else [], stats, stop)
-                bar.update(len(batch))
-        pushed = {run for run, _id in pending}
-        stats.diverged = diverged(self.store, pushed)
-        self.index.note_divergence(pushed, stats.diverged)
-        stats.seconds = time.monotonic() - started
-        stats.refused = self.refusals.reasons
-        return stats
 
     def push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
         """Upload one object again (a recheck found it lost) as a pack of its own, with its index."""
@@ -85,7 +58,7 @@ class PackPusher(Pusher):
         if oid not in self.refusals.objects:
             self.index.add_objects([oid])
 
-    def _push_packed(
+    def _push_part(
         self,
         pool: ThreadPoolExecutor,
         batch: list[Location],
@@ -93,6 +66,7 @@ class PackPusher(Pusher):
         stats: PushStats,
         stop: threading.Event | None,
     ) -> None:
+        """Push a batch of entries and the journal and retirement `records` as packs, their indexes, then head keys."""
         self.barrier.check(stop, force=True)  # the remote gc rule (remote_gc.py): before trusting the index
         entries = self._entries(batch)
         seen: set[bytes] = set()
