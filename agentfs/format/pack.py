@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from ..errors import FormatError
 from ..names import check_id, check_name
-from .segment import HEADER, TRAILER, IndexEntry, Record, decode_footer, decode_trailer, encode_batch, encode_header, encode_seal
+from .segment import HEADER, TRAILER, IndexEntry, Record, batch_parts, decode_footer, decode_trailer, encode_header, encode_seal
 
 HEAD_FORMAT = 2
 PACK_ID = re.compile(r"[0-9a-f]{16}")
@@ -57,9 +57,9 @@ def encode_pack(records: Sequence[Record], writer: bytes) -> Pack:
     pack_id = new_pack_id()
     segment_id = int(pack_id, 16)
     header = encode_header(segment_id, 0, writer)
-    batch, entries = encode_batch(segment_id, len(header), records)
-    seal = encode_seal(segment_id, len(header) + len(batch), entries)
-    return Pack(pack_id, header + batch + seal, seal, entries)
+    parts, entries = batch_parts(segment_id, len(header), records)
+    seal = encode_seal(segment_id, len(header) + sum(len(part) for part in parts), entries)
+    return Pack(pack_id, b"".join([header, *parts, seal]), seal, entries)  # one copy of the bodies
 
 
 def decode_pack_index(data: bytes, pack_id: str, where: str) -> tuple[int, list[IndexEntry]]:

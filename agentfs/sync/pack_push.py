@@ -19,7 +19,7 @@ from ..errors import AgentFSError
 from ..format import keys, kinds
 from ..format.entries import Entry
 from ..format.keys import LOG
-from ..format.pack import MAX_HEAD, decode_head, encode_head, encode_pack
+from ..format.pack import MAX_HEAD, Pack, decode_head, encode_head, encode_pack
 from ..format.refs import Location
 from ..format.segment import IndexEntry, Record
 from .outgoing import check_entry, check_object
@@ -31,7 +31,7 @@ from .remote import Remote
 BATCH = 1024
 PACK_TARGET = 32 << 20  # a pack is closed once it holds this many bytes (a big artifact spans several)
 IN_FLIGHT = 4
-Upload = tuple[str, list[IndexEntry], bytes, "Future[bool]"]  # pack id, its records' places, its index, its PUT
+CHECK_WINDOW = 128  # objects read and verified at once before packing (bounds memory: 128 chunks, ~64 KiB to 1 MiB each)
 
 
 def place_key(kind: int, key: bytes) -> str:
@@ -54,7 +54,7 @@ class PackPusher(Pusher):
         if stop is not None and stop.is_set():
             return
         with ThreadPoolExecutor(1, thread_name_prefix="agentfs-push") as pool:
-            self._place(self._put_indexes(pool, self._put_packs(pool, self._records([oid], {}, []), stats)))
+            self._place(self._put_indexes(pool, self._put_packs(pool, self._records(pool, [oid], {}, []), stats)))
         if oid not in self.refusals.objects:
             self.index.add_objects([oid])
 
@@ -77,11 +77,12 @@ class PackPusher(Pusher):
             except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
                 self.refusals.entry(loc, str(exc))
                 del entries[loc]
-        uploads = self._put_packs(pool, self._records(oids, entries, records), stats)
+        uploads = self._put_packs(pool, self._records(pool, oids, entries, records), stats)
         if self.barrier.check(stop):  # a remote gc finished since the look above: what the index vouched for may be gone
             sent = set(oids)
             again = [oid for loc, (_raw, entry) in entries.items() for oid in self._closure(loc, entry, set())]
-            uploads += self._put_packs(pool, self._records(sorted({o for o in again if o not in self.index.objects} - sent), {}, []), stats)
+            gone = sorted({oid for oid in again if oid not in self.index.objects} - sent)
+            uploads += self._put_packs(pool, self._records(pool, gone, {}, []), stats)
         self._place(self._put_indexes(pool, uploads))
         self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
         self.index.add_entries(list(entries))
@@ -122,17 +123,14 @@ class PackPusher(Pusher):
         return entries
 
     def _records(
-        self, oids: list[bytes], entries: dict[Location, tuple[bytes, Entry]], records: list[tuple[str, str, str]]
+        self, pool: ThreadPoolExecutor, oids: list[bytes], entries: dict[Location, tuple[bytes, Entry]], records: list[tuple[str, str, str]]
     ) -> Iterator[Record]:
-        """What goes up, each record verified first: objects, then entries, then journal and retirement records."""
-        for oid in oids:
-            data = self.store.db.read_raw(oid)
-            try:
-                check_object(oid, data, f"local object {oid.hex()} in {self.store.root}")
-            except AgentFSError as exc:
-                self.refusals.object(oid, f"object not pushed: {exc}")
-                continue
-            yield Record(kinds.OBJECT, oid, data)
+        """What goes up, each record verified first: objects (checked CHECK_WINDOW at a time on the pool:
+        zstd and sha256 release the GIL), then entries, then journal and retirement records."""
+        for start in range(0, len(oids), CHECK_WINDOW):
+            for record in pool.map(self._checked_object, oids[start : start + CHECK_WINDOW]):
+                if record is not None:
+                    yield record
         for (run, checkpoint_id), (raw, _entry) in entries.items():
             yield Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), raw)
         for kind, run, record_id in records:
@@ -146,21 +144,28 @@ class PackPusher(Pusher):
                 continue
             yield Record(KIND_OF[kind], kinds.pair_key(run, record_id), body)
 
-    def _put_packs(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[Upload]:
-        """Put the records up as packs, each whole when this returns."""
+    def _checked_object(self, oid: bytes) -> Record | None:
+        data = self.store.db.read_raw(oid)
+        try:
+            check_object(oid, data, f"local object {oid.hex()} in {self.store.root}")
+        except AgentFSError as exc:
+            self.refusals.object(oid, f"object not pushed: {exc}")
+            return None
+        return Record(kinds.OBJECT, oid, data)
+
+    def _put_packs(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[Pack]:
+        """Put the records up as packs, each built and put on the pool (framing and checksums use both
+        cores); every one whole when this returns."""
         slots = threading.BoundedSemaphore(IN_FLIGHT)
-        uploads: list[Upload] = []
+        uploads: list[Future[Pack]] = []
         chunk: list[Record] = []
         size = 0
 
         def close() -> None:
-            pack = encode_pack(chunk, self.writer)
-            slots.acquire()  # bounded memory: at most IN_FLIGHT packs built and not yet up
-            future = pool.submit(self.remote.create, self.remote.key(*keys.pack_key(pack.pack_id)), pack.data)
+            slots.acquire()  # bounded memory: at most IN_FLIGHT packs gathered and not yet up
+            future = pool.submit(self._put_pack, chunk, stats)
             future.add_done_callback(lambda _done: slots.release())
-            uploads.append((pack.pack_id, pack.entries, pack.footer, future))
-            with self._stats_lock:
-                stats.bytes += len(pack.data)
+            uploads.append(future)
 
         for record in records:
             chunk.append(record)
@@ -171,16 +176,21 @@ class PackPusher(Pusher):
                 chunk, size = [], 0
         if chunk:
             close()
-        for *_rest, future in uploads:
-            future.result()  # every pack whole before any index names it
-        return uploads
+        return [future.result() for future in uploads]  # every pack whole before any index names it
 
-    def _put_indexes(self, pool: ThreadPoolExecutor, uploads: list[Upload]) -> list[tuple[str, list[IndexEntry]]]:
+    def _put_pack(self, records: list[Record], stats: PushStats) -> Pack:
+        pack = encode_pack(records, self.writer)
+        self.remote.create(self.remote.key(*keys.pack_key(pack.pack_id)), pack.data)
+        with self._stats_lock:
+            stats.bytes += len(pack.data)
+        return pack._replace(data=b"")  # what the index needs; the bytes are up
+
+    def _put_indexes(self, pool: ThreadPoolExecutor, packs: list[Pack]) -> list[tuple[str, list[IndexEntry]]]:
         """Put up the indexes of packs that are up; (pack id, its records' places) of each."""
-        indexes = [(self.remote.key(*keys.pack_index_key(pack_id)), index) for pack_id, _frames, index, _future in uploads]
+        indexes = [(self.remote.key(*keys.pack_index_key(pack.pack_id)), pack.footer) for pack in packs]
         for _ in pool.map(lambda key_data: self.remote.create(*key_data), indexes):
             pass
-        return [(pack_id, frames) for pack_id, frames, _index, _future in uploads]
+        return [(pack.pack_id, pack.entries) for pack in packs]
 
     def _count(self, kind: int, stats: PushStats) -> None:
         if kind == kinds.OBJECT:
