@@ -27,6 +27,7 @@ from agentfs.sync.push import Pusher
 from agentfs.sync.reconcile import recheck
 from agentfs.sync.remote import Remote
 from agentfs.sync.remote_gc import MIN_SETTLE, remote_gc
+from tests.helpers import raw
 from tests.servers import MotoServer, make_s3_spec
 from tests.test_cli import cli
 
@@ -299,3 +300,27 @@ def test_divergence_over_packs_is_reported_by_pull_and_latest_stays_newest(tmp_p
         stats = pull(puller, PackRemote(url, {}))
         assert stats.diverged == {"shared": sorted(heads)}
         assert puller.run("shared").latest().id == max(heads)
+
+
+def test_repair_from_a_pack_whose_copy_is_damaged_too_reports_it_and_repairs_the_rest(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "a")
+    cp = store.run("r").commit({"r": 1}, artifacts={"big.bin": os.urandom(300_000)})
+    url = str(tmp_path / "remote")
+    PackPusher(store, PackRemote(url, {})).push()
+    (pack,) = (tmp_path / "remote" / keys.PACKS).glob("*.pack")
+    _size, frames = decode_pack_index(pack.with_suffix(keys.PACK_INDEX_SUFFIX).read_bytes(), pack.stem, "test")
+    objects = [frame for frame in frames if frame.kind == kinds.OBJECT]
+    both, here_only = objects[0], objects[1]
+    data = bytearray(pack.read_bytes())
+    data[both.offset + both.length // 2] ^= 0xFF
+    pack.write_bytes(bytes(data))
+    raw.corrupt_object(store, both.key)
+    raw.corrupt_object(store, here_only.key)
+
+    result = cli("verify", "--repair", "--remote", url, store=tmp_path / "a")
+    assert f"repaired object {here_only.key.hex()}" in result.stderr
+    assert f"not repaired: object {both.key.hex()}" in result.stderr and "Traceback" not in result.stderr
+    store.db.read(here_only.key)  # verified: the pack's copy replaced the damaged one
+    with pytest.raises(IntegrityError):
+        store.db.read(both.key)  # left as it was: no good copy anywhere
+    assert cp.id == store.run("r").head_id()
