@@ -324,3 +324,24 @@ def test_repair_from_a_pack_whose_copy_is_damaged_too_reports_it_and_repairs_the
     with pytest.raises(IntegrityError):
         store.db.read(both.key)  # left as it was: no good copy anywhere
     assert cp.id == store.run("r").head_id()
+
+
+def test_resume_reads_no_pack_index_but_those_its_head_key_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = agentfs.open(tmp_path / "a", durability="process")
+    url = str(tmp_path / "remote")
+    pusher = PackPusher(store, PackRemote(url, {}))
+    run = store.run("r")
+    for step in range(30):  # one push per commit, as a daemon does: 30 packs of history
+        run.commit({"step": step})
+        if step == 20:
+            run.prune(keep_last=5)
+        pusher.push()
+    assert len(list((tmp_path / "remote" / keys.PACKS).glob("*.idx"))) >= 30
+    reader = agentfs.open(tmp_path / "b", remote=url)
+    assert isinstance(reader.source, PackRemote)
+    monkeypatch.setattr(reader.source, "pack_ids", lambda: pytest.fail("resume listed every pack"))
+    latest = reader.run("r").latest()
+    assert latest is not None and latest.state == {"step": 29}
+    assert len(list((reader.remote_state_dir(reader.source.name) / keys.PACKS).glob("*.idx"))) <= 2
+    monkeypatch.undo()
+    assert reader.run("r").ids() == store.run("r").ids()  # retired ids stay hidden

@@ -84,3 +84,13 @@ def head_dir_key(run: str) -> tuple[str, str]:
 
 def head_key(run: str, checkpoint_id: str) -> tuple[str, str, str]:
     return (*head_dir_key(run), checkpoint_id)
+
+
+def retired_dir_key(run: str) -> tuple[str, str]:
+    """retired/<digest(run)>: the run's retirement records again, one key each (also in packs), so a
+    reader learns what retention removed with one listing, whatever the number of packs."""
+    return (RETIRED, digest(run))
+
+
+def retired_key(run: str, record_id: str) -> tuple[str, str, str]:
+    return (*retired_dir_key(run), record_id)

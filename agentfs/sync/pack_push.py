@@ -18,7 +18,7 @@ from ..engine.repository import Repository
 from ..errors import AgentFSError
 from ..format import keys, kinds
 from ..format.entries import Entry
-from ..format.keys import LOG
+from ..format.keys import LOG, RETIRED
 from ..format.pack import MAX_HEAD, Pack, decode_head, encode_head, encode_pack
 from ..format.refs import Location
 from ..format.segment import IndexEntry, Record
@@ -84,6 +84,9 @@ class PackPusher(Pusher):
             gone = sorted({oid for oid in again if oid not in self.index.objects} - sent)
             uploads += self._put_packs(pool, self._records(pool, gone, {}, []), stats)
         self._place(self._put_indexes(pool, uploads))
+        retired = [(run, record_id) for kind, run, record_id in records if kind == RETIRED]
+        for _ in pool.map(lambda loc: self._put_retired(*loc), retired):  # before the index says they are up
+            pass
         self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
         self.index.add_entries(list(entries))
         self.index.add_records(records)
@@ -199,6 +202,15 @@ class PackPusher(Pusher):
             stats.entries += 1
         else:
             stats.records += 1
+
+    def _put_retired(self, run: str, record_id: str) -> None:
+        """A retirement record under its own key too (FORMAT.md): readers list them without the pack indexes."""
+        data = self.store.read_record(run, RETIRED, record_id)
+        try:
+            check_record(RETIRED, data or b"", run, record_id, self.store.where_stored(run, RETIRED, record_id))
+        except AgentFSError:
+            return  # refused (and reported) as its pack was made, or removed since
+        self.remote.create(self.remote.key(*keys.retired_key(run, record_id)), data or b"")
 
     def _put_head(self, run: str, checkpoint_id: str, entry: Entry) -> None:
         """The head key, last: it names the packs holding the entry and its closure, where this index knows them."""

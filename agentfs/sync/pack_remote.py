@@ -25,7 +25,7 @@ from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
 from ..format.segment import IndexEntry, decode_record
 from ..fsutil import make_dirs, write_atomic
-from ..names import check_id, check_name
+from ..names import ID, check_id, check_name
 from .remote import Remote, modified
 
 REMOTE_FORMAT = 2
@@ -283,12 +283,19 @@ class PackRemote(Remote):
         return data
 
     def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None:
-        data = self.read_body(KIND_OF[kind], kinds.pair_key(check_name(run), check_id(record_id)))
+        data = None
+        if kind == RETIRED:  # its own key first: no pack index needed
+            data = self.read(self.key(*keys.retired_key(check_name(run), check_id(record_id))), MAX_FRAME)
+        if data is None:
+            data = self.read_body(KIND_OF[kind], kinds.pair_key(check_name(run), check_id(record_id)))
         if data is not None and self.index is not None:
             self.index.add_records([(kind, run, record_id)])
         return data
 
     def list_ids(self, run: str, kind: str = LOG) -> list[str]:
+        """The run's ids of `kind`; retirement records by one listing of their own keys, the rest from every pack index."""
+        if kind == RETIRED:
+            return sorted(name for name in self.list_names(self.key(*keys.retired_dir_key(check_name(run)))) if ID.fullmatch(name))
         self.load_all(force=False)
         return sorted(self.ids.get((KIND_OF[kind], check_name(run)), ()))
 
