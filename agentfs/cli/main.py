@@ -10,12 +10,20 @@ from types import ModuleType
 import agentfs
 
 from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing
-from . import core_commands, journal_commands, mcp_commands, output, retention_commands, stats_commands, sync_commands
+from . import core_commands, journal_commands, mcp_commands, output, retention_commands, stats_commands, sync_commands, upgrade_commands
 from .common import DEFAULT_STORE, FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, STORE_ENV, USAGE
 
 # Each module has `register(subparsers)`, which adds its subcommands and sets `handler`
 # (args -> exit code) on each; another module's commands join by being listed here.
-COMMAND_MODULES: tuple[ModuleType, ...] = (core_commands, sync_commands, retention_commands, journal_commands, stats_commands, mcp_commands)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    core_commands,
+    sync_commands,
+    retention_commands,
+    journal_commands,
+    stats_commands,
+    mcp_commands,
+    upgrade_commands,
+)
 
 EPILOG = f"""\
 A checkpoint is named RUN (the run's head) or RUN@ID.
@@ -23,7 +31,7 @@ The store is --store PATH, else ${STORE_ENV}, else ./{DEFAULT_STORE}.
 
 exit codes:
   0    ok
-  1    verify found problems; diff found differences (as diff(1) does)
+  1    verify found problems; diff found differences (as diff(1) does); upgrade skipped damaged records
   2    usage error: bad arguments, or an invalid run name, artifact name or checkpoint id
   3    not found: the store, a run, a checkpoint or an artifact
   4    any other error: corrupt or missing data, a malformed record, a conflict, an I/O error

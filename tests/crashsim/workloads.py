@@ -3,10 +3,11 @@
 `python -m tests.crashsim.workloads NAME DIR [--setup]` works on the store DIR/store and marks each
 acknowledged call with `trace.ack(...)` the moment it returns. A workload in SETUPS first runs its
 setup untraced (with --setup); what that leaves counts as durable. With AGENTFS_CRASHSIM_PLANT set,
-`plants` disables one fsync call site first (planted bugs, see plants.py).
+`plants` disables one fsync call site first (planted bugs, see plants.py; the upgrade's are
+segment_workloads.PLANTS).
 
-The upgrade workload (format 1 -> 2) belongs here once `agentfs upgrade` exists: a setup that copies
-the format-1 test store into DIR/store, and a workload that runs the upgrade and acks it.
+The `upgrade` workload (format 1 -> 2) works on DIR/store without opening it (PATH_WORKLOADS): its
+setup copies the format-1 test store there, the workload upgrades it and acks; upgrade_check.py checks it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import agentfs
+from agentfs.engine.upgrade import upgrade
 
+from ..helpers.format1_store import extract
 from . import plants
+from .segment_workloads import PLANTS as SEGMENT_PLANTS
 from .trace import ack
 
 ARTIFACT = random.Random(7).randbytes(300_000)  # several chunks, so a tree of objects
@@ -135,6 +139,15 @@ def _spawn(name: str, root: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", module, name, str(root.parent), *args])
 
 
+def upgrade_setup(root: Path) -> None:
+    extract(root.parent).rename(root)
+
+
+def upgrade_workload(root: Path) -> None:
+    upgrade(root)
+    ack({"call": "upgrade"})
+
+
 WORKLOADS: dict[str, Callable[..., None]] = {
     "commit": commit,
     "fork": fork,
@@ -146,13 +159,23 @@ WORKLOADS: dict[str, Callable[..., None]] = {
     "killed": killed,
 }
 SETUPS: dict[str, Callable[[agentfs.Store], None]] = {"prune_gc": prune_gc_setup}
+# workloads on a store that agentfs.open must not open first (a format-1 store)
+PATH_WORKLOADS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_workload}
+PATH_SETUPS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_setup}
 SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart")  # the ones a test runs
 
 
 def main(argv: list[str]) -> None:
     name, directory, *rest = argv
-    plants.apply(os.environ.get(plants.ENV))
-    with agentfs.open(Path(directory) / "store") as store:
+    plant = os.environ.get(plants.ENV)
+    root = Path(directory) / "store"
+    if name in PATH_WORKLOADS:
+        if plant is not None:
+            SEGMENT_PLANTS[plant]()  # the upgrade writes through the segment writer: its plants apply
+        (PATH_SETUPS if rest == ["--setup"] else PATH_WORKLOADS)[name](root)
+        return
+    plants.apply(plant)
+    with agentfs.open(root) as store:
         if rest == ["--setup"]:
             SETUPS[name](store)
         else:
