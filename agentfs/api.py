@@ -18,7 +18,7 @@ from .engine.maintenance import GcReport, VerifyReport
 from .engine.repository import Durability, Repository
 from .names import check_name
 from .sync.daemon import SyncDaemon
-from .sync.remote import Remote
+from .sync.pack_remote import open_remote
 from .sync.status import RemoteStats, remote_stats
 
 
@@ -110,7 +110,5 @@ def open_store(
 ) -> Store:
     """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there."""
     root = Path(path).absolute()
-    source = None if remote is None else Remote(remote, storage_options or {})
-    if source is not None:
-        source.identify()  # a typo'd remote is refused before a store is made here
+    source = None if remote is None else open_remote(remote, storage_options or {})  # a typo'd remote is refused here
     return Store(root, durability=durability, source=source)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import agentfs
+from agentfs.sync.pack_remote import REMOTE_FORMAT
 from tests.servers import AWS_REGION, MotoServer, RemoteSpec, free_port, make_s3_spec, s3_storage_options
 from tests.test_cli import cli, json_of
 
@@ -73,7 +74,7 @@ def test_a_remote_of_a_newer_format_is_refused_by_readers_and_pushers(tmp_path: 
     remote_dir = tmp_path / "remote"
     pushed_store(tmp_path / "a", remote_dir.as_uri())
     config = json.loads((remote_dir / "config").read_text())
-    (remote_dir / "config").write_text(json.dumps({**config, "format": config["format"] + 1}))
+    (remote_dir / "config").write_text(json.dumps({**config, "format": REMOTE_FORMAT + 1}))
     with agentfs.open(tmp_path / "a") as store:
         store.run("main").commit({"step": 2})
     for result in (cli("sync", remote_dir.as_uri(), store=tmp_path / "a"), cli("pull", remote_dir.as_uri(), store=tmp_path / "a")):

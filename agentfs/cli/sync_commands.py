@@ -16,8 +16,9 @@ import agentfs
 
 from ..errors import AgentFSError
 from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
+from ..sync.pack_push import pusher_for
+from ..sync.pack_remote import remote_for
 from ..sync.pull import pull
-from ..sync.push import Pusher
 from ..sync.reconcile import recheck
 from ..sync.remote import Remote
 from ..sync.status import RemoteStats, remote_stats
@@ -44,7 +45,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
         return USAGE
     if not args.watch:
-        return push_once(store, Remote(args.url, options), args.workers, recheck_first=args.recheck)
+        return push_once(store, remote_for(args.url, options), args.workers, recheck_first=args.recheck)
     try:
         daemon = SyncDaemon(
             store,
@@ -97,7 +98,7 @@ def push_once(store: agentfs.Store, remote: Remote, workers: int, *, recheck_fir
     """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`.
 
     With `recheck_first` (--recheck), list the remote first and push again what it lost."""
-    pusher = Pusher(store, remote, workers=workers)
+    pusher = pusher_for(store, remote, workers=workers)
     try:
         if recheck_first:
             reconciliation = recheck(pusher, progress=True)
@@ -124,7 +125,7 @@ def _amounts(checkpoints: int, objects: int) -> str:
 
 def cmd_pull(args: argparse.Namespace) -> int:
     store = agentfs.open(store_path(args))
-    remote = Remote(args.url, storage_options(args.storage_options))
+    remote = remote_for(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, args.runs or None, progress=True)
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
     for run, checkpoint_id in stats.repaired:
@@ -134,7 +135,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_clone(args: argparse.Namespace) -> int:
-    remote = Remote(args.url, storage_options(args.storage_options))
+    remote = remote_for(args.url, storage_options(args.storage_options))
     remote.identify()  # a typo'd URL is refused before anything is made here
     target = Path(args.directory).absolute()
     made = next((path for path in reversed([target, *target.parents]) if not path.exists()), None)

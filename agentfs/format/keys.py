@@ -60,3 +60,38 @@ def record_key(run: str, kind: str, record_id: str) -> tuple[str, ...]:
 
 def gc_marker_key(name: str) -> tuple[str, str]:
     return (GC, name)
+
+
+# format 2's remote (docs/FORMAT.md, "Remote layout"): packs, their indexes, head keys
+PACKS = "packs"
+HEADS = "heads"
+PACK_SUFFIX, PACK_INDEX_SUFFIX = ".pack", ".idx"
+
+
+def pack_key(pack_id: str) -> tuple[str, str]:
+    """packs/<16 hex digits>.pack: a sealed segment holding records of one push."""
+    return (PACKS, f"{pack_id}{PACK_SUFFIX}")
+
+
+def pack_index_key(pack_id: str) -> tuple[str, str]:
+    """packs/<16 hex digits>.idx: the pack's footer frame and trailer, the pack's last bytes."""
+    return (PACKS, f"{pack_id}{PACK_INDEX_SUFFIX}")
+
+
+def head_dir_key(run: str) -> tuple[str, str]:
+    """heads/<digest(run)>: one key per head a push moved the run to, named by the head's id."""
+    return (HEADS, digest(run))
+
+
+def head_key(run: str, checkpoint_id: str) -> tuple[str, str, str]:
+    return (*head_dir_key(run), checkpoint_id)
+
+
+def retired_dir_key(run: str) -> tuple[str, str]:
+    """retired/<digest(run)>: the run's retirement records again, one key each (also in packs), so a
+    reader learns what retention removed with one listing, whatever the number of packs."""
+    return (RETIRED, digest(run))
+
+
+def retired_key(run: str, record_id: str) -> tuple[str, str, str]:
+    return (*retired_dir_key(run), record_id)

@@ -126,21 +126,29 @@ def frame_length(data: bytes | memoryview) -> int:
 
 def encode_batch(segment_id: int, offset: int, records: Sequence[Record]) -> tuple[bytes, list[IndexEntry]]:
     """The bytes of one commit batch to append at `offset`, and where each record lands."""
-    frames, entries = [], []
+    parts, entries = batch_parts(segment_id, offset, records)
+    return b"".join(parts), entries
+
+
+def batch_parts(segment_id: int, offset: int, records: Sequence[Record]) -> tuple[list[bytes], list[IndexEntry]]:
+    """encode_batch's bytes as pieces that join into them, each record's body among them uncopied."""
+    parts, entries = [b""], []  # parts[0]: the BEGIN frame, which needs the batch's length
     position = offset + BEGIN_FRAME
     for record in records:
         if not FIRST_RECORD_KIND <= record.kind <= 0xFF:
             raise FormatError(f"record kind {record.kind} is outside {FIRST_RECORD_KIND}..255")
         if len(record.key) > MAX_KEY:
             raise FormatError(f"record key of {len(record.key)} bytes is longer than {MAX_KEY}")
-        frame = encode_frame(record.kind, KEY_LENGTH.pack(len(record.key)) + record.key + record.body)
-        frames.append(frame)
-        entries.append(IndexEntry(record.kind, record.key, position, len(frame)))
-        position += len(frame)
+        head = KEY_LENGTH.pack(len(record.key)) + record.key
+        length = len(head) + len(record.body)
+        crc = zlib.crc32(record.body, zlib.crc32(head, zlib.crc32(_CHECKED.pack(length, record.kind))))  # encode_frame's, in pieces
+        parts += [FRAME.pack(length, crc, record.kind), head, record.body]
+        entries.append(IndexEntry(record.kind, record.key, position, FRAME.size + length))
+        position += FRAME.size + length
     length = position + END_FRAME - offset
-    begin = encode_frame(KIND_BEGIN, BEGIN.pack(BATCH_MAGIC, segment_id, offset, length, len(records)))
-    end = encode_frame(KIND_END, END.pack(offset, len(records)))
-    return b"".join([begin, *frames, end]), entries
+    parts[0] = encode_frame(KIND_BEGIN, BEGIN.pack(BATCH_MAGIC, segment_id, offset, length, len(records)))
+    parts.append(encode_frame(KIND_END, END.pack(offset, len(records))))
+    return parts, entries
 
 
 def batch_length(data: bytes | memoryview, segment_id: int, offset: int) -> int | None:

@@ -31,6 +31,8 @@ class PushIndex:
         # entries a remote gc removed (retired): not pushed again unless a new entry borrows from them
         self.gone = {(run, cid) for run, _, cid in (line.rpartition(" ") for line in self._lines("gone"))}
         self.gc_seen = set(self._lines("gc"))  # remote gc runs whose plans this index has applied
+        # format 2: the pack that holds a record, by kind byte + key in hex (a hint for head keys)
+        self.places = dict(line.split(" ") for line in self._lines("places") if line.count(" ") == 1)
 
     def _load_objects(self) -> set[bytes]:
         path = self.directory / "objects"
@@ -73,6 +75,13 @@ class PushIndex:
             if fresh:
                 self._append("records", "".join(f"{kind} {run} {rid}\n" for kind, run, rid in fresh).encode())
                 self.records.update(fresh)
+
+    def add_places(self, places: dict[str, str]) -> None:
+        with self._lock:
+            fresh = {key: pack for key, pack in places.items() if self.places.get(key) != pack}
+            if fresh:
+                self._append("places", "".join(f"{key} {pack}\n" for key, pack in fresh.items()).encode())
+                self.places.update(fresh)
 
     def apply_gc(self, gc_id: str, objects: set[bytes], entries: set[tuple[str, str]]) -> None:
         """Forget what a remote gc deleted, so it is uploaded again if a new checkpoint needs it.

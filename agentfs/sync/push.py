@@ -53,6 +53,8 @@ def local_records(store: Repository) -> list[tuple[str, str, str]]:
 
 
 class Pusher:
+    batch_size = BATCH
+
     def __init__(self, store: Repository, remote: Remote, *, workers: int = 16) -> None:
         self.store = store
         self.remote = remote
@@ -88,17 +90,11 @@ class Pusher:
         self._ensure_config()
         bar = tqdm(total=len(pending), unit="checkpoint", desc=f"push {self.remote.url}", disable=not (progress and sys.stderr.isatty()))
         with bar, ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
-            for _ in pool.map(lambda record: self._push_record(record, stats), records):  # they need nothing else up first
-                pass
-            for start in range(0, len(pending), BATCH):
+            for start in range(0, max(len(pending), 1), self.batch_size):
                 if stop is not None and stop.is_set():
                     break
-                batch = pending[start : start + BATCH]
-                try:
-                    self._push_batch(pool, batch, stats, stop)
-                except NotFound:  # a local prune and gc raced this batch: push what is still there
-                    batch = [loc for loc in batch if self.store.has_entry(*loc)]
-                    self._push_batch(pool, batch, stats, stop)  # true damage raises again
+                batch = pending[start : start + self.batch_size]
+                self._push_part(pool, batch, records if start == 0 else [], stats, stop)
                 bar.update(len(batch))
         pushed = {run for run, _id in pending}
         stats.diverged = diverged(self.store, pushed)
@@ -138,6 +134,24 @@ class Pusher:
             return
         self.remote.ensure_config(remote_config(self.store.config))
         self._config_checked = True
+
+    def _push_part(
+        self,
+        pool: ThreadPoolExecutor,
+        batch: list[Location],
+        records: list[tuple[str, str, str]],
+        stats: PushStats,
+        stop: threading.Event | None,
+    ) -> None:
+        """Push journal and retirement `records` (they need nothing else up first), then a batch of entries."""
+        for _ in pool.map(lambda record: self._push_record(record, stats), records):
+            pass
+        if not batch:
+            return
+        try:
+            self._push_batch(pool, batch, stats, stop)
+        except NotFound:  # a local prune and gc raced this batch: push what is still there
+            self._push_batch(pool, [loc for loc in batch if self.store.has_entry(*loc)], stats, stop)  # true damage raises again
 
     def _push_batch(self, pool: ThreadPoolExecutor, batch: list[Location], stats: PushStats, stop: threading.Event | None) -> None:
         entries: dict[Location, Entry] = {}

@@ -204,16 +204,21 @@ class Remote:
         return sorted(ids)
 
     def head_id(self, run: str) -> str | None:
-        """The run's greatest id. On S3, found by one-key listings that bisect time (ids begin with
-        their millisecond): resume costs about 25 small requests with 10 or 10,000 checkpoints."""
+        """The run's greatest id (see greatest_id)."""
+        return self.greatest_id(self.key(*keys.record_dir_key(check_name(run), LOG)))
+
+    def greatest_id(self, directory: str) -> str | None:
+        """The greatest id named directly under the key `directory`. On S3, found by one-key listings
+        that bisect time (ids begin with their millisecond): about 25 small requests with 10 or
+        10,000 ids; elsewhere one listing."""
         if "s3" in self.protocols:
             with contextlib.suppress(Exception):  # any surprise from a lookalike endpoint: list it all
-                return self._s3_head(run)
-        ids = self.list_ids(run)
-        return ids[-1] if ids else None
+                return self._s3_greatest(directory)
+        ids = [name for name in self.list_names(directory) if ID.fullmatch(name)]
+        return max(ids, default=None)
 
-    def _s3_head(self, run: str) -> str | None:
-        bucket, prefix, _ = self.fs.split_path(self.key(*keys.record_dir_key(check_name(run), LOG)) + "/")
+    def _s3_greatest(self, directory: str) -> str | None:
+        bucket, prefix, _ = self.fs.split_path(directory + "/")
         now_ms = time.time_ns() // 1_000_000
         if self._s3_any_from(bucket, prefix, now_ms + 1):  # written by a clock ahead of ours: few, list them
             return max(self._s3_ids_from(bucket, prefix, now_ms + 1))

@@ -28,9 +28,11 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ulid import ULID
+
 from ..engine.repository import HOST, Repository
 from ..errors import AgentFSError, FormatError, RemoteError
-from ..format import codec, keys
+from ..format import codec, keys, kinds
 from ..format.entries import Entry, decode_entry_at
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location, parse_node
@@ -39,6 +41,8 @@ from ..format.walk import Children, reach
 from ..ids import new_id
 from ..names import ID, check_id, check_name
 from .index import PushIndex
+from .pack_gc import packs_holding, repack
+from .pack_remote import PackRemote
 from .remote import OID_HEX, Remote
 
 log = logging.getLogger("agentfs.sync")
@@ -61,6 +65,8 @@ class RemoteGcReport:
     objects_deleted: int = 0
     bytes_freed: int = 0
     kept_young: int = 0  # unreferenced but younger than the grace period
+    packs_deleted: list[str] = dataclasses.field(default_factory=list)  # format 2: packs rewritten without what was deleted
+    packs_made: list[str] = dataclasses.field(default_factory=list)  # format 2: the packs holding their live records
 
 
 def _marker(remote: Remote, name: str) -> str:
@@ -218,14 +224,22 @@ def remote_gc(
             "entries": [list(loc) for loc in doomed_entries],
             "journal": [list(loc) for loc in doomed_journal],
         }
-        _put_json(remote, f"{gc_id}.plan", plan)
-        keys = [remote.record_key(JOURNAL, *loc) for loc in doomed_journal] + [remote.entry_key(*loc) for loc in doomed_entries]
-        keys += [remote.object_key(oid) for oid in doomed_objects]
-        for _ in pool.map(lambda key: _delete_before(remote, key, stop_at), keys):
-            pass
+        if isinstance(remote, PackRemote):  # format 2: the packs holding what goes are rewritten
+            doomed = {(kinds.OBJECT, oid) for oid in doomed_objects} | {(kinds.ENTRY, kinds.pair_key(*loc)) for loc in doomed_entries}
+            doomed |= {(kinds.JOURNAL, kinds.pair_key(*loc)) for loc in doomed_journal}
+            holding = plan["packs"] = packs_holding(remote, doomed)
+            _put_json(remote, f"{gc_id}.plan", plan)
+            repacked = repack(remote, holding, doomed, ULID.from_str(gc_id).bytes, pool, stop_at)
+            report.bytes_freed, report.packs_deleted, report.packs_made = repacked.bytes_freed, repacked.deleted, repacked.made
+        else:
+            _put_json(remote, f"{gc_id}.plan", plan)
+            keys = [remote.record_key(JOURNAL, *loc) for loc in doomed_journal] + [remote.entry_key(*loc) for loc in doomed_entries]
+            keys += [remote.object_key(oid) for oid in doomed_objects]
+            for _ in pool.map(lambda key: _delete_before(remote, key, stop_at), keys):
+                pass
+            report.bytes_freed = sum(unmarked[oid][1] for oid in doomed_objects)
         report.journal_deleted, report.entries_deleted = len(doomed_journal), len(doomed_entries)
         report.objects_deleted = len(doomed_objects)
-        report.bytes_freed = sum(unmarked[oid][1] for oid in doomed_objects)
     _put_json(remote, f"{gc_id}.done", {"format": 1, "created": time.time(), **dataclasses.asdict(report)})
     return report
 

@@ -27,10 +27,10 @@ class _Walk:
 
     def entry(self, loc: Location) -> list[Problem]:
         where = f"{loc[0]}@{loc[1]}"
-        data = self.remote.fetch_entry(*loc)
-        if data is None:
-            return [Problem("missing", where, "listed but vanished (a gc running?)")]
         try:
+            data = self.remote.fetch_entry(*loc)
+            if data is None:
+                return [Problem("missing", where, "listed but vanished (a gc running?)")]
             entry = decode_entry_at(data, *loc, f"remote {where}")
             for oid in entry.pack:
                 entry.packed(oid, where)
@@ -60,10 +60,10 @@ class _Walk:
         return [Problem(_kind(data), where, str(data))] if isinstance(data, AgentFSError) else []
 
     def _fetch(self, oid: bytes) -> bytes | AgentFSError:
-        blob = self.remote.fetch_object(oid)
-        if blob is None:
-            return ObjectMissing(f"object {oid.hex()} vanished")
         try:
+            blob = self.remote.fetch_object(oid)  # a format-2 remote checks the record's frame here
+            if blob is None:
+                return ObjectMissing(f"object {oid.hex()} vanished")
             return codec.decode(blob, oid, f"remote object {oid.hex()}")
         except AgentFSError as exc:
             return IntegrityError(str(exc))
@@ -106,10 +106,10 @@ def verify_remote(remote: Remote, *, deep: bool = False, workers: int = 16) -> V
 
 def _record(remote: Remote, kind: str, run: str, record_id: str) -> Problem | None:
     where = f"{run} {kind}/{record_id}"
-    data = remote.fetch_record(kind, run, record_id)
-    if data is None:
-        return None  # removed by a gc since it was listed
     try:
+        data = remote.fetch_record(kind, run, record_id)
+        if data is None:
+            return None  # removed by a gc since it was listed
         check_record(kind, data, run, record_id, f"remote {where}")
     except AgentFSError as exc:
         return Problem("corrupt", where, str(exc))

@@ -68,11 +68,11 @@ def _object_damaged(store: Repository, oid: bytes) -> bool:
 
 def _replace_object(store: Repository, remote: Remote, oid: bytes, report: RepairReport) -> None:
     where = f"object {oid.hex()}"
-    blob = remote.fetch_object(oid)
-    if blob is None:
-        report.unrepaired.append(f"{where}: corrupt here, and {remote.url} does not hold it")
-        return
     try:
+        blob = remote.fetch_object(oid)  # a format-2 remote checks the record's frame here
+        if blob is None:
+            report.unrepaired.append(f"{where}: corrupt here, and {remote.url} does not hold it")
+            return
         store.db.install(oid, blob, f"remote {remote.url} {where}")  # verified before it replaces ours
     except AgentFSError as exc:
         report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")
@@ -84,11 +84,11 @@ def _replace_entry(
     store: Repository, remote: Remote, run: str, checkpoint_id: str, why: str, report: RepairReport
 ) -> tuple[bytes, Entry] | None:
     where = f"checkpoint {run}@{checkpoint_id}"
-    raw = remote.fetch_entry(run, checkpoint_id)
-    if raw is None:
-        report.unrepaired.append(f"{where}: {why}; {remote.url} does not hold it")
-        return None
     try:
+        raw = remote.fetch_entry(run, checkpoint_id)
+        if raw is None:
+            report.unrepaired.append(f"{where}: {why}; {remote.url} does not hold it")
+            return None
         entry = decode_entry_at(raw, run, checkpoint_id, f"remote {remote.url} {run}@{checkpoint_id}")
     except AgentFSError as exc:
         report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")
@@ -108,11 +108,11 @@ def _check_local_record(store: Repository, remote: Remote, kind: str, run: str, 
         return
     except AgentFSError as exc:
         why = str(exc)
-    data = remote.fetch_record(kind, run, record_id)
-    if data is None:
-        report.unrepaired.append(f"{where}: {why}; {remote.url} does not hold it")
-        return
     try:
+        data = remote.fetch_record(kind, run, record_id)
+        if data is None:
+            report.unrepaired.append(f"{where}: {why}; {remote.url} does not hold it")
+            return
         check_record(kind, data, run, record_id, f"remote {remote.url} {run} {kind}/{record_id}")
     except AgentFSError as exc:
         report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")

@@ -1,0 +1,350 @@
+"""A format-2 remote: packs, pack indexes and head keys (docs/FORMAT.md, "Remote layout").
+
+Reading is by ranged GETs of record frames whose places the pack indexes give. Indexes never change
+once written, so each is fetched once and kept under the remote's local state directory. Every
+frame read is checked (its checksum, its kind and key); callers verify the content's hash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import posixpath
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..engine.repository import Repository
+from ..errors import AgentFSError, FormatError, RemoteError
+from ..format import keys, kinds
+from ..format.config import encode_config
+from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
+from ..format.segment import IndexEntry, decode_record
+from ..fsutil import make_dirs, write_atomic
+from ..names import ID, check_id, check_name
+from .remote import Remote, modified
+
+REMOTE_FORMAT = 2
+MAX_INDEX = 64 << 20
+MAX_FRAME = 64 << 20
+READ_AHEAD = 8 << 20  # one ranged GET fetches neighbouring objects up to this many bytes
+AHEAD_MAX = 64 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
+RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
+KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
+
+Place = tuple[str, int, int]  # pack id, frame offset, frame length
+
+
+def check_remote_config(data: bytes, where: str) -> dict[str, Any]:
+    """A remote's config, refused unless this agentfs reads its format (2)."""
+    try:
+        config = json.loads(data)
+    except ValueError as exc:
+        raise FormatError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise FormatError(f"{where} is not an agentfs config")
+    if config.get("format") == 1:
+        raise FormatError(
+            f"{where} is a format-1 remote; this agentfs pushes and reads format 2: push to a fresh URL (remotes are not upgraded)"
+        )
+    if config.get("format") != REMOTE_FORMAT:
+        raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads remote format {REMOTE_FORMAT}")
+    if config.get("hash") != "sha256":
+        raise FormatError(f"{where} uses hash {config.get('hash')!r}; this agentfs knows sha256")
+    return config
+
+
+class PackRemote(Remote):
+    """A format-2 remote; as a store's `Source`, it fetches what the store lacks by ranged reads."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any], *, workers: int = 8) -> None:
+        super().__init__(url, storage_options)
+        self.workers = workers
+        self.places: dict[tuple[int, bytes], Place] = {}
+        self.ids: dict[tuple[int, str], set[str]] = {}  # (kind, run) -> record ids in the packs loaded
+        self._frames: dict[str, list[IndexEntry]] = {}  # pack id -> its records, by offset
+        self.pack_times: dict[str, float] = {}  # pack id -> when its index was written (from the last listing)
+        self._lock = threading.Lock()
+        self._pack_locks: dict[str, threading.Lock] = {}
+        self._listed_at = float("-inf")
+        self._ahead: dict[tuple[int, bytes], bytes] = {}
+        self._ahead_bytes = 0
+        self._cache: Path | None = None
+        self._store: Repository | None = None
+
+    def identify(self) -> dict[str, Any]:
+        if self.config is None:
+            data = self.read(self.key(keys.CONFIG), 1 << 20)
+            if data is None:
+                raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path (a push creates one)")
+            self.config = check_remote_config(data, f"remote {self.url} config")
+        return self.config
+
+    def ensure_config(self, config: dict[str, Any]) -> None:
+        if self.read(self.key(keys.CONFIG), 1 << 20) is None:
+            self.create(self.key(keys.CONFIG), encode_config({**config, "format": REMOTE_FORMAT}), compare=False)
+        self.identify()
+
+    def attach(self, store: Repository) -> None:
+        if self.index is not None:
+            return
+        super().attach(store)
+        self._store = store
+        self._cache = store.remote_state_dir(self.name) / keys.PACKS
+        make_dirs(self._cache / "tmp", sync=False)
+
+    # pack indexes
+
+    def load_index(self, pack_id: str) -> bool:
+        """Learn the records of one pack from its index (kept locally once read); False if the remote lacks it."""
+        if pack_id in self._frames:
+            return True
+        cached = None if self._cache is None else self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}"
+        data = cached.read_bytes() if cached is not None and cached.is_file() else None
+        if data is None:
+            data = self.read(self.key(*keys.pack_index_key(pack_id)), MAX_INDEX)
+            if data is None:
+                return False
+        _size, entries = decode_pack_index(data, pack_id, f"remote {self.url} pack index {pack_id}")
+        if cached is not None and not cached.is_file():
+            write_atomic(cached.parent / "tmp", cached, data, sync=False)
+        self.learn(pack_id, entries)
+        return True
+
+    def learn(self, pack_id: str, entries: list[IndexEntry]) -> None:
+        """Take in where a pack's records lie (from its index, or from a pack this process just pushed)."""
+        frames = sorted(entries, key=lambda entry: entry.offset)
+        for entry in frames:  # checked before anything is taken in
+            if entry.kind in kinds.RUN_KINDS:
+                kinds.split_pair_key(entry.key, f"remote {self.url} pack {pack_id}")
+        with self._lock:
+            self._take(pack_id, frames)
+            self._frames[pack_id] = frames
+            self._pack_locks.setdefault(pack_id, threading.Lock())
+
+    def _take(self, pack_id: str, frames: list[IndexEntry]) -> None:
+        for entry in frames:
+            self.places.setdefault((entry.kind, entry.key), (pack_id, entry.offset, entry.length))
+            if entry.kind in kinds.RUN_KINDS:
+                run, record_id = kinds.split_pair_key(entry.key, "")
+                self.ids.setdefault((entry.kind, run), set()).add(record_id)
+
+    def pack_ids(self) -> list[str]:
+        """Every pack with an index on the remote (a pack without one is still being pushed, or was cut short);
+        notes when each index was written, in `pack_times`."""
+        suffix = keys.PACK_INDEX_SUFFIX
+        prefix = self.key(keys.PACKS)
+        self.fs.invalidate_cache(prefix)
+        try:
+            with self.failing(f"list {prefix}", FileNotFoundError):
+                infos = self.fs.ls(prefix, detail=True)
+        except FileNotFoundError:
+            return []
+        times = {}
+        for info in infos:
+            name = posixpath.basename(str(info["name"]).rstrip("/"))
+            if name.endswith(suffix) and PACK_ID.fullmatch(name[: -len(suffix)]):
+                times[name[: -len(suffix)]] = modified(info)
+        self.pack_times = times
+        return sorted(times)
+
+    def load_all(self, *, force: bool = True) -> None:
+        """Learn every pack's records: list packs/ (at most once per RELIST seconds unless `force`), fetch new indexes."""
+        now = time.monotonic()
+        if not force and now - self._listed_at < RELIST:
+            return
+        self._listed_at = now
+        listed = self.pack_ids()
+        for gone in set(self._frames) - set(listed):  # repacked by a remote gc
+            self.forget(gone)
+        self._load_many(pack_id for pack_id in listed if pack_id not in self._frames)
+
+    def _load_many(self, pack_ids: Iterable[str]) -> None:
+        todo = list(pack_ids)
+        if len(todo) <= 1:
+            for pack_id in todo:
+                self.load_index(pack_id)
+            return
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-index") as pool:
+            list(pool.map(self.load_index, todo))
+
+    def pack_frames(self) -> dict[str, list[IndexEntry]]:
+        """Every pack whose index this remote has read: its records' kinds, keys and places."""
+        with self._lock:
+            return dict(self._frames)
+
+    def locate(self, kind: int, key: bytes) -> Place | None:
+        place = self.places.get((kind, key))
+        if place is None:  # pushed since we last looked (or never): look again, not too often
+            self.load_all(force=False)
+            place = self.places.get((kind, key))
+        return place
+
+    # reading records
+
+    def read_body(self, kind: int, key: bytes) -> bytes | None:
+        """A record's body as the remote holds it, its frame checked; None if no pack holds it."""
+        with self._lock:
+            body = self._ahead.pop((kind, key), None)
+            if body is not None:
+                self._ahead_bytes -= len(body)
+                return body
+        for _attempt in range(2):
+            place = self.locate(kind, key)
+            if place is None:
+                return None
+            with self._pack_locks[place[0]]:
+                with self._lock:  # another thread may have read it ahead while we waited
+                    body = self._ahead.pop((kind, key), None)
+                    if body is not None:
+                        self._ahead_bytes -= len(body)
+                        return body
+                body = self._read_range(kind, key, place)
+            if body is not None:
+                return body
+            self.forget(place[0])  # a remote gc repacked it: its live records are in a newer pack
+            self.load_all()
+        return None
+
+    def forget(self, pack_id: str) -> None:
+        """Drop a pack the remote no longer holds: its places, and its index kept here."""
+        with self._lock:
+            self._frames.pop(pack_id, None)
+            self.pack_times.pop(pack_id, None)
+            self.places, self.ids = {}, {}
+            for kept, frames in self._frames.items():  # a record the pack held may lie in another (a repack)
+                self._take(kept, frames)
+        if self._cache is not None:
+            (self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}").unlink(missing_ok=True)
+
+    def _read_range(self, kind: int, key: bytes, place: Place) -> bytes | None:
+        pack_id, offset, length = place
+        frames = self._following(kind, key, place) if kind == kinds.OBJECT else [IndexEntry(kind, key, offset, length)]
+        end = frames[-1].offset + frames[-1].length
+        where = f"remote {self.url} pack {pack_id}"
+        pack = self.key(*keys.pack_key(pack_id))
+        if end - offset > MAX_FRAME + READ_AHEAD:
+            raise RemoteError(f"{where}: a record at offset {offset} says it is {length} bytes; refused")
+        try:
+            with self.failing(f"read {pack}", FileNotFoundError):
+                data = bytes(self.fs.cat_file(pack, start=offset, end=end))
+        except FileNotFoundError:
+            return None  # removed by a remote gc since its index was read
+        asked, *ahead = frames
+        found = self._body(data[: asked.length], asked, where)
+        for frame in ahead:  # a damaged neighbour is not kept: read alone, it is refused on its own
+            with contextlib.suppress(AgentFSError):
+                body = self._body(data[frame.offset - offset : frame.offset - offset + frame.length], frame, where)
+                with self._lock:
+                    self._ahead[(frame.kind, frame.key)] = body
+                    self._ahead_bytes += len(body)
+        return found
+
+    @staticmethod
+    def _body(data: bytes, frame: IndexEntry, where: str) -> bytes:
+        record = decode_record(data, f"{where} offset {frame.offset}")
+        if (record.kind, record.key) != (frame.kind, frame.key):
+            raise FormatError(f"{where} offset {frame.offset}: the record is not the one its index names")
+        return record.body
+
+    def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
+        """The object's frame and the object frames right after it that the store lacks, up to READ_AHEAD bytes."""
+        pack_id, offset, _length = place
+        frames = self._frames[pack_id]
+        at = next(i for i, frame in enumerate(frames) if frame.offset == offset)
+        chosen = [frames[at]]
+        budget = READ_AHEAD if self._ahead_bytes < AHEAD_MAX else 0
+        for frame in frames[at + 1 :]:
+            if frame.kind != kinds.OBJECT or frame.offset != chosen[-1].offset + chosen[-1].length:
+                break
+            if sum(f.length for f in chosen) + frame.length > budget:
+                break
+            if (frame.kind, frame.key) in self._ahead or (self._store is not None and self._store.db.exists(frame.key)):
+                break
+            chosen.append(frame)
+        return chosen
+
+    # the Source protocol (engine/repository.py)
+
+    def fetch_object(self, oid: bytes) -> bytes | None:
+        data = self.read_body(kinds.OBJECT, oid)
+        if data is not None and self.index is not None:
+            self.index.add_objects([oid])
+        return data
+
+    def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None:
+        data = self.read_body(kinds.ENTRY, kinds.pair_key(check_name(run), check_id(checkpoint_id)))
+        if data is not None and self.index is not None:
+            self.index.add_entries([(run, checkpoint_id)])  # so a push to this remote never sends it back
+        return data
+
+    def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None:
+        data = None
+        if kind == RETIRED:  # its own key first: no pack index needed
+            data = self.read(self.key(*keys.retired_key(check_name(run), check_id(record_id))), MAX_FRAME)
+        if data is None:
+            data = self.read_body(KIND_OF[kind], kinds.pair_key(check_name(run), check_id(record_id)))
+        if data is not None and self.index is not None:
+            self.index.add_records([(kind, run, record_id)])
+        return data
+
+    def list_ids(self, run: str, kind: str = LOG) -> list[str]:
+        """The run's ids of `kind`; retirement records by one listing of their own keys, the rest from every pack index."""
+        if kind == RETIRED:
+            return sorted(name for name in self.list_names(self.key(*keys.retired_dir_key(check_name(run)))) if ID.fullmatch(name))
+        self.load_all(force=False)
+        return sorted(self.ids.get((KIND_OF[kind], check_name(run)), ()))
+
+    def list_runs(self) -> list[str]:
+        self.load_all(force=False)
+        return sorted({run for kind, run in self.ids if kind == kinds.ENTRY})
+
+    def head_id(self, run: str) -> str | None:
+        """The id named by the run's newest head key; the packs it names are learnt (their indexes fetched)."""
+        head_dir = self.key(*keys.head_dir_key(check_name(run)))
+        checkpoint_id = self.greatest_id(head_dir)
+        if checkpoint_id is None:
+            return None
+        where = f"remote {self.url} head key {run}@{checkpoint_id}"
+        data = self.read(f"{head_dir}/{checkpoint_id}", MAX_HEAD)
+        if data is None:
+            raise RemoteError(f"{where} vanished while read")
+        self._load_many(pack_id for pack_id in decode_head(data, run, checkpoint_id, where).packs if pack_id not in self._frames)
+        return checkpoint_id
+
+    def list_objects(self) -> dict[bytes, tuple[float, int]]:
+        """Every object in a pack with an index: (when that index was written, the object's frame length)."""
+        self.load_all()
+        return {key: (self.pack_times.get(place[0], 0.0), place[2]) for (kind, key), place in self.places.items() if kind == kinds.OBJECT}
+
+    def list_all_entries(self) -> list[tuple[str, str]]:
+        self.load_all()
+        return sorted((run, record_id) for (kind, run), found in self.ids.items() if kind == kinds.ENTRY for record_id in found)
+
+    def list_all_records(self, kinds_wanted: tuple[str, ...] = keys.RECORD_KINDS) -> list[tuple[str, str, str]]:
+        self.load_all()
+        names = {code: name for name, code in KIND_OF.items() if name in kinds_wanted}
+        return sorted((names[kind], run, record_id) for (kind, run), found in self.ids.items() if kind in names for record_id in found)
+
+
+def remote_for(url: str, storage_options: dict[str, Any]) -> Remote:
+    """The remote at `url` as its config says: format 1's Remote for format 1 or no config yet (the layout
+    a first push still writes, until every command reads format 2); else a PackRemote (which refuses a
+    format other than 2 with a line naming it)."""
+    remote = Remote(url, storage_options)
+    data = remote.read(remote.key(keys.CONFIG), 1 << 20)
+    with contextlib.suppress(ValueError, AttributeError):  # a malformed config: identify() names what is wrong
+        if data is not None and json.loads(data).get("format") != 1:
+            return PackRemote(url, storage_options)
+    return remote
+
+
+def open_remote(url: str, storage_options: dict[str, Any]) -> Remote:
+    """For a reader: the remote at `url` (see remote_for), identified: a URL with no agentfs config is refused."""
+    remote = remote_for(url, storage_options)
+    remote.identify()
+    return remote
