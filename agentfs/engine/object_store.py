@@ -57,14 +57,22 @@ class ObjectStore:
             return self._fetch(oid)[1]
         where = f"object {oid.hex()} ({self.index.where(location)})"
         try:
-            blob = self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where))
-            return codec.decode(blob, oid, where)
+            return self._decoded(oid, location, where)
         except AgentFSError:
+            self.index.refresh()  # another process may have appended a sound copy since (a repair)
+            try:
+                return self._decoded(oid, location, where)
+            except AgentFSError:
+                pass
             # a corrupt local copy and a remote: its copy, verified, is appended and read from now on
             if self.fetch is None or (fetched := self.fetch(oid)) is None:
                 raise
             log.warning("object %s is corrupt in %s: repaired from the remote", oid.hex(), where)
             return self.install(oid, fetched, f"remote object {oid.hex()}")
+
+    def _decoded(self, oid: bytes, location: Location, where: str) -> bytes:
+        blob = self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where))
+        return codec.decode(blob, oid, where)
 
     def _fetch(self, oid: bytes) -> tuple[bytes, bytes]:
         """(blob, its bytes) fetched from the remote, verified and stored."""
