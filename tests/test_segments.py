@@ -334,3 +334,23 @@ def test_a_record_the_format_cannot_frame_is_refused_before_anything_is_written(
             appender.append([*batch("w", 1), record])
         appender.append(batch("w", 2))
     assert contents(tmp_path) == {**expected("w", 1), **expected_batch("w", 2)}
+
+
+def test_preallocation_grows_in_steps_and_a_clean_close_gives_back_what_is_unused(tmp_path: Path) -> None:
+    step = 8192
+    with writer(tmp_path, preallocation_step=step) as appender:
+        appender.append(batch("w", 0))
+        segment = only_segment(tmp_path)
+        assert segment.stat().st_size == fmt.HEADER.size + step
+        for number in range(1, 60):
+            appender.append(batch("w", number))
+            assert appender.position <= segment.stat().st_size <= appender.position + step, "at most one step ahead"
+        data_end = appender.position
+        assert data_end > 4 * step, "the workload should grow the segment several times"
+    assert segment.stat().st_size == data_end, "a closed segment holds only its data"
+    with writer(tmp_path, preallocation_step=step) as adopter:  # the slot's next writer allocates again and continues
+        adopter.append(batch("w", 60))
+        assert adopter.segment_id == segment_ids(tmp_path / "segments")[0]
+        assert segment.stat().st_size > data_end
+    assert contents(tmp_path) == expected("w", 61)
+    assert segment.stat().st_size == open_segment(segment).end

@@ -7,9 +7,13 @@ intact batch, so it never rewrites an acknowledged byte, and overwrites the torn
 batch (padded with zeros up to the tail's last nonzero byte, in the same write). Older unsealed
 segments of the slot (a crash between rollover and seal) are sealed.
 
-Durability "power": a new segment is preallocated and made durable (file fsync, then the directory
-fsync for its new entry) before its first batch, so the per-batch fdatasync has no size change or
-new entry to write. Hazard: on ext4 a posix_fallocate'd extent is "unwritten" until written, so the
+Preallocation comes in steps of PREALLOCATION_STEP bytes, not the whole segment: a store pays on disk
+for its data plus at most one step. Durability "power": a new segment's first step is made durable
+(file fsync, then the directory fsync for its new entry) before its first batch, so the per-batch
+fdatasync has no size change or new entry to write; when the tail nears the end of the step, the
+next step is allocated and the batch's fdatasync also writes the new size (once per step). A clean
+close gives the unused preallocation back (ftruncate to the data end); the slot's next writer
+allocates again. Hazard: on ext4 a posix_fallocate'd extent is "unwritten" until written, so the
 first fdatasync over each extent still records its conversion; nothing else changes metadata.
 """
 
@@ -33,6 +37,7 @@ Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
 SLOTS = 16
 SEGMENT_BYTES = 64 << 20  # the size bound past which a writer rolls over to a new segment
+PREALLOCATION_STEP = 1 << 20  # bytes allocated ahead of the tail at a time
 
 
 def slot_lock_path(locks: Path, slot: int) -> Path:
@@ -110,10 +115,11 @@ class SegmentWriter:
         durability: Durability = "power",
         segment_bytes: int = SEGMENT_BYTES,
         slots: int = SLOTS,
+        preallocation_step: int = PREALLOCATION_STEP,
     ) -> None:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
-        self.directory, self.segment_bytes = directory, segment_bytes
+        self.directory, self.segment_bytes, self.preallocation_step = directory, segment_bytes, preallocation_step
         self.sync = durability == "power"
         make_dirs(directory, sync=self.sync)
         make_dirs(locks, sync=self.sync)
@@ -160,9 +166,13 @@ class SegmentWriter:
         with self._mutex:
             data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             # a segment deleted under its live writer (by hand) would swallow every later append: start a new one
-            if self._fd < 0 or self.position + len(data) > self.allocated or os.fstat(self._fd).st_nlink == 0:
+            end = self.position + len(data)
+            full = end > self.segment_bytes and self.position > fmt.HEADER.size
+            if self._fd < 0 or full or os.fstat(self._fd).st_nlink == 0:
                 self._roll(len(data))
                 data, entries = fmt.encode_batch(self.segment_id, self.position, records)
+            elif end > self.allocated:
+                self._grow(end)
             padding = max(0, self.torn_end - self.position - len(data))  # zeros over what is left of a torn tail
             _write_all(self._fd, data + bytes(padding) if padding else data, self.position)
             if self.sync and sync:
@@ -172,10 +182,16 @@ class SegmentWriter:
             self.entries.extend(entries)
             return [Location(self.segment_id, entry.offset, entry.length) for entry in entries]
 
+    def _grow(self, end: int) -> None:
+        """Allocate the next step (and at least up to `end`) past the current allocation."""
+        size = min(max(self.segment_bytes, end), max(end, self.allocated + self.preallocation_step))
+        os.posix_fallocate(self._fd, self.allocated, size - self.allocated)
+        self.allocated = size
+
     def _roll(self, needed: int) -> None:
         """Start a new segment with room for `needed` bytes, then seal the current one."""
         previous = self._fd
-        size = max(self.segment_bytes, fmt.HEADER.size + needed)
+        size = fmt.HEADER.size + max(self.preallocation_step, needed)
         segment_id = (segment_ids(self.directory) or [0])[-1] + 1
         while True:
             try:
@@ -207,9 +223,12 @@ class SegmentWriter:
         self._fd = -1
 
     def close(self) -> None:
-        """Release the slot, leaving the segment unsealed for the slot's next writer to continue."""
+        """Release the slot, leaving the segment unsealed for the slot's next writer to continue, holding only its data."""
         with self._mutex:
             if self._fd >= 0:
+                # the unused preallocation and any torn tail; no sync needed: if the cut is lost, zeros (or the
+                # torn tail) come back, which readers ignore and the next writer overwrites
+                os.ftruncate(self._fd, max(self.position, fmt.HEADER.size))
                 os.close(self._fd)
                 self._fd = -1
             if self._lock_fd >= 0:
