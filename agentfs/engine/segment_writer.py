@@ -7,8 +7,9 @@ intact batch, so it never rewrites an acknowledged byte, and overwrites the torn
 batch (padded with zeros up to the tail's last nonzero byte, in the same write). Older unsealed
 segments of the slot (a crash between rollover and seal) are sealed.
 
-Preallocation comes in steps of PREALLOCATION_STEP bytes, not the whole segment: a store pays on disk
-for its data plus at most one step. Durability "power": a new segment's first step is made durable
+Preallocation comes in steps, not the whole segment: an eighth of the data so far, at least
+MIN_PREALLOCATION and at most PREALLOCATION_STEP bytes, so a store pays on disk for its data plus at
+most one step (small next to the data) even while it is open. Durability "power": a new segment's first step is made durable
 (file fsync, then the directory fsync for its new entry) before its first batch, so the per-batch
 fdatasync has no size change or new entry to write; when the tail nears the end of the step, the
 next step is allocated and the batch's fdatasync also writes the new size (once per step). A clean
@@ -37,7 +38,8 @@ Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
 SLOTS = 16
 SEGMENT_BYTES = 64 << 20  # the size bound past which a writer rolls over to a new segment
-PREALLOCATION_STEP = 1 << 20  # bytes allocated ahead of the tail at a time
+PREALLOCATION_STEP = 1 << 20  # at most this many bytes allocated ahead of the tail at a time ...
+MIN_PREALLOCATION = 64 << 10  # ... and at least this many
 
 
 def slot_lock_path(locks: Path, slot: int) -> Path:
@@ -184,14 +186,17 @@ class SegmentWriter:
 
     def _grow(self, end: int) -> None:
         """Allocate the next step (and at least up to `end`) past the current allocation."""
-        size = min(max(self.segment_bytes, end), max(end, self.allocated + self.preallocation_step))
+        size = min(max(self.segment_bytes, end), max(end, self.allocated + self._step()))
         os.posix_fallocate(self._fd, self.allocated, size - self.allocated)
         self.allocated = size
+
+    def _step(self) -> int:
+        return min(self.preallocation_step, max(MIN_PREALLOCATION, self.position // 8))
 
     def _roll(self, needed: int) -> None:
         """Start a new segment with room for `needed` bytes, then seal the current one."""
         previous = self._fd
-        size = fmt.HEADER.size + max(self.preallocation_step, needed)
+        size = fmt.HEADER.size + max(min(self.preallocation_step, MIN_PREALLOCATION), needed)
         segment_id = (segment_ids(self.directory) or [0])[-1] + 1
         while True:
             try:

@@ -64,6 +64,8 @@ def writer(directory: Path, name: str, count: str) -> None:
             appender.append(batch(name, number))
             print(f"ack {number} slot {appender.slot}", flush=True)
             number += 1
+        print("done", flush=True)
+        sys.stdin.read()  # holds the slot until the test closes stdin: writers that must overlap do
 
 
 def check(root: Path, acks: list[dict[str, Any]]) -> list[str]:
