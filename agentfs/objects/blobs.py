@@ -57,7 +57,7 @@ class BlobWriter:
 
     def _tree(self, chunks: Iterator[memoryview]) -> Ref:
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
-        level: list[list[Any]] = [[future.result(), size] for future, size in pending]
+        level: list[list[Any]] = [[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending]
         size = sum(child[1] for child in level)
         if len(level) == 1:
             return [LOOSE, level[0][0], size]
