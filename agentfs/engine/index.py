@@ -44,6 +44,7 @@ class Index:
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
         self._names: dict[int, str] = {}
+        self._valid_runs: set[str] = set()  # run names of indexed keys, found valid once
         self.generation = 0  # grows at every rebuild: locations from before it may be gone
         self._clear()
         self.refresh()
@@ -155,7 +156,7 @@ class Index:
                 if entry.kind == kinds.OBJECT:
                     self._add_object(kinds.check_object_key(entry.key, where), location)
                 elif entry.kind in kinds.RUN_KINDS:
-                    run, record_id = split_run_key(entry.key, where)
+                    run, record_id = split_run_key(entry.key, where, checked=self._valid_runs)
                     if entry.kind == kinds.RETIRED:
                         retirements.append((run, record_id, location))
                     self._add_run_record(entry.kind, run, record_id, location)
@@ -329,15 +330,21 @@ class Index:
         return f"{self._where(location.segment_id)} offset {location.offset}"
 
 
-def split_run_key(key: bytes, where: str, second: str = "id") -> tuple[str, str]:
-    """(run, id) of an ENTRY, JOURNAL or RETIRED key, or (source, target) of a FORK key, checked."""
+def split_run_key(key: bytes, where: str, second: str = "id", checked: set[str] | None = None) -> tuple[str, str]:
+    """(run, id) of an ENTRY, JOURNAL or RETIRED key, or (source, target) of a FORK key, checked.
+
+    `checked`: run names already found valid, skipped (a run's name repeats in every record of it);
+    the first name of each key found valid is added."""
     first, other = kinds.split_pair_key(key, where)
     try:
-        check_name(first)
+        if checked is None or first not in checked:
+            check_name(first)
         if second == "run":
             check_name(other)
         elif not ID.fullmatch(other):
             raise InvalidName(f"{other!r} is not a ULID")
     except InvalidName as exc:
         raise InvalidName(f"{where}: record key {key[:80]!r}: {exc}") from None
+    if checked is not None:
+        checked.add(first)
     return first, other
