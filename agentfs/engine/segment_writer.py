@@ -14,8 +14,10 @@ most one step (small next to the data) even while it is open. Durability "power"
 fdatasync has no size change or new entry to write; when the tail nears the end of the step, the
 next step is allocated and the batch's fdatasync also writes the new size (once per step). A clean
 close gives the unused preallocation back (ftruncate to the data end); the slot's next writer
-allocates again. Hazard: on ext4 a posix_fallocate'd extent is "unwritten" until written, so the
-first fdatasync over each extent still records its conversion; nothing else changes metadata.
+allocates again. A step is allocated by writing zeros when the batch that needs it is synced: on ext4
+a posix_fallocate'd extent is "unwritten" until written, so every fdatasync into it also records a
+conversion (measured here: 0.21 ms against 0.14 ms for 10 KB into written zeros). Unsynced batches
+(a large artifact's) and durability "process" use posix_fallocate, which writes nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +69,14 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
+
+
+def _allocate(fd: int, start: int, end: int, *, zeros: bool) -> None:
+    """Make `start`..`end` of the file allocated zeros: written (see the module's docstring) or fallocated."""
+    if zeros:
+        _write_all(fd, bytes(end - start), start)
+    else:
+        os.posix_fallocate(fd, start, end - start)
 
 
 def _write_seal(fd: int, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
@@ -171,10 +181,10 @@ class SegmentWriter:
             end = self.position + len(data)
             full = end > self.segment_bytes and self.position > fmt.HEADER.size
             if self._fd < 0 or full or os.fstat(self._fd).st_nlink == 0:
-                self._roll(len(data))
+                self._roll(len(data), zeros=self.sync and sync)
                 data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             elif end > self.allocated:
-                self._grow(end)
+                self._grow(end, zeros=self.sync and sync)
             padding = max(0, self.torn_end - self.position - len(data))  # zeros over what is left of a torn tail
             _write_all(self._fd, data + bytes(padding) if padding else data, self.position)
             if self.sync and sync:
@@ -184,16 +194,16 @@ class SegmentWriter:
             self.entries.extend(entries)
             return [Location(self.segment_id, entry.offset, entry.length) for entry in entries]
 
-    def _grow(self, end: int) -> None:
+    def _grow(self, end: int, *, zeros: bool) -> None:
         """Allocate the next step (and at least up to `end`) past the current allocation."""
         size = min(max(self.segment_bytes, end), max(end, self.allocated + self._step()))
-        os.posix_fallocate(self._fd, self.allocated, size - self.allocated)
+        _allocate(self._fd, self.allocated, size, zeros=zeros)
         self.allocated = size
 
     def _step(self) -> int:
         return min(self.preallocation_step, max(MIN_PREALLOCATION, self.position // 8))
 
-    def _roll(self, needed: int) -> None:
+    def _roll(self, needed: int, *, zeros: bool) -> None:
         """Start a new segment with room for `needed` bytes, then seal the current one."""
         previous = self._fd
         size = fmt.HEADER.size + max(min(self.preallocation_step, MIN_PREALLOCATION), needed)
@@ -206,7 +216,7 @@ class SegmentWriter:
                 continue
             break
         _write_all(fd, fmt.encode_header(segment_id, self.slot, self.writer), 0)
-        os.posix_fallocate(fd, 0, size)
+        _allocate(fd, fmt.HEADER.size, size, zeros=zeros)
         if self.sync:
             os.fsync(fd)  # the size and the header
             fsync_dir(self.directory)  # the new entry: without it the segment vanishes with every batch in it
