@@ -7,7 +7,7 @@ intact batch, so it never rewrites an acknowledged byte, and overwrites the torn
 batch (padded with zeros up to the tail's last nonzero byte, in the same write). Older unsealed
 segments of the slot (a crash between rollover and seal) are sealed.
 
-Preallocation comes in steps, not the whole segment: an eighth of the data so far, at least
+Preallocation comes in steps, not the whole segment: a sixteenth of the data so far, at least
 MIN_PREALLOCATION and at most PREALLOCATION_STEP bytes, so a store pays on disk for its data plus at
 most one step (small next to the data) even while it is open. Durability "power": a new segment's first step is made durable
 (file fsync, then the directory fsync for its new entry) before its first batch, so the per-batch
@@ -201,7 +201,7 @@ class SegmentWriter:
         self.allocated = size
 
     def _step(self) -> int:
-        return min(self.preallocation_step, max(MIN_PREALLOCATION, self.position // 8))
+        return min(self.preallocation_step, max(MIN_PREALLOCATION, self.position // 16))
 
     def _roll(self, needed: int, *, zeros: bool) -> None:
         """Start a new segment with room for `needed` bytes, then seal the current one."""

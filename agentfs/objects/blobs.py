@@ -13,6 +13,7 @@ from ..format.refs import (
     INLINE,
     INLINE_MAX,
     LOOSE,
+    NODE_BOUNDARY,
     NODE_MAX,
     NODE_MIN,
     PACK_MAX,
@@ -73,7 +74,7 @@ class BlobWriter:
         for child in children:
             current.append(child)
             # a boundary decided by the child's hash: an append only rewrites the last node of each level
-            if (len(current) >= NODE_MIN and child[0][0] & 31 == 0) or len(current) >= NODE_MAX:
+            if (len(current) >= NODE_MIN and child[0][0] % NODE_BOUNDARY == 0) or len(current) >= NODE_MAX:
                 nodes.append(self._node(current))
                 current = []
         if current:
