@@ -1,4 +1,11 @@
-"""List channel values kept serialized, so the next version of a list is stored as a delta of its new items."""
+"""List channel values kept serialized, so the next version of a list is stored as a delta of its new items.
+
+With LangGraph's JsonPlusSerializer, a list is encoded in one msgpack call (not one per item): msgpack
+is self-delimiting, so the previous version is a prefix of the new one item by item exactly when its
+items' msgpack, back to back (`Listed.body`), is a byte prefix of the new list's; only the new items
+are then encoded alone. Hazard: inside an array, None, bytes and bytearray encode as they never do
+alone ("null", "bytes", "bytearray" kinds), so a list holding one takes the item-by-item path.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +15,25 @@ from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...core.run import Run
 from ...errors import FormatError
 from . import records
 
 RECENT_LISTS = 64  # serialized list values kept to compare the next version against
+RAW = (bytes, bytearray)  # item types serialized apart from msgpack when alone (and None)
 Serialized = list[records.Typed]
 
 
 class Listed(NamedTuple):
-    """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth."""
+    """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth,
+    and the compared items' msgpack back to back when every one is of the msgpack kind (None otherwise)."""
 
     stored: Serialized
     plain: Serialized | None
     depth: int
+    body: bytes | None
 
 
 class ListValues:
@@ -33,33 +44,35 @@ class ListValues:
         self._lock = threading.Lock()
 
     def encode(
-        self, serde: SerializerProtocol, run: Run, written: dict[str, Any], plain: dict[str, Serialized], previous: records.Blobs
+        self, serde: SerializerProtocol, run: Run, written: dict[str, Any], previous: records.Blobs
     ) -> tuple[dict[str, Any], dict[str, Listed]]:
         """State keys for the written channels; a list whose previous version is a prefix of it becomes a delta."""
         state: dict[str, Any] = {}
         lists: dict[str, Listed] = {}
+        compare = comparable(serde)
         for channel, value in written.items():
-            if channel not in plain:
+            if type(value) is not list:
                 state[records.VALUE + channel] = list(serde.dumps_typed(value))
                 continue
-            items = plain[channel]
             base = previous[channel][1] if channel in previous else None
             known = self.recall(serde, run, base, channel) if base is not None else None
-            count = None
-            if known is not None and known.plain is not None and known.depth + 1 < records.SNAPSHOT_EVERY:
-                count = len(known.plain) if items[: len(known.plain)] == known.plain else None
-            if comparable(serde) is serde:
+            if known is not None and (known.plain is None or known.depth + 1 >= records.SNAPSHOT_EVERY):
+                known = None  # nothing to compare with, or time for a whole copy
+            body = packed_items(compare, value)
+            items, count = _compared(compare, value, body, known)
+            if compare is serde:
                 stored = items
-            elif known is None or count is None:
+            elif count is None:
                 stored = [serde.dumps_typed(item) for item in value]
             else:  # encrypted: the items that did not change keep their ciphertext, so their chunks repeat
+                assert known is not None
                 stored = known.stored + [serde.dumps_typed(item) for item in value[count:]]
             if known is None or count is None:
                 state[records.ITEMS + channel] = [list(item) for item in stored]
-                lists[channel] = Listed(stored, items, 0)
+                lists[channel] = Listed(stored, items, 0, body)
             else:
                 state[records.DELTA + channel] = [base, count, known.depth + 1, [list(item) for item in stored[count:]]]
-                lists[channel] = Listed(stored, items, known.depth + 1)
+                lists[channel] = Listed(stored, items, known.depth + 1, body)
         return state, lists
 
     def recall(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
@@ -77,7 +90,8 @@ class ListValues:
             return None
         where = f"{commit} channel {channel!r}"
         stored, depth = records.extend(*found, where, lambda base: self._base(serde, run, base, channel, hops + 1))
-        known = Listed(stored, stored if comparable(serde) is serde else None, depth)
+        plain = stored if comparable(serde) is serde else None
+        known = Listed(stored, plain, depth, None if plain is None else joined(plain))
         self.remember(key, known)
         return known
 
@@ -97,3 +111,40 @@ class ListValues:
 def comparable(serde: SerializerProtocol) -> SerializerProtocol:
     """A serializer whose bytes are equal when values are: an EncryptedSerializer's, whose ciphertexts never repeat, is inside it."""
     return serde.serde if isinstance(serde, EncryptedSerializer) else serde
+
+
+def _compared(compare: SerializerProtocol, value: list[Any], body: bytes | None, known: Listed | None) -> tuple[Serialized, int | None]:
+    """(`value`'s items serialized by `compare`, how many of them are `known`'s items, None if not a prefix);
+    with both bodies at hand, only the items after the prefix are serialized."""
+    if known is None or known.plain is None:
+        return [compare.dumps_typed(item) for item in value], None
+    count = len(known.plain)
+    if body is not None and known.body is not None:
+        if body.startswith(known.body):
+            return known.plain + [compare.dumps_typed(item) for item in value[count:]], count
+        return [compare.dumps_typed(item) for item in value], None
+    items = [compare.dumps_typed(item) for item in value]
+    return items, count if items[:count] == known.plain else None
+
+
+def packed_items(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
+    """`value`'s items' msgpack back to back, as JsonPlusSerializer encodes each alone (one call for them all);
+    None for another serializer or an item it does not encode as msgpack alone."""
+    if type(serde).dumps_typed is not JsonPlusSerializer.dumps_typed or any(item is None or type(item) in RAW for item in value):
+        return None
+    kind, data = serde.dumps_typed(value)
+    header = records.array_header(len(value))
+    return data[len(header) :] if kind == "msgpack" and data.startswith(header) else None
+
+
+def joined(items: Serialized) -> bytes | None:
+    """Items' msgpack back to back, if every one is of the msgpack kind."""
+    return b"".join(data for _kind, data in items) if all(kind == "msgpack" for kind, _data in items) else None
+
+
+def load(serde: SerializerProtocol, listed: Listed) -> list[Any]:
+    """The list's items, decoded in one call when its body is known."""
+    if listed.body is not None and comparable(serde) is serde and type(serde).loads_typed is JsonPlusSerializer.loads_typed:
+        # a msgpack array is its items' msgpack back to back: one call decodes them all, each as it would alone
+        return serde.loads_typed(("msgpack", records.array_header(len(listed.stored)) + listed.body))  # type: ignore[no-any-return]
+    return records.load_items(serde, listed.stored)

@@ -108,11 +108,11 @@ def whole(commit: Commit, channel: str) -> Any:
 def load_items(serde: SerializerProtocol, items: list[Typed]) -> list[Any]:
     if items and type(serde).loads_typed is JsonPlusSerializer.loads_typed and all(kind == "msgpack" for kind, _data in items):
         # a msgpack array is its items' msgpack back to back: one call decodes them all, each as it would alone
-        return serde.loads_typed(("msgpack", _array_header(len(items)) + b"".join(data for _kind, data in items)))  # type: ignore[no-any-return]
+        return serde.loads_typed(("msgpack", array_header(len(items)) + b"".join(data for _kind, data in items)))  # type: ignore[no-any-return]
     return [serde.loads_typed(item) for item in items]
 
 
-def _array_header(count: int) -> bytes:
+def array_header(count: int) -> bytes:
     if count < 16:
         return bytes((0x90 | count,))
     if count < 1 << 16:

@@ -48,9 +48,9 @@ from ...engine.repository import Durability
 from ...errors import Conflict
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import write_batch_metadata
-from . import records
+from . import list_values, records
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
-from .list_values import ListValues, comparable
+from .list_values import ListValues
 from .namespace_log import NamespaceLog
 
 # the saver has a method named list: signatures in its class body use these names instead
@@ -173,7 +173,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
         listed = self._lists.recall(self.serde, run, holder or commit.id, channel)
         if listed is not None:
-            return records.load_items(self.serde, listed.stored)
+            return list_values.load(self.serde, listed)
         return self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
@@ -222,7 +222,6 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         versions = checkpoint["channel_versions"]
         record = {key: value for key, value in checkpoint.items() if key != "channel_values"}
         fixed = {"checkpoint": list(self.serde.dumps_typed(record)), "metadata": list(self.serde.dumps_typed(full_metadata))}
-        compare = comparable(self.serde)
         if full_metadata.get("run_id") is not None:
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
@@ -247,10 +246,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     if channel not in new_versions and channel in previous and previous[channel][0] == version
                 }
                 written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
-                plain = {
-                    channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list
-                }
-                state, lists = self._lists.encode(self.serde, run, written, plain, previous)
+                state, lists = self._lists.encode(self.serde, run, written, previous)
                 state.update(fixed)
                 state["blobs"] = {
                     channel: [version, None if channel in written else previous[channel][1]]
