@@ -27,9 +27,14 @@ def test_packed_items_are_each_items_msgpack_back_to_back() -> None:
     assert body is not None and body == list_values.joined(alone)
 
 
-@pytest.mark.parametrize("raw", [None, b"x", bytearray(b"y")])
+class _Bytes(bytes):
+    pass
+
+
+@pytest.mark.parametrize("raw", [None, b"x", bytearray(b"y"), _Bytes(b"z"), object()])
 def test_an_item_not_msgpack_alone_takes_the_item_by_item_path(raw: Any) -> None:
     assert list_values.packed_items(SERDE, [*ITEMS, raw]) is None
+    assert list_values.packed_items(JsonPlusSerializer(pickle_fallback=True), [*ITEMS, raw]) is None
 
 
 def _put(saver: AgentFSSaver, config: Any, step: int, messages: list[Any], version: int) -> Any:

@@ -22,7 +22,7 @@ from ...errors import FormatError
 from . import records
 
 RECENT_LISTS = 64  # serialized list values kept to compare the next version against
-RAW = (bytes, bytearray)  # item types serialized apart from msgpack when alone (and None)
+RAW = (bytes, bytearray, type(None))  # item types JsonPlusSerializer serializes apart from msgpack when alone
 Serialized = list[records.Typed]
 
 
@@ -130,9 +130,12 @@ def _compared(compare: SerializerProtocol, value: list[Any], body: bytes | None,
 def packed_items(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
     """`value`'s items' msgpack back to back, as JsonPlusSerializer encodes each alone (one call for them all);
     None for another serializer or an item it does not encode as msgpack alone."""
-    if type(serde).dumps_typed is not JsonPlusSerializer.dumps_typed or any(item is None or type(item) in RAW for item in value):
+    if type(serde).dumps_typed is not JsonPlusSerializer.dumps_typed or any(issubclass(kind, RAW) for kind in set(map(type, value))):
         return None
-    kind, data = serde.dumps_typed(value)
+    try:
+        kind, data = serde.dumps_typed(value)
+    except TypeError:  # ormsgpack's MsgpackEncodeError: the item-by-item path raises (or falls back) for the item at fault
+        return None
     header = records.array_header(len(value))
     return data[len(header) :] if kind == "msgpack" and data.startswith(header) else None
 
