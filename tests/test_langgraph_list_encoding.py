@@ -21,10 +21,10 @@ SERDE = JsonPlusSerializer()
 ITEMS: list[Any] = [1, -7, 2.5, "s", "é" * 40, {"a": [1, 2]}, ("t", 1), [None, b"x"], HumanMessage("hi"), AIMessage("yo", id="m1")]
 
 
-def test_packed_items_are_each_items_msgpack_back_to_back() -> None:
-    body = list_values.packed_items(SERDE, ITEMS)
+def test_a_packed_list_is_each_items_msgpack_back_to_back() -> None:
+    packed = list_values.packed_list(SERDE, ITEMS)
     alone = [SERDE.dumps_typed(item) for item in ITEMS]
-    assert body is not None and body == list_values.joined(alone)
+    assert packed is not None and packed == list_values.packed_items(alone)
 
 
 class _Bytes(bytes):
@@ -33,8 +33,8 @@ class _Bytes(bytes):
 
 @pytest.mark.parametrize("raw", [None, b"x", bytearray(b"y"), _Bytes(b"z"), object()])
 def test_an_item_not_msgpack_alone_takes_the_item_by_item_path(raw: Any) -> None:
-    assert list_values.packed_items(SERDE, [*ITEMS, raw]) is None
-    assert list_values.packed_items(JsonPlusSerializer(pickle_fallback=True), [*ITEMS, raw]) is None
+    assert list_values.packed_list(SERDE, [*ITEMS, raw]) is None
+    assert list_values.packed_list(JsonPlusSerializer(pickle_fallback=True), [*ITEMS, raw]) is None
 
 
 def _put(saver: AgentFSSaver, config: Any, step: int, messages: list[Any], version: int) -> Any:

@@ -2,9 +2,10 @@
 
 With LangGraph's JsonPlusSerializer, a list is encoded in one msgpack call (not one per item): msgpack
 is self-delimiting, so the previous version is a prefix of the new one item by item exactly when its
-items' msgpack, back to back (`Listed.body`), is a byte prefix of the new list's; only the new items
-are then encoded alone. Hazard: inside an array, None, bytes and bytearray encode as they never do
-alone ("null", "bytes", "bytearray" kinds), so a list holding one takes the item-by-item path.
+items' msgpack, back to back (`Listed.packed` past its array header), is a byte prefix of the new
+list's; only the new items are then encoded alone, and a read decodes the kept array in one call.
+Hazard: inside an array, None, bytes and bytearray encode as they never do alone ("null", "bytes",
+"bytearray" kinds), so a list holding one takes the item-by-item path.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ Serialized = list[records.Typed]
 
 class Listed(NamedTuple):
     """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth,
-    and the compared items' msgpack back to back when every one is of the msgpack kind (None otherwise)."""
+    and the compared items as one msgpack array when every one is of the msgpack kind (None otherwise)."""
 
     stored: Serialized
     plain: Serialized | None
     depth: int
-    body: bytes | None
+    packed: bytes | None
 
 
 class ListValues:
@@ -58,8 +59,8 @@ class ListValues:
             known = self.recall(serde, run, base, channel) if base is not None else None
             if known is not None and (known.plain is None or known.depth + 1 >= records.SNAPSHOT_EVERY):
                 known = None  # nothing to compare with, or time for a whole copy
-            body = packed_items(compare, value)
-            items, count = _compared(compare, value, body, known)
+            packed = packed_list(compare, value)
+            items, count = _compared(compare, value, packed, known)
             if compare is serde:
                 stored = items
             elif count is None:
@@ -69,10 +70,10 @@ class ListValues:
                 stored = known.stored + [serde.dumps_typed(item) for item in value[count:]]
             if known is None or count is None:
                 state[records.ITEMS + channel] = [list(item) for item in stored]
-                lists[channel] = Listed(stored, items, 0, body)
+                lists[channel] = Listed(stored, items, 0, packed)
             else:
                 state[records.DELTA + channel] = [base, count, known.depth + 1, [list(item) for item in stored[count:]]]
-                lists[channel] = Listed(stored, items, known.depth + 1, body)
+                lists[channel] = Listed(stored, items, known.depth + 1, packed)
         return state, lists
 
     def recall(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
@@ -91,7 +92,7 @@ class ListValues:
         where = f"{commit} channel {channel!r}"
         stored, depth = records.extend(*found, where, lambda base: self._base(serde, run, base, channel, hops + 1))
         plain = stored if comparable(serde) is serde else None
-        known = Listed(stored, plain, depth, None if plain is None else joined(plain))
+        known = Listed(stored, plain, depth, None if plain is None else packed_items(plain))
         self.remember(key, known)
         return known
 
@@ -113,22 +114,23 @@ def comparable(serde: SerializerProtocol) -> SerializerProtocol:
     return serde.serde if isinstance(serde, EncryptedSerializer) else serde
 
 
-def _compared(compare: SerializerProtocol, value: list[Any], body: bytes | None, known: Listed | None) -> tuple[Serialized, int | None]:
+def _compared(compare: SerializerProtocol, value: list[Any], packed: bytes | None, known: Listed | None) -> tuple[Serialized, int | None]:
     """(`value`'s items serialized by `compare`, how many of them are `known`'s items, None if not a prefix);
-    with both bodies at hand, only the items after the prefix are serialized."""
+    with both arrays at hand, only the items after the prefix are serialized."""
     if known is None or known.plain is None:
         return [compare.dumps_typed(item) for item in value], None
     count = len(known.plain)
-    if body is not None and known.body is not None:
-        if body.startswith(known.body):
+    if packed is not None and known.packed is not None:
+        known_items = memoryview(known.packed)[len(records.array_header(count)) :]
+        if packed.startswith(known_items, len(records.array_header(len(value)))):
             return known.plain + [compare.dumps_typed(item) for item in value[count:]], count
         return [compare.dumps_typed(item) for item in value], None
     items = [compare.dumps_typed(item) for item in value]
     return items, count if items[:count] == known.plain else None
 
 
-def packed_items(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
-    """`value`'s items' msgpack back to back, as JsonPlusSerializer encodes each alone (one call for them all);
+def packed_list(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
+    """`value` as one msgpack array (one call), whose items are each as JsonPlusSerializer encodes it alone;
     None for another serializer or an item it does not encode as msgpack alone."""
     if type(serde).dumps_typed is not JsonPlusSerializer.dumps_typed or any(issubclass(kind, RAW) for kind in set(map(type, value))):
         return None
@@ -136,18 +138,19 @@ def packed_items(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
         kind, data = serde.dumps_typed(value)
     except TypeError:  # ormsgpack's MsgpackEncodeError: the item-by-item path raises (or falls back) for the item at fault
         return None
-    header = records.array_header(len(value))
-    return data[len(header) :] if kind == "msgpack" and data.startswith(header) else None
+    return data if kind == "msgpack" and data.startswith(records.array_header(len(value))) else None
 
 
-def joined(items: Serialized) -> bytes | None:
-    """Items' msgpack back to back, if every one is of the msgpack kind."""
-    return b"".join(data for _kind, data in items) if all(kind == "msgpack" for kind, _data in items) else None
+def packed_items(items: Serialized) -> bytes | None:
+    """Serialized items as one msgpack array, if every one is of the msgpack kind."""
+    if not all(kind == "msgpack" for kind, _data in items):
+        return None
+    return records.array_header(len(items)) + b"".join(data for _kind, data in items)
 
 
 def load(serde: SerializerProtocol, listed: Listed) -> list[Any]:
-    """The list's items, decoded in one call when its body is known."""
-    if listed.body is not None and comparable(serde) is serde and type(serde).loads_typed is JsonPlusSerializer.loads_typed:
+    """The list's items, decoded in one call when its array is kept."""
+    if listed.packed is not None and comparable(serde) is serde and type(serde).loads_typed is JsonPlusSerializer.loads_typed:
         # a msgpack array is its items' msgpack back to back: one call decodes them all, each as it would alone
-        return serde.loads_typed(("msgpack", records.array_header(len(listed.stored)) + listed.body))  # type: ignore[no-any-return]
+        return serde.loads_typed(("msgpack", listed.packed))  # type: ignore[no-any-return]
     return records.load_items(serde, listed.stored)
