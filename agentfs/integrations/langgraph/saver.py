@@ -24,7 +24,7 @@ import os
 import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -35,7 +35,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
-    PendingWrite,
     SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
@@ -43,12 +42,11 @@ from langgraph.checkpoint.base import (
 
 from ...api import Store, open_store
 from ...core.checkpoint import Checkpoint as Commit
-from ...core.run import Run
 from ...engine.repository import Durability
 from ...errors import Conflict
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import write_batch_metadata
-from . import list_values, records
+from . import records, tuples
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
 from .list_values import ListValues
 from .namespace_log import NamespaceLog
@@ -154,27 +152,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 yield self._tuple(log, commit, log.write_batches(index), metadata)
 
     def _tuple(self, log: NamespaceLog, commit: Commit, batches: Batches, metadata: Any = None) -> CheckpointTuple:
-        """The checkpoint of `commit` whose write batches are `batches`."""
-        checkpoint_id, parent_id = records.ids(commit)
-        blobs = records.commit_blobs(commit)
-        values = {channel: self._value(log.run, commit, channel, holder) for channel, (_version, holder) in blobs.items()}
-        checkpoint = records.load_typed(self.serde, commit, "checkpoint")
-        where = log.where
-        writes = records.pending_writes(batches, f"{log.run.name} {checkpoint_id}")
-        return CheckpointTuple(
-            config=_config(where.thread, where.ns, checkpoint_id),
-            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
-            metadata=records.load_typed(self.serde, commit, "metadata") if metadata is None else metadata,
-            parent_config=_config(where.thread, where.ns, parent_id) if parent_id else None,
-            pending_writes=[(task_id, channel, self.serde.loads_typed(value)) for task_id, channel, value in writes],
-        )
-
-    def _value(self, run: Run, commit: Commit, channel: str, holder: str | None) -> Any:
-        """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
-        listed = self._lists.recall(self.serde, run, holder or commit.id, channel)
-        if listed is not None:
-            return list_values.load(self.serde, listed)
-        return self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
+        return tuples.checkpoint_tuple(self.serde, self._lists, log, commit, batches, metadata)
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
         """BaseCheckpointSaver's answer, reading along the parent chain only the requested channels and their writes."""
@@ -182,29 +160,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             return {}
         thread, ns = _address(config)
         log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
-        checkpoint_id = get_checkpoint_id(config)
-        index = log.find(checkpoint_id) if checkpoint_id else log.latest()
-        collected: dict[str, list[PendingWrite]] = {channel: [] for channel in channels}
-        seeds: dict[str, Any] = {}
-        remaining = set(channels)
-        parent_id = None if index is None else records.ids(log.commit(index))[1]
-        while parent_id is not None and remaining and (index := log.find(parent_id)) is not None:
-            commit = log.commit(index)
-            writes = records.pending_writes(log.write_batches(index), f"{log.run.name} {parent_id}")
-            for task_id, channel, value in reversed(writes):
-                if channel in remaining:
-                    collected[channel].append((task_id, channel, self.serde.loads_typed(value)))
-            for channel, (_version, holder) in records.commit_blobs(commit).items():
-                if channel in remaining:
-                    seeds[channel] = self._value(log.run, commit, channel, holder)
-                    remaining.discard(channel)
-            parent_id = records.ids(commit)[1]
-        history: dict[str, DeltaChannelHistory] = {}
-        for channel in channels:
-            history[channel] = {"writes": collected[channel][::-1]}
-            if channel in seeds:
-                history[channel]["seed"] = seeds[channel]
-        return history
+        return tuples.delta_channel_history(self.serde, self._lists, log, get_checkpoint_id(config), channels)
 
     # writing
 
@@ -267,7 +223,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
-        return _config(thread, ns, checkpoint["id"])
+        return tuples.config_of(thread, ns, checkpoint["id"])
 
     def put_writes(
         self,
@@ -439,7 +395,3 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 def _address(config: RunnableConfig) -> tuple[str, str]:
     configurable = config["configurable"]
     return str(configurable["thread_id"]), str(configurable.get("checkpoint_ns") or "")
-
-
-def _config(thread: str, ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
