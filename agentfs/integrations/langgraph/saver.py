@@ -8,7 +8,8 @@
 - Values (see records.py): a commit stores only the channels in `new_versions` and those its parent
   does not hold at the same version (a copy-fork), each serialized with `self.serde`, and records for
   every other channel the commit that holds its value, so a checkpoint costs what changed; a list
-  that grew is stored as a delta of its new items.
+  that grew is stored as a delta of its new items (see list_values.py: one msgpack call per list).
+- Reading (see tuples.py): a commit and its write batches become a CheckpointTuple.
 - Channel versions: integers; a thread written by a stock saver (string versions) keeps their form.
 - Pending writes (see namespace_log.py): commits in the checkpoints run right after their
   checkpoint, so a thread is a handful of runs however long; read back deduplicated by
