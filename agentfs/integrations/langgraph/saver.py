@@ -88,6 +88,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         self.generations = Generations(self.store, self.layout)
         self._indexed: set[tuple[str, str]] = set()
         self._lists = ListValues()
+        self._values = records.CommitValues()
         self._append_locks = [threading.Lock() for _ in range(APPEND_LOCKS)]
 
     def close(self) -> None:
@@ -145,7 +146,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 if not log.is_checkpoint(index):
                     continue
                 commit = log.commit(index)
-                metadata = records.load_typed(self.serde, commit, "metadata")
+                metadata = records.load_typed(self.serde, commit, "metadata", self._values)
                 if filter and not all(metadata.get(key) == value for key, value in filter.items()):
                     continue
                 if left is not None:
@@ -153,7 +154,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 yield self._tuple(log, commit, log.write_batches(index), metadata)
 
     def _tuple(self, log: NamespaceLog, commit: Commit, batches: Batches, metadata: Any = None) -> CheckpointTuple:
-        return tuples.checkpoint_tuple(self.serde, self._lists, log, commit, batches, metadata)
+        return tuples.checkpoint_tuple(self.serde, self._lists, self._values, log, commit, batches, metadata)
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
         """BaseCheckpointSaver's answer, reading along the parent chain only the requested channels and their writes."""
@@ -161,7 +162,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             return {}
         thread, ns = _address(config)
         log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
-        return tuples.delta_channel_history(self.serde, self._lists, log, get_checkpoint_id(config), channels)
+        return tuples.delta_channel_history(self.serde, self._lists, self._values, log, get_checkpoint_id(config), channels)
 
     # writing
 
@@ -191,9 +192,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 previous: records.Blobs = {}
                 if tip.checkpoint is not None:
                     parent = tip.checkpoint
-                    previous = {
-                        channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
-                    }
+                    located = records.commit_blobs(run.get(parent), self._values)
+                    previous = {channel: (version, holder or parent) for channel, (version, holder) in located.items()}
                 # a channel is shared with the parent only at the very version the parent holds (as the stock savers
                 # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
                 # its values at newer versions are written here, not dropped

@@ -17,34 +17,42 @@ from .namespace_log import NamespaceLog
 
 
 def checkpoint_tuple(
-    serde: SerializerProtocol, lists: ListValues, log: NamespaceLog, commit: Commit, batches: list[Any], metadata: Any = None
+    serde: SerializerProtocol,
+    lists: ListValues,
+    read: records.Read,
+    log: NamespaceLog,
+    commit: Commit,
+    batches: list[Any],
+    metadata: Any = None,
 ) -> CheckpointTuple:
     """The checkpoint of `commit` whose write batches are `batches` (`metadata`: already loaded, or None)."""
     checkpoint_id, parent_id = records.ids(commit)
-    blobs = records.commit_blobs(commit)
-    values = {channel: channel_value(serde, lists, log.run, commit, channel, holder) for channel, (_version, holder) in blobs.items()}
-    checkpoint = records.load_typed(serde, commit, "checkpoint")
+    blobs = records.commit_blobs(commit, read)
+    values = {channel: channel_value(serde, lists, read, log.run, commit, channel, holder) for channel, (_version, holder) in blobs.items()}
+    checkpoint = records.load_typed(serde, commit, "checkpoint", read)
     where = log.where
     writes = records.pending_writes(batches, f"{log.run.name} {checkpoint_id}")
     return CheckpointTuple(
         config=config_of(where.thread, where.ns, checkpoint_id),
         checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
-        metadata=records.load_typed(serde, commit, "metadata") if metadata is None else metadata,
+        metadata=records.load_typed(serde, commit, "metadata", read) if metadata is None else metadata,
         parent_config=config_of(where.thread, where.ns, parent_id) if parent_id else None,
         pending_writes=[(task_id, channel, serde.loads_typed(value)) for task_id, channel, value in writes],
     )
 
 
-def channel_value(serde: SerializerProtocol, lists: ListValues, run: Run, commit: Commit, channel: str, holder: str | None) -> Any:
+def channel_value(
+    serde: SerializerProtocol, lists: ListValues, read: records.Read, run: Run, commit: Commit, channel: str, holder: str | None
+) -> Any:
     """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
     listed = lists.recall(serde, run, holder or commit.id, channel)
     if listed is not None:
         return list_values.load(serde, listed)
-    return serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
+    return serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel, read), str(commit)))
 
 
 def delta_channel_history(
-    serde: SerializerProtocol, lists: ListValues, log: NamespaceLog, checkpoint_id: str | None, channels: Sequence[str]
+    serde: SerializerProtocol, lists: ListValues, read: records.Read, log: NamespaceLog, checkpoint_id: str | None, channels: Sequence[str]
 ) -> Mapping[str, DeltaChannelHistory]:
     """For each channel, the writes made to it since the checkpoint before `checkpoint_id` (None: the latest) that
     holds it, oldest first, and that value as the seed."""
@@ -59,9 +67,9 @@ def delta_channel_history(
         for task_id, channel, value in reversed(writes):
             if channel in remaining:
                 collected[channel].append((task_id, channel, serde.loads_typed(value)))
-        for channel, (_version, holder) in records.commit_blobs(commit).items():
+        for channel, (_version, holder) in records.commit_blobs(commit, read).items():
             if channel in remaining:
-                seeds[channel] = channel_value(serde, lists, log.run, commit, channel, holder)
+                seeds[channel] = channel_value(serde, lists, read, log.run, commit, channel, holder)
                 remaining.discard(channel)
         parent_id = records.ids(commit)[1]
     history: dict[str, DeltaChannelHistory] = {}
