@@ -12,7 +12,9 @@ a file, ObjectStorageSaver on a local directory.
 Per saver: ``put`` median and p99 and ``put_writes`` median over every step;
 ``get_tuple`` (latest, thread config) and ``list(limit=10)`` medians, sampled
 about 100 times over the run, right after that step's writes; on-disk size at
-the end divided by the msgpack size of the final state.
+the end divided by the msgpack size of the final state; the files on disk at the end, before the
+saver is closed (every file under the saver's directory: for agentfs its config, fixed lock files and
+segments; for SQLite the database, its WAL and shared-memory file), next to those that keep one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import msgpack
 
 from .. import data
 from ..context import Context
-from ..peers import Peer, tree_size
+from ..peers import Peer, tree_files, tree_size
 from ..peers_langgraph import InMemoryPeer, LangGraphPeer, ObjectStoragePeer, SqlitePeer
 from .common import agentfs_part, fig, median, p99
 
@@ -110,7 +112,9 @@ def drive(peer: Any, states: list[dict[str, Any]], writes: list[dict[str, str]])
     last = saver.get_tuple(CONFIG)
     assert last is not None and last.checkpoint["channel_values"]["messages"] == states[-1]["messages"], f"{peer.name}: bad latest"
     assert [w[1] for w in last.pending_writes] == ["messages", "step"], f"{peer.name}: bad pending writes"
-    return {"put": clock.put_ms, "put_writes": writes_ms, "get_tuple": get_ms, "list": list_ms, "size": peer.size_on_disk()}
+    root = getattr(peer, "root", None)  # InMemorySaver keeps no files
+    files = None if root is None else tree_files(root)
+    return {"put": clock.put_ms, "put_writes": writes_ms, "get_tuple": get_ms, "list": list_ms, "size": peer.size_on_disk(), "files": files}
 
 
 def measure(peer: Peer, states: list[dict[str, Any]], writes: list[dict[str, str]]) -> dict[str, Any]:
@@ -190,3 +194,6 @@ def run(ctx: Context) -> None:
             "AgentFSSaver < 10x",
             lambda v: v < 10,
         )
+        if theirs["files"] is not None:
+            files = ours["power"]["files"] if ours["power"] else None
+            fig(ctx, W, f"files on disk (count), {n}-step thread", files, label, theirs["files"], note="counted before close")

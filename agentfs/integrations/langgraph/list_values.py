@@ -1,4 +1,12 @@
-"""List channel values kept serialized, so the next version of a list is stored as a delta of its new items."""
+"""List channel values kept serialized, so the next version of a list is stored as a delta of its new items.
+
+With LangGraph's JsonPlusSerializer, a list is encoded in one msgpack call (not one per item): msgpack
+is self-delimiting, so the previous version is a prefix of the new one item by item exactly when its
+items' msgpack, back to back (`Listed.packed` past its array header), is a byte prefix of the new
+list's; only the new items are then encoded alone, and a read decodes the kept array in one call.
+Hazard: inside an array, None, bytes and bytearray encode as they never do alone ("null", "bytes",
+"bytearray" kinds), so a list holding one takes the item-by-item path.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +16,25 @@ from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...core.run import Run
 from ...errors import FormatError
 from . import records
 
 RECENT_LISTS = 64  # serialized list values kept to compare the next version against
+RAW = (bytes, bytearray, type(None))  # item types JsonPlusSerializer serializes apart from msgpack when alone
 Serialized = list[records.Typed]
 
 
 class Listed(NamedTuple):
-    """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth."""
+    """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth,
+    and the compared items as one msgpack array when every one is of the msgpack kind (None otherwise)."""
 
     stored: Serialized
     plain: Serialized | None
     depth: int
+    packed: bytes | None
 
 
 class ListValues:
@@ -33,33 +45,35 @@ class ListValues:
         self._lock = threading.Lock()
 
     def encode(
-        self, serde: SerializerProtocol, run: Run, written: dict[str, Any], plain: dict[str, Serialized], previous: records.Blobs
+        self, serde: SerializerProtocol, run: Run, written: dict[str, Any], previous: records.Blobs
     ) -> tuple[dict[str, Any], dict[str, Listed]]:
         """State keys for the written channels; a list whose previous version is a prefix of it becomes a delta."""
         state: dict[str, Any] = {}
         lists: dict[str, Listed] = {}
+        compare = comparable(serde)
         for channel, value in written.items():
-            if channel not in plain:
+            if type(value) is not list:
                 state[records.VALUE + channel] = list(serde.dumps_typed(value))
                 continue
-            items = plain[channel]
             base = previous[channel][1] if channel in previous else None
             known = self.recall(serde, run, base, channel) if base is not None else None
-            count = None
-            if known is not None and known.plain is not None and known.depth + 1 < records.SNAPSHOT_EVERY:
-                count = len(known.plain) if items[: len(known.plain)] == known.plain else None
-            if comparable(serde) is serde:
+            if known is not None and (known.plain is None or known.depth + 1 >= records.SNAPSHOT_EVERY):
+                known = None  # nothing to compare with, or time for a whole copy
+            packed = packed_list(compare, value)
+            items, count = _compared(compare, value, packed, known)
+            if compare is serde:
                 stored = items
-            elif known is None or count is None:
+            elif count is None:
                 stored = [serde.dumps_typed(item) for item in value]
             else:  # encrypted: the items that did not change keep their ciphertext, so their chunks repeat
+                assert known is not None
                 stored = known.stored + [serde.dumps_typed(item) for item in value[count:]]
             if known is None or count is None:
                 state[records.ITEMS + channel] = [list(item) for item in stored]
-                lists[channel] = Listed(stored, items, 0)
+                lists[channel] = Listed(stored, items, 0, packed)
             else:
                 state[records.DELTA + channel] = [base, count, known.depth + 1, [list(item) for item in stored[count:]]]
-                lists[channel] = Listed(stored, items, known.depth + 1)
+                lists[channel] = Listed(stored, items, known.depth + 1, packed)
         return state, lists
 
     def recall(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
@@ -77,7 +91,8 @@ class ListValues:
             return None
         where = f"{commit} channel {channel!r}"
         stored, depth = records.extend(*found, where, lambda base: self._base(serde, run, base, channel, hops + 1))
-        known = Listed(stored, stored if comparable(serde) is serde else None, depth)
+        plain = stored if comparable(serde) is serde else None
+        known = Listed(stored, plain, depth, None if plain is None else packed_items(plain))
         self.remember(key, known)
         return known
 
@@ -97,3 +112,45 @@ class ListValues:
 def comparable(serde: SerializerProtocol) -> SerializerProtocol:
     """A serializer whose bytes are equal when values are: an EncryptedSerializer's, whose ciphertexts never repeat, is inside it."""
     return serde.serde if isinstance(serde, EncryptedSerializer) else serde
+
+
+def _compared(compare: SerializerProtocol, value: list[Any], packed: bytes | None, known: Listed | None) -> tuple[Serialized, int | None]:
+    """(`value`'s items serialized by `compare`, how many of them are `known`'s items, None if not a prefix);
+    with both arrays at hand, only the items after the prefix are serialized."""
+    if known is None or known.plain is None:
+        return [compare.dumps_typed(item) for item in value], None
+    count = len(known.plain)
+    if packed is not None and known.packed is not None:
+        known_items = memoryview(known.packed)[len(records.array_header(count)) :]
+        if packed.startswith(known_items, len(records.array_header(len(value)))):
+            return known.plain + [compare.dumps_typed(item) for item in value[count:]], count
+        return [compare.dumps_typed(item) for item in value], None
+    items = [compare.dumps_typed(item) for item in value]
+    return items, count if items[:count] == known.plain else None
+
+
+def packed_list(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
+    """`value` as one msgpack array (one call), whose items are each as JsonPlusSerializer encodes it alone;
+    None for another serializer or an item it does not encode as msgpack alone."""
+    if type(serde).dumps_typed is not JsonPlusSerializer.dumps_typed or any(issubclass(kind, RAW) for kind in set(map(type, value))):
+        return None
+    try:
+        kind, data = serde.dumps_typed(value)
+    except TypeError:  # ormsgpack's MsgpackEncodeError: the item-by-item path raises (or falls back) for the item at fault
+        return None
+    return data if kind == "msgpack" and data.startswith(records.array_header(len(value))) else None
+
+
+def packed_items(items: Serialized) -> bytes | None:
+    """Serialized items as one msgpack array, if every one is of the msgpack kind."""
+    if not all(kind == "msgpack" for kind, _data in items):
+        return None
+    return records.array_header(len(items)) + b"".join(data for _kind, data in items)
+
+
+def load(serde: SerializerProtocol, listed: Listed) -> list[Any]:
+    """The list's items, decoded in one call when its array is kept."""
+    if listed.packed is not None and comparable(serde) is serde and type(serde).loads_typed is JsonPlusSerializer.loads_typed:
+        # a msgpack array is its items' msgpack back to back: one call decodes them all, each as it would alone
+        return serde.loads_typed(("msgpack", listed.packed))  # type: ignore[no-any-return]
+    return records.load_items(serde, listed.stored)

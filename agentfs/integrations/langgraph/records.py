@@ -23,6 +23,8 @@ its agentfs metadata {"checkpoint_id", "writes": true} in a checkpoints run, {"c
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +33,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...core.checkpoint import Checkpoint as Commit
 from ...errors import FormatError
+from ...format.refs import INLINE, PACKED
 from ...names import check_id
 
 VALUE, ITEMS, DELTA = "v:", "l:", "d:"
@@ -39,6 +42,36 @@ Typed = tuple[str, bytes]
 Blobs = dict[str, tuple[Any, str | None]]
 WriteRow = tuple[int, str, Typed]
 Get = Callable[[str], Commit]
+Read = Callable[[Commit, str], Any]  # a commit's state value by key
+RECENT_VALUES = 4096  # small state values kept decoded (each inline or packed: at most PACK_MAX bytes)
+
+
+def own_value(commit: Commit, key: str) -> Any:
+    return commit.value(key)
+
+
+class CommitValues:
+    """`read` for the functions below: small state values (inline or packed in the entry) as agentfs decoded them
+    (sha256 checked, decompressed, msgpack read), the RECENT_VALUES last read kept; a commit never changes, so
+    neither do they. Hazard: callers share what it returns and must not change it. Safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._recent: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, commit: Commit, key: str) -> Any:
+        cache_key = (commit.run, commit.id, key)
+        with self._lock:
+            if cache_key in self._recent:
+                self._recent.move_to_end(cache_key)
+                return self._recent[cache_key]
+        value = commit.value(key)
+        if commit.manifest.state[key][2][0] in (INLINE, PACKED):
+            with self._lock:
+                self._recent[cache_key] = value
+                if len(self._recent) > RECENT_VALUES:
+                    self._recent.popitem(last=False)
+        return value
 
 
 def typed(raw: Any, where: str) -> Typed:
@@ -99,20 +132,20 @@ def standalone(commit: Commit, channel: str, get: Get) -> dict[str, Any]:
     return {VALUE + channel: whole(commit, channel)}
 
 
-def whole(commit: Commit, channel: str) -> Any:
+def whole(commit: Commit, channel: str, read: Read = own_value) -> Any:
     if VALUE + channel not in commit.manifest.state:
         raise FormatError(f"{commit} holds no value for channel {channel!r}")
-    return commit.value(VALUE + channel)
+    return read(commit, VALUE + channel)
 
 
 def load_items(serde: SerializerProtocol, items: list[Typed]) -> list[Any]:
     if items and type(serde).loads_typed is JsonPlusSerializer.loads_typed and all(kind == "msgpack" for kind, _data in items):
         # a msgpack array is its items' msgpack back to back: one call decodes them all, each as it would alone
-        return serde.loads_typed(("msgpack", _array_header(len(items)) + b"".join(data for _kind, data in items)))  # type: ignore[no-any-return]
+        return serde.loads_typed(("msgpack", array_header(len(items)) + b"".join(data for _kind, data in items)))  # type: ignore[no-any-return]
     return [serde.loads_typed(item) for item in items]
 
 
-def _array_header(count: int) -> bytes:
+def array_header(count: int) -> bytes:
     if count < 16:
         return bytes((0x90 | count,))
     if count < 1 << 16:
@@ -120,10 +153,10 @@ def _array_header(count: int) -> bytes:
     return b"\xdd" + count.to_bytes(4, "big")
 
 
-def load_typed(serde: SerializerProtocol, commit: Commit, key: str) -> Any:
+def load_typed(serde: SerializerProtocol, commit: Commit, key: str, read: Read = own_value) -> Any:
     if key not in commit.manifest.state:
         raise FormatError(f"{commit} is not a LangGraph checkpoint (no {key!r})")
-    return serde.loads_typed(typed(commit.value(key), f"{commit} {key}"))
+    return serde.loads_typed(typed(read(commit, key), f"{commit} {key}"))
 
 
 def blobs(raw: Any, where: str) -> Blobs:
@@ -135,10 +168,10 @@ def blobs(raw: Any, where: str) -> Blobs:
     return {channel: (ref[0], ref[1]) for channel, ref in raw.items()}
 
 
-def commit_blobs(commit: Commit) -> Blobs:
+def commit_blobs(commit: Commit, read: Read = own_value) -> Blobs:
     if "blobs" not in commit.manifest.state:
         raise FormatError(f"{commit} is not a LangGraph checkpoint (no channel locations)")
-    return blobs(commit.value("blobs"), str(commit))
+    return blobs(read(commit, "blobs"), str(commit))
 
 
 def ids(commit: Commit) -> tuple[str, str | None]:

@@ -8,7 +8,8 @@
 - Values (see records.py): a commit stores only the channels in `new_versions` and those its parent
   does not hold at the same version (a copy-fork), each serialized with `self.serde`, and records for
   every other channel the commit that holds its value, so a checkpoint costs what changed; a list
-  that grew is stored as a delta of its new items.
+  that grew is stored as a delta of its new items (see list_values.py: one msgpack call per list).
+- Reading (see tuples.py): a commit and its write batches become a CheckpointTuple.
 - Channel versions: integers; a thread written by a stock saver (string versions) keeps their form.
 - Pending writes (see namespace_log.py): commits in the checkpoints run right after their
   checkpoint, so a thread is a handful of runs however long; read back deduplicated by
@@ -24,7 +25,7 @@ import os
 import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -35,7 +36,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     DeltaChannelHistory,
-    PendingWrite,
     SerializerProtocol,
     get_checkpoint_id,
     get_checkpoint_metadata,
@@ -43,14 +43,13 @@ from langgraph.checkpoint.base import (
 
 from ...api import Store, open_store
 from ...core.checkpoint import Checkpoint as Commit
-from ...core.run import Run
 from ...engine.repository import Durability
 from ...errors import Conflict
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import write_batch_metadata
-from . import records
+from . import records, tuples
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
-from .list_values import ListValues, comparable
+from .list_values import ListValues
 from .namespace_log import NamespaceLog
 
 # the saver has a method named list: signatures in its class body use these names instead
@@ -89,6 +88,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         self.generations = Generations(self.store, self.layout)
         self._indexed: set[tuple[str, str]] = set()
         self._lists = ListValues()
+        self._values = records.CommitValues()
         self._append_locks = [threading.Lock() for _ in range(APPEND_LOCKS)]
 
     def close(self) -> None:
@@ -146,7 +146,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 if not log.is_checkpoint(index):
                     continue
                 commit = log.commit(index)
-                metadata = records.load_typed(self.serde, commit, "metadata")
+                metadata = records.load_typed(self.serde, commit, "metadata", self._values)
                 if filter and not all(metadata.get(key) == value for key, value in filter.items()):
                     continue
                 if left is not None:
@@ -154,27 +154,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 yield self._tuple(log, commit, log.write_batches(index), metadata)
 
     def _tuple(self, log: NamespaceLog, commit: Commit, batches: Batches, metadata: Any = None) -> CheckpointTuple:
-        """The checkpoint of `commit` whose write batches are `batches`."""
-        checkpoint_id, parent_id = records.ids(commit)
-        blobs = records.commit_blobs(commit)
-        values = {channel: self._value(log.run, commit, channel, holder) for channel, (_version, holder) in blobs.items()}
-        checkpoint = records.load_typed(self.serde, commit, "checkpoint")
-        where = log.where
-        writes = records.pending_writes(batches, f"{log.run.name} {checkpoint_id}")
-        return CheckpointTuple(
-            config=_config(where.thread, where.ns, checkpoint_id),
-            checkpoint=cast(Checkpoint, {**checkpoint, "channel_values": values}),
-            metadata=records.load_typed(self.serde, commit, "metadata") if metadata is None else metadata,
-            parent_config=_config(where.thread, where.ns, parent_id) if parent_id else None,
-            pending_writes=[(task_id, channel, self.serde.loads_typed(value)) for task_id, channel, value in writes],
-        )
-
-    def _value(self, run: Run, commit: Commit, channel: str, holder: str | None) -> Any:
-        """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
-        listed = self._lists.recall(self.serde, run, holder or commit.id, channel)
-        if listed is not None:
-            return records.load_items(self.serde, listed.stored)
-        return self.serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel), str(commit)))
+        return tuples.checkpoint_tuple(self.serde, self._lists, self._values, log, commit, batches, metadata)
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
         """BaseCheckpointSaver's answer, reading along the parent chain only the requested channels and their writes."""
@@ -182,29 +162,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             return {}
         thread, ns = _address(config)
         log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
-        checkpoint_id = get_checkpoint_id(config)
-        index = log.find(checkpoint_id) if checkpoint_id else log.latest()
-        collected: dict[str, list[PendingWrite]] = {channel: [] for channel in channels}
-        seeds: dict[str, Any] = {}
-        remaining = set(channels)
-        parent_id = None if index is None else records.ids(log.commit(index))[1]
-        while parent_id is not None and remaining and (index := log.find(parent_id)) is not None:
-            commit = log.commit(index)
-            writes = records.pending_writes(log.write_batches(index), f"{log.run.name} {parent_id}")
-            for task_id, channel, value in reversed(writes):
-                if channel in remaining:
-                    collected[channel].append((task_id, channel, self.serde.loads_typed(value)))
-            for channel, (_version, holder) in records.commit_blobs(commit).items():
-                if channel in remaining:
-                    seeds[channel] = self._value(log.run, commit, channel, holder)
-                    remaining.discard(channel)
-            parent_id = records.ids(commit)[1]
-        history: dict[str, DeltaChannelHistory] = {}
-        for channel in channels:
-            history[channel] = {"writes": collected[channel][::-1]}
-            if channel in seeds:
-                history[channel]["seed"] = seeds[channel]
-        return history
+        return tuples.delta_channel_history(self.serde, self._lists, self._values, log, get_checkpoint_id(config), channels)
 
     # writing
 
@@ -222,7 +180,6 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         versions = checkpoint["channel_versions"]
         record = {key: value for key, value in checkpoint.items() if key != "channel_values"}
         fixed = {"checkpoint": list(self.serde.dumps_typed(record)), "metadata": list(self.serde.dumps_typed(full_metadata))}
-        compare = comparable(self.serde)
         if full_metadata.get("run_id") is not None:
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
@@ -235,9 +192,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 previous: records.Blobs = {}
                 if tip.checkpoint is not None:
                     parent = tip.checkpoint
-                    previous = {
-                        channel: (version, holder or parent) for channel, (version, holder) in records.commit_blobs(run.get(parent)).items()
-                    }
+                    located = records.commit_blobs(run.get(parent), self._values)
+                    previous = {channel: (version, holder or parent) for channel, (version, holder) in located.items()}
                 # a channel is shared with the parent only at the very version the parent holds (as the stock savers
                 # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
                 # its values at newer versions are written here, not dropped
@@ -247,10 +203,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     if channel not in new_versions and channel in previous and previous[channel][0] == version
                 }
                 written = {channel: value for channel, value in values.items() if channel in versions and channel not in shared}
-                plain = {
-                    channel: [compare.dumps_typed(item) for item in value] for channel, value in written.items() if type(value) is list
-                }
-                state, lists = self._lists.encode(self.serde, run, written, plain, previous)
+                state, lists = self._lists.encode(self.serde, run, written, previous)
                 state.update(fixed)
                 state["blobs"] = {
                     channel: [version, None if channel in written else previous[channel][1]]
@@ -271,7 +224,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
-        return _config(thread, ns, checkpoint["id"])
+        return tuples.config_of(thread, ns, checkpoint["id"])
 
     def put_writes(
         self,
@@ -443,7 +396,3 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 def _address(config: RunnableConfig) -> tuple[str, str]:
     configurable = config["configurable"]
     return str(configurable["thread_id"]), str(configurable.get("checkpoint_ns") or "")
-
-
-def _config(thread: str, ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}

@@ -10,7 +10,8 @@
   cost is encoding the namespace's records again, O(items in the namespace), not O(history). Every
   version stays in the run's history until retention prunes it.
 - Reads take each namespace's head (one lookup per namespace, never a walk of history); decoded
-  heads are cached per (run, head id), so repeated searches decode nothing new.
+  heads are cached per (run, head id), so repeated searches decode nothing new (see store_heads.py:
+  a search without a query reads the namespaces newest first only as far as its page goes).
 - Writers: a batch commits each namespace it changes once, with `parent=` the head it read, and
   retries on `Conflict`: processes and machines writing one namespace interleave without losing items.
 - TTL (minutes, as LangGraph counts): a record's expiry is `clock()` + ttl; a read that refreshes
@@ -27,11 +28,12 @@ import asyncio
 import concurrent.futures
 import copy
 import functools
+import heapq
+import itertools
 import os
 import random
-import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any, Literal, NamedTuple
@@ -53,19 +55,16 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from ... import Conflict, FormatError, Store
+from ... import Conflict, Store
 from ... import open as open_agentfs
 from ...names import check_name
-from .store_layout import Namespace, namespace_run, parse_namespace_run
+from .store_heads import Found, NamespaceHeads, Record, Records, updated_last
+from .store_layout import Namespace
 from .store_query import StoreError, Vectors, as_vector, best_scores, check_filter, matches_conditions, matches_filter, texts_to_embed
 from .store_sweeper import Sweeper
 
 ATTEMPTS = 32
-CACHED_HEADS = 1024
 NS_PER_MINUTE = 60_000_000_000
-
-Record = dict[str, Any]  # value, created, updated (ns since the epoch), ttl (minutes or None), expires (ns or None), vectors
-Records = dict[str, Record]
 Clock = Callable[[], float]
 
 
@@ -126,9 +125,7 @@ class AgentFSStore(BaseStore):
             self.embeddings = ensure_embeddings(index["embed"])
             self._dims = index["dims"]
             self._fields = list(index.get("fields") or ["$"])
-        self._heads: OrderedDict[str, tuple[str, Records]] = OrderedDict()
-        self._parsed: dict[str, Namespace | None] = {}  # run name -> the namespace it holds, None for other runs
-        self._lock = threading.Lock()
+        self.heads = NamespaceHeads(self.store, self.prefix)
         self._sweeper = Sweeper(self.sweep_ttl, str(self.store))
 
     def __enter__(self) -> AgentFSStore:
@@ -216,7 +213,7 @@ class AgentFSStore(BaseStore):
     # reading
 
     def _get(self, op: GetOp, now: int, refresh: dict[Namespace, set[str]]) -> Item | None:
-        record = self._records(self._run_name(op.namespace)).get(op.key)
+        record = self.heads.records(self.heads.run_name(op.namespace)).get(op.key)
         if record is None or self._omitted(record, now):
             return None
         if op.refresh_ttl and record["ttl"] is not None:
@@ -231,19 +228,20 @@ class AgentFSStore(BaseStore):
 
     def _search(self, op: SearchOp, query: np.ndarray | None, now: int, refresh: dict[Namespace, set[str]]) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        found = [
-            (ns, key, record)
-            for ns, run in sorted(self._namespaces().items())
-            if ns[: len(prefix)] == prefix
-            for key, record in self._records(run).items()
-            if not self._omitted(record, now) and matches_filter(record["value"], op.filter)
-        ]
-        scores = best_scores(query, [record["vectors"] for _, _, record in found]) if query is not None else [None] * len(found)
-        order = sorted(range(len(found)), key=lambda i: (scores[i] is None, -(scores[i] or 0.0), -found[i][2]["updated"]))
-        page = order[op.offset : op.offset + op.limit]
+        runs = [(ns, run) for ns, run in sorted(self.heads.namespaces().items()) if ns[: len(prefix)] == prefix]
+        if query is None:  # newest first: heapq.merge keeps ties in namespace order, as one stable sort of them all would
+            newest = heapq.merge(*(self.heads.newest_first(ns, run) for ns, run in runs), key=updated_last)
+            kept = (found for found in newest if self._wanted(found[2], op, now))
+            page: list[tuple[Found, float | None]] = [(found, None) for found in itertools.islice(kept, op.offset, op.offset + op.limit)]
+        else:
+            candidates = [
+                (ns, key, record) for ns, run in runs for key, record in self.heads.records(run).items() if self._wanted(record, op, now)
+            ]
+            scores = best_scores(query, [record["vectors"] for _, _, record in candidates])
+            order = sorted(range(len(candidates)), key=lambda i: (scores[i] is None, -(scores[i] or 0.0), -candidates[i][2]["updated"]))
+            page = [(candidates[i], scores[i]) for i in order[op.offset : op.offset + op.limit]]
         results = []
-        for i in page:
-            ns, key, record = found[i]
+        for (ns, key, record), score in page:
             if op.refresh_ttl and record["ttl"] is not None:
                 refresh[ns].add(key)
             results.append(
@@ -253,16 +251,19 @@ class AgentFSStore(BaseStore):
                     value=copy.deepcopy(record["value"]),
                     created_at=_time(record["created"]),
                     updated_at=_time(record["updated"]),
-                    score=scores[i],
+                    score=score,
                 )
             )
         return results
 
+    def _wanted(self, record: Record, op: SearchOp, now: int) -> bool:
+        return not self._omitted(record, now) and matches_filter(record["value"], op.filter)
+
     def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
         listed = {
             ns if op.max_depth is None else ns[: op.max_depth]
-            for ns, run in self._namespaces().items()
-            if matches_conditions(ns, op.match_conditions or ()) and self._holds_items(run)
+            for ns, run in self.heads.namespaces().items()
+            if matches_conditions(ns, op.match_conditions or ()) and self.heads.holds_items(run)
         }
         return sorted(listed)[op.offset : op.offset + op.limit]
 
@@ -276,7 +277,7 @@ class AgentFSStore(BaseStore):
         """Delete every expired item (one commit per namespace that had some); returns how many."""
         now = self._now()
         swept = 0
-        for ns in self._namespaces():
+        for ns in self.heads.namespaces():
             expired: list[str] = []
 
             def without_expired(records: Records, expired: list[str] = expired) -> Records | None:
@@ -326,10 +327,10 @@ class AgentFSStore(BaseStore):
 
     def _update(self, ns: Namespace, change: Callable[[Records], Records | None]) -> None:
         """Commit `change(head records)` on the namespace's head, again on a newer head if another writer came first."""
-        run = self.store.run(self._run_name(ns))
+        run = self.store.run(self.heads.run_name(ns))
         for attempt in range(ATTEMPTS):
             head = run.head_id()
-            updated = change(self._records(run.name, head))
+            updated = change(self.heads.records(run.name, head))
             if updated is None:
                 return
             try:
@@ -337,64 +338,9 @@ class AgentFSStore(BaseStore):
             except Conflict:
                 time.sleep(random.uniform(0, 0.001 * (attempt + 1)))  # spread racing writers apart
                 continue
-            self._remember(run.name, commit.id, updated)
+            self.heads.remember(run.name, commit.id, updated)
             return
         raise Conflict(f"namespace {ns}: lost {ATTEMPTS} races with other writers of {run.name!r}")
-
-    # runs and heads
-
-    def _run_name(self, ns: Namespace) -> str:
-        return namespace_run(self.prefix, ns)
-
-    def _namespaces(self) -> dict[Namespace, str]:
-        """Every namespace that has a run (even an emptied one), to its run."""
-        found = {}
-        for run in self.store.runs():
-            if run not in self._parsed:  # a run's name never changes what it holds: parse it once
-                parsed = parse_namespace_run(self.prefix, run)
-                self._parsed[run] = self._recorded_namespace(run) if parsed is True else parsed or None
-            ns = self._parsed[run]
-            if ns is not None:
-                found[ns] = run
-        return found
-
-    def _recorded_namespace(self, run: str) -> Namespace:
-        recorded = self._head_metadata(run).get("namespace")
-        labels = tuple(recorded) if isinstance(recorded, list) and all(isinstance(label, str) for label in recorded) else ()
-        if not labels or self._run_name(labels) != run:
-            raise FormatError(f"run {run!r} does not record the namespace its name stands for")
-        return labels
-
-    def _head_metadata(self, run: str) -> dict[str, Any]:
-        latest = self.store.run(run).latest()
-        return latest.metadata if latest is not None else {}
-
-    def _holds_items(self, run: str) -> bool:
-        count = self._head_metadata(run).get("items")
-        return not isinstance(count, int) or count > 0
-
-    def _records(self, run: str, head: str | None = None) -> Records:
-        """The records of `run`'s head (`head` if given: already looked up); cached per head id."""
-        head = self.store.run(run).head_id() if head is None else head
-        if head is None:
-            return {}
-        with self._lock:
-            cached = self._heads.get(run)
-            if cached is not None and cached[0] == head:
-                self._heads.move_to_end(run)
-                return cached[1]
-        records = self.store.run(run).get(head).state
-        if not isinstance(records, dict):
-            raise FormatError(f"{run}@{head} holds a {type(records).__name__}, not a store namespace's items")
-        self._remember(run, head, records)
-        return records
-
-    def _remember(self, run: str, head: str, records: Records) -> None:
-        with self._lock:
-            self._heads[run] = (head, records)
-            self._heads.move_to_end(run)
-            if len(self._heads) > CACHED_HEADS:
-                self._heads.popitem(last=False)
 
     def _now(self) -> int:
         return round(self.clock() * 1e9)
