@@ -34,9 +34,9 @@ from agentfs.format.entries import Entry, decode_entry
 from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
 from agentfs.ids import new_id
 from agentfs.names import ID
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher, PushStats
-from agentfs.sync.remote import Remote
 from tests.servers import RemoteSpec, make_file_spec
 
 pytest_plugins = ["tests.servers"]
@@ -63,11 +63,11 @@ def workers(spec: RemoteSpec) -> int:
     return GCS_WORKERS if spec.kind == "gcs" else 16
 
 
-def remote_of(spec: RemoteSpec, suffix: str = "") -> Remote:
-    return Remote(spec.url + suffix, spec.storage_options)
+def remote_of(spec: RemoteSpec, suffix: str = "") -> PackRemote:
+    return PackRemote(spec.url + suffix, spec.storage_options)
 
 
-def push(store: agentfs.Store, spec: RemoteSpec, remote: Remote | None = None) -> PushStats:
+def push(store: agentfs.Store, spec: RemoteSpec, remote: PackRemote | None = None) -> PushStats:
     return Pusher(store, remote or remote_of(spec), workers=workers(spec)).push()
 
 
@@ -250,7 +250,7 @@ class Stopped(Exception):
     """Raised by StopAfter: the pusher "dies" before its (k+1)-th remote write."""
 
 
-class StopAfter(Remote):
+class StopAfter(PackRemote):
     """A remote that accepts `allowed` writes, then refuses every further one (a crash, seen from the remote)."""
 
     def __init__(self, url: str, storage_options: dict[str, Any], allowed: int) -> None:
@@ -267,7 +267,7 @@ class StopAfter(Remote):
         return super().create(key, data, compare=compare)
 
 
-class CountingRemote(Remote):
+class CountingRemote(PackRemote):
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
         super().__init__(url, storage_options)
         self.creates: list[str] = []
@@ -296,7 +296,7 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
     calls: Counter[str] = Counter()
 
     def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Remote, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(self: PackRemote, *args: Any, **kwargs: Any) -> Any:
             if name == "read":
                 relative = args[0][len(self.root) + 1 :]
                 kind = "entry" if relative.startswith("runs/") else "object" if relative.startswith("objects/") else "other"
@@ -316,9 +316,9 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
 
     with monkeypatch.context() as patch:
         for name in ("read", "exists", "list_ids", "list_runs", "list_all_entries"):
-            patch.setattr(Remote, name, counted(name, getattr(Remote, name)))
+            patch.setattr(PackRemote, name, counted(name, getattr(PackRemote, name)))
         with open_remote_store(path, spec) as store:
-            assert isinstance(store.source, Remote)
+            assert isinstance(store.source, PackRemote)
             fs = store.source.fs
             for name in ("ls", "find"):
                 patch.setattr(fs, name, counted_fs(f"fs.{name}", getattr(fs, name)))
@@ -617,7 +617,7 @@ def test_a_push_stopped_after_any_write_never_exposes_an_entry_without_its_data(
 
 def test_file_remote_partial_upload_leaves_no_complete_looking_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = make_file_spec(tmp_path)
-    remote = Remote(spec.url, spec.storage_options)
+    remote = PackRemote(spec.url, spec.storage_options)
     data = codec.encode(b"payload " * 1000)
     key = remote.object_key(codec.hash_bytes(b"payload " * 1000))
     real_pipe = remote.fs.pipe_file
@@ -638,8 +638,8 @@ def test_file_remote_partial_upload_leaves_no_complete_looking_key(tmp_path: Pat
 def test_file_remote_create_never_replaces_a_key_created_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two machines create the same key: between one's existence check and its rename, the other creates it."""
     spec = make_file_spec(tmp_path)
-    first = Remote(spec.url, spec.storage_options)
-    second = Remote(spec.url, spec.storage_options)
+    first = PackRemote(spec.url, spec.storage_options)
+    second = PackRemote(spec.url, spec.storage_options)
     key = first.entry_key("shared", new_id())
     real_link = first.fs.link
     results: dict[str, bool] = {}

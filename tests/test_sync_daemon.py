@@ -38,8 +38,9 @@ import pytest
 
 import agentfs
 from agentfs.format.walk import reach
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
-from agentfs.sync.remote import Remote, remote_name
+from agentfs.sync.remote import remote_name
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
 
 pytest_plugins = ["tests.servers"]
@@ -165,7 +166,7 @@ def read_index(path: Path) -> list[bytes]:
 def pulled_copy(tmp_path: Path, spec: RemoteSpec, name: str) -> agentfs.Store:
     """A fresh store ("another machine") holding everything on the remote; verified clean."""
     fresh = agentfs.open(tmp_path / name)
-    pull(fresh, Remote(spec.url, spec.storage_options))
+    pull(fresh, PackRemote(spec.url, spec.storage_options))
     report = fresh.verify()
     assert report.ok, f"a store pulled from the remote does not verify:\n{report}"
     return fresh

@@ -24,9 +24,9 @@ from agentfs.format.entries import Entry, encode_entry
 from agentfs.format.manifest import Manifest
 from agentfs.format.refs import LOOSE, PACKED, TREE
 from agentfs.ids import new_id
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
-from agentfs.sync.remote import Remote
 from tests.helpers import raw
 from tests.servers import RemoteSpec
 
@@ -67,7 +67,7 @@ def push_writer(path: Path, spec: RemoteSpec) -> Pushed:
     with agentfs.open(path) as store:
         good = store.run("good").commit({"system": SYSTEM, "doc": doc, "step": 1}, artifacts={"small.bin": artifact})
         other = store.run("other").commit({"system": SYSTEM, "step": 1})
-        Pusher(store, Remote(spec.url, spec.storage_options)).push()
+        Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
         entry = store.read_entry("good", good.id)
         _fmt, _count, doc_ref = entry.manifest.state["doc"]
         artifact_ref = entry.manifest.artifacts["small.bin"]
@@ -174,7 +174,7 @@ def test_a_flipped_byte_in_a_remote_object_is_refused_and_never_stored(remote: R
     with agentfs.open(tmp_path / "puller") as puller:
         mine = puller.run("mine").commit({"local": True})
         with pytest.raises(agentfs.IntegrityError, match=oid.hex()):
-            pull(puller, Remote(remote.url, remote.storage_options))
+            pull(puller, PackRemote(remote.url, remote.storage_options))
         assert not raw.has_object(puller, oid)
         assert puller.run("mine").get(mine.id).state == {"local": True}
         assert puller.verify().ok
@@ -220,7 +220,7 @@ def test_log_keys_that_are_not_ids_are_ignored(remote: RemoteSpec, tmp_path: Pat
             reader.run("good").get("not-an-id")
         assert raw.record_ids(reader, "good") == [pushed.good]
     with agentfs.open(tmp_path / "puller") as puller:
-        stats = pull(puller, Remote(remote.url, remote.storage_options))
+        stats = pull(puller, PackRemote(remote.url, remote.storage_options))
         assert stats.entries == 2
         assert raw.record_ids(puller, "good") == [pushed.good]
         assert puller.verify().ok
@@ -291,7 +291,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
     with agentfs.open(tmp_path / "puller") as puller:
         mine = puller.run("mine").commit({"local": True})
         with pytest.raises((agentfs.FormatError, agentfs.InvalidName)):
-            pull(puller, Remote(remote.url, remote.storage_options))
+            pull(puller, PackRemote(remote.url, remote.storage_options))
         for run, key_id, _, _ in cases.values():
             assert not raw.has_record(puller, run, raw.LOG, key_id)
         assert puller.run("mine").get(mine.id).state == {"local": True}
@@ -387,14 +387,14 @@ def test_pull_of_a_remote_with_one_bad_entry_keeps_the_local_store_intact(remote
         mine = [puller.run("mine").commit({"step": step}, artifacts={"out.txt": b"x" * (100 + step)}) for step in range(3)]
         before = raw.stored(puller)
         with pytest.raises(agentfs.FormatError, match="created"):
-            pull(puller, Remote(remote.url, remote.storage_options))
+            pull(puller, PackRemote(remote.url, remote.storage_options))
         assert not raw.has_record(puller, "bad", raw.LOG, bad_id)
         assert raw.stored(puller) == before
         assert [cp.state for cp in puller.run("mine").history()] == [{"step": 2}, {"step": 1}, {"step": 0}]
         assert puller.run("mine").get(mine[0].id).artifacts["out.txt"].read_bytes() == b"x" * 100
         assert puller.verify().ok
         # the good runs can still be pulled on their own, and then work offline
-        pull(puller, Remote(remote.url, remote.storage_options), ["good", "other"])
+        pull(puller, PackRemote(remote.url, remote.storage_options), ["good", "other"])
     with agentfs.open(tmp_path / "puller") as offline:
         assert offline.run("good").get(pushed.good).state["doc"] == pushed.doc
         assert offline.run("good").get(pushed.good).artifacts["small.bin"].read_bytes() == pushed.artifact
