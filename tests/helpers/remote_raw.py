@@ -13,7 +13,8 @@ import posixpath
 from typing import Any, NamedTuple
 
 from agentfs.format import keys, kinds
-from agentfs.format.pack import decode_pack_index
+from agentfs.format.pack import decode_pack_index, encode_pack
+from agentfs.format.segment import Record, decode_record
 
 
 class Frame(NamedTuple):
@@ -77,10 +78,46 @@ def flip_in_record(fs: Any, root: str, kind: int, key: bytes) -> Frame:
     return frame
 
 
+def record_body(fs: Any, root: str, kind: int, key: bytes) -> bytes:
+    """A record's body, as the pack holding it has it (its frame checked)."""
+    frame = frames(fs, root)[(kind, key)]
+    data = bytes(fs.cat_file(frame.pack, start=frame.offset, end=frame.offset + frame.length))
+    return decode_record(data, frame.pack).body
+
+
+def put_record(fs: Any, root: str, kind: int, key: bytes, body: bytes) -> None:
+    """Make the remote hold `body` as the record, in a well-framed pack (what a careless or hostile pusher
+    could write): the pack holding the record is rewritten (a new pack, the old one deleted), else a new
+    pack holds it alone."""
+    held = frames(fs, root).get((kind, key))
+    records = [Record(kind, key, body)]
+    if held is not None:
+        data = bytes(fs.cat_file(held.pack))
+        pack_id = pack_id_of(held)
+        index = bytes(fs.cat_file(posixpath.join(root, *keys.pack_index_key(pack_id))))
+        for entry in decode_pack_index(index, pack_id, held.pack)[1]:
+            if (entry.kind, entry.key) != (kind, key):
+                records.append(decode_record(data[entry.offset : entry.offset + entry.length], held.pack))
+    pack = encode_pack(records, bytes(16))
+    fs.pipe_file(posixpath.join(root, *keys.pack_key(pack.pack_id)), pack.data)
+    fs.pipe_file(posixpath.join(root, *keys.pack_index_key(pack.pack_id)), pack.footer)
+    if held is not None:
+        delete_pack(fs, root, pack_id_of(held))
+
+
+def delete_pack(fs: Any, root: str, pack_id: str) -> None:
+    """Delete a pack and its index."""
+    for key in (keys.pack_index_key(pack_id), keys.pack_key(pack_id)):
+        fs.rm_file(posixpath.join(root, *key))
+
+
+def pack_id_of(frame: Frame) -> str:
+    return posixpath.basename(frame.pack)[: -len(keys.PACK_SUFFIX)]
+
+
 def delete_packs(fs: Any, root: str) -> list[str]:
     """Delete every pack and its index (a remote that lost its data); the ids deleted."""
     deleted = pack_ids(fs, root)
     for pack_id in deleted:
-        for key in (keys.pack_index_key(pack_id), keys.pack_key(pack_id)):
-            fs.rm_file(posixpath.join(root, *key))
+        delete_pack(fs, root, pack_id)
     return deleted
