@@ -99,6 +99,7 @@ def put_record(fs: Any, root: str, kind: int, key: bytes, body: bytes) -> None:
             if (entry.kind, entry.key) != (kind, key):
                 records.append(decode_record(data[entry.offset : entry.offset + entry.length], held.pack))
     pack = encode_pack(records, bytes(16))
+    fs.makedirs(posixpath.join(root, keys.PACKS), exist_ok=True)
     fs.pipe_file(posixpath.join(root, *keys.pack_key(pack.pack_id)), pack.data)
     fs.pipe_file(posixpath.join(root, *keys.pack_index_key(pack.pack_id)), pack.footer)
     if held is not None:
