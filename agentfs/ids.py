@@ -16,9 +16,9 @@ def new_id(after: str | None = None) -> str:
     id takes the millisecond after `after`'s, with fresh random bits: two machines resuming from the
     same head still make distinct ids (a deterministic `after + 1` would make the same one).
     """
-    fresh = ULID()
-    if after is None or str(fresh) > after:
-        return str(fresh)
+    fresh = str(ULID())
+    if after is None or fresh > after:
+        return fresh
     return str(ULID(next_millisecond(after) + secrets.token_bytes(RANDOM_BYTES)))
 
 

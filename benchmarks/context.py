@@ -37,7 +37,6 @@ class Sizes:
     history_long: int  # ... next to one of this many
     open_short: int  # workload 12: open + latest() in a fresh process at this many checkpoints ...
     open_long: int  # ... next to this many
-    open_run: int  # checkpoints per run in those stores (latest() reads one such run)
     open_rounds: int  # fresh processes per store, alternated
     daemon_checkpoints: int  # workload 13: the store the daemon syncs ...
     daemon_runs: int  # ... in this many runs
@@ -64,7 +63,6 @@ FULL = Sizes(
     history_long=10_000,
     open_short=1_000,
     open_long=100_000,
-    open_run=1_000,
     open_rounds=5,
     daemon_checkpoints=10_000,
     daemon_runs=1_000,
@@ -90,7 +88,6 @@ QUICK = Sizes(
     history_long=1_000,
     open_short=100,
     open_long=10_000,
-    open_run=100,
     open_rounds=3,
     daemon_checkpoints=1_000,
     daemon_runs=100,

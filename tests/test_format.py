@@ -282,7 +282,7 @@ def test_artifacts_and_state_reassemble_from_raw_files(big_store: tuple[Path, ag
 
 
 def test_tree_node_boundaries_follow_the_documented_rule(tmp_path: Path) -> None:
-    """A node ends after a child whose oid's first byte is 0 mod 32 once it has 4 children, or at 512."""
+    """A node ends after a child whose oid's first byte is 0 mod 16 once it has 4 children, or at 512."""
     root = tmp_path / ".agentfs"
     data = random.Random(1).randbytes(5_000_000)  # ~35 large chunks: several depth-1 nodes
     with agentfs.open(root, durability="process") as store:
@@ -294,10 +294,10 @@ def test_tree_node_boundaries_follow_the_documented_rule(tmp_path: Path) -> None
         nodes = [msgpack.unpackb(read_object(root, oid), raw=False) for oid in level]
         for i, children in enumerate(nodes):
             first_bytes = [child[0][0] for child in children]
-            inner = [j for j, b in enumerate(first_bytes[:-1]) if j >= 3 and b % 32 == 0]
+            inner = [j for j, b in enumerate(first_bytes[:-1]) if j >= 3 and b % 16 == 0]
             assert inner == [], f"a node went on past a boundary at child {inner}"
             if i < len(nodes) - 1:  # every node but the last of its level ends on a boundary
-                assert (len(children) >= 4 and first_bytes[-1] % 32 == 0) or len(children) == 512
+                assert (len(children) >= 4 and first_bytes[-1] % 16 == 0) or len(children) == 512
         level = [child[0] for children in nodes for child in children]
     assert blob_bytes(root, ref, {}, ("r", cp.id)) == data
 

@@ -201,7 +201,7 @@ def test_a_segment_of_another_version_is_refused(tmp_path: Path) -> None:
 
 def spawn_writer(root: Path, name: str, count: int) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", WORKLOADS, "writer", str(root), name, str(count)]
-    return subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def test_adoption_after_a_sigkilled_writer_process_keeps_every_acknowledged_byte(tmp_path: Path) -> None:
@@ -228,9 +228,15 @@ def test_adoption_after_a_sigkilled_writer_process_keeps_every_acknowledged_byte
 
 def test_two_writer_processes_append_at_once_to_separate_segments(tmp_path: Path) -> None:
     children = [spawn_writer(tmp_path, name, 60) for name in ("a", "b")]
-    outputs = [child.communicate(timeout=60)[0] for child in children]
+    outputs: list[list[str]] = [[], []]
+    for child, output in zip(children, outputs, strict=True):  # both hold their slot until both are done
+        assert child.stdout is not None
+        while (line := child.stdout.readline()) not in ("done\n", ""):
+            output.append(line)
+    for child in children:
+        child.communicate(timeout=60)
     assert [child.returncode for child in children] == [0, 0]
-    slots = [{line.rsplit(" ", 1)[1] for line in output.splitlines()} for output in outputs]
+    slots = [{line.rsplit(" ", 1)[1] for line in output} for output in outputs]
     assert len(slots[0] | slots[1]) == 2, f"the writers shared a slot: {slots}"
     store = tmp_path / "store"
     assert contents(store) == {**expected("a", 60), **expected("b", 60)}
@@ -294,12 +300,13 @@ def syscall_counts(tmp_path: Path, batches: int, durability: str) -> dict[str, i
 def test_one_write_and_one_fdatasync_per_batch_into_a_preallocated_segment(tmp_path: Path) -> None:
     few, many = syscall_counts(tmp_path, 5, "power"), syscall_counts(tmp_path, 40, "power")
     assert (few["fdatasync"], many["fdatasync"]) == (5, 40)
-    assert (few["pwrite64"], many["pwrite64"]) == (1 + 5, 1 + 40)  # the header, then one write per batch
-    assert few["fallocate"] == many["fallocate"] == 1
+    # the header and the first step's zeros, then one write per batch and one of zeros per further step
+    assert few["pwrite64"] == 2 + 5 and 2 + 40 <= many["pwrite64"] <= 2 + 40 + 40 // 10  # steps, not per batch
+    assert few["fallocate"] == many["fallocate"] == 0  # synced batches go into written zeros
     assert few["fsync"] == many["fsync"] == 1 and few["fsync_segment_dir"] == many["fsync_segment_dir"] == 1
     process = syscall_counts(tmp_path, 40, "process")
     assert process["fdatasync"] == process["fsync"] == process["fsync_segment_dir"] == 0
-    assert process["pwrite64"] == 41
+    assert process["pwrite64"] == 41 and 1 <= process["fallocate"] <= 40 // 10  # no zeros written: fallocated
 
 
 @needs_strace
@@ -334,3 +341,23 @@ def test_a_record_the_format_cannot_frame_is_refused_before_anything_is_written(
             appender.append([*batch("w", 1), record])
         appender.append(batch("w", 2))
     assert contents(tmp_path) == {**expected("w", 1), **expected_batch("w", 2)}
+
+
+def test_preallocation_grows_in_steps_and_a_clean_close_gives_back_what_is_unused(tmp_path: Path) -> None:
+    step = 8192
+    with writer(tmp_path, preallocation_step=step) as appender:
+        appender.append(batch("w", 0))
+        segment = only_segment(tmp_path)
+        assert segment.stat().st_size == fmt.HEADER.size + step
+        for number in range(1, 60):
+            appender.append(batch("w", number))
+            assert appender.position <= segment.stat().st_size <= appender.position + step, "at most one step ahead"
+        data_end = appender.position
+        assert data_end > 4 * step, "the workload should grow the segment several times"
+    assert segment.stat().st_size == data_end, "a closed segment holds only its data"
+    with writer(tmp_path, preallocation_step=step) as adopter:  # the slot's next writer allocates again and continues
+        adopter.append(batch("w", 60))
+        assert adopter.segment_id == segment_ids(tmp_path / "segments")[0]
+        assert segment.stat().st_size > data_end
+    assert contents(tmp_path) == expected("w", 61)
+    assert segment.stat().st_size == open_segment(segment).end

@@ -124,36 +124,60 @@ class Run:
         encoded_metadata = encode_value(dict(metadata or {}), "metadata")
         sources = _check_artifacts(artifacts or {})
         with self.store.writing():
-            if parent is not HEAD:
-                # this process's own last append, still there, is taken without listing the log: this check only saves
-                # writing objects in vain, the one under the run lock counts (and an entry that exists now stays, as below)
-                hint = self.store.heads.get(self.name)
-                mine = parent is not None and parent == hint and self.store.has_entry(self.name, parent)
-                head = parent if mine else self.head_id()
-                if parent != head:
-                    raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
-            else:  # any earlier entry of the run is as good to borrow from: skip listing the log
-                hint = self.store.heads.get(self.name)
-                # a hint another process pruned meanwhile must not be borrowed from: prune holds the gc lock
-                # exclusively, so an entry that exists now stays until this commit's entry is appended
-                head = hint if hint is not None and self.store.has_entry(self.name, hint) else self.head_id()
-            writer = ObjectWriter(self.store.db, self.store.pool)
-            blobs = BlobWriter(writer, self._reusable(head))
-            state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
-            artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
-            objects = writer.finish()
-            schema = None if self.schema is None else self.schema.version
-            return self._append(
-                parent,
-                kind,
-                state_refs,
-                artifact_refs,
-                encoded_metadata,
-                blobs.pack,
-                schema=schema,
-                keep_artifacts=keep_artifacts,
-                objects=objects,
-            )
+            # first from what this process last indexed, without a look at the segments: the look under the run
+            # lock (the one refresh per commit) then checks that choice; in the rare case that it was stale (a
+            # compaction, a retired entry to borrow from) the commit starts over from a fresh look
+            arguments = (parent, kind, values, encoded_metadata, sources, keep_artifacts)
+            checkpoint = self._commit_once(*arguments, fresh=False)
+            if checkpoint is None:
+                checkpoint = self._commit_once(*arguments, fresh=True)
+        assert checkpoint is not None, "an attempt from a fresh look under the gc lock is never stale"
+        return checkpoint
+
+    def _commit_once(
+        self,
+        parent: str | None,
+        kind: str,
+        values: dict[str, tuple[int, int, bytes]],
+        metadata: bytes,
+        sources: dict[str, ArtifactSource],
+        keep_artifacts: bool,
+        *,
+        fresh: bool,
+    ) -> Checkpoint | None:
+        """One commit attempt under store.writing(); None if what it chose to reuse went meanwhile (never when `fresh`)."""
+        # prune and compaction hold the gc lock exclusively: what this process's index holds after a look
+        # taken now stays until this commit's entry is appended
+        known = self.store.has_entry if fresh else self.store.knew_entry
+        generation = self.store.index_generation
+        hint = self.store.heads.get(self.name)
+        if parent is not HEAD:
+            # this process's own last append is taken without reading the head: this check only saves writing
+            # objects in vain, the one under the run lock counts
+            mine = parent is not None and parent == hint and known(self.name, parent)
+            head = parent if mine else self.head_id()
+            if parent != head:
+                raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
+        else:  # any earlier entry of the run is as good to borrow from: skip reading the head
+            head = hint if hint is not None and known(self.name, hint) else self.head_id()
+        writer = ObjectWriter(self.store.db, self.store.pool)
+        blobs = BlobWriter(writer, self._reusable(head))
+        state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
+        artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
+        objects = writer.finish()
+        schema = None if self.schema is None else self.schema.version
+        return self._append(
+            parent,
+            kind,
+            state_refs,
+            artifact_refs,
+            metadata,
+            blobs.pack,
+            schema=schema,
+            keep_artifacts=keep_artifacts,
+            objects=objects,
+            chosen_at=None if fresh else generation,
+        )
 
     def update(
         self,
@@ -353,9 +377,13 @@ class Run:
         schema: int | None = None,
         keep_artifacts: bool = False,
         objects: Sequence[Record] = (),
-    ) -> Checkpoint:
+        chosen_at: int | None = None,
+    ) -> Checkpoint | None:
+        """Append the entry after the head read under the run lock. `chosen_at`: the index generation at
+        which the caller chose objects and entries to reuse without a fresh look; None (and nothing is
+        appended) if a compaction or a retirement made that choice stale."""
         with self.store.appending(self.name):
-            head = self.head_id()
+            head = self.head_id()  # the look at other writers' records that this commit relies on
             if parent is not HEAD and parent != head:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
             if keep_artifacts:  # the head read under the run lock: the one this entry is appended to
@@ -375,11 +403,15 @@ class Run:
             )
             data, entry = encode_entry(manifest, pack)
             relies_on = set(entry.borrowed())  # made durable first: this entry is unreadable without them
+            if chosen_at is not None and (
+                chosen_at != self.store.index_generation or not all(self.store.knew_entry(*home) for home in relies_on)
+            ):
+                return None
             if head is not None:
                 relies_on.add((self.name, head))
             if forked_from is not None:
                 relies_on.add((forked_from[0], forked_from[1]))
-            self.store.append_entry(self.name, manifest.id, data, objects=objects, relies_on=relies_on)
+            self.store.append_entry(self.name, manifest.id, data, objects=objects, relies_on=relies_on, refreshed=True)
         self.store.heads[self.name] = manifest.id
         self.store.cache_entry((self.name, manifest.id), entry)
         return Checkpoint(self.store, manifest, self.schema)

@@ -43,6 +43,8 @@ class Index:
         self.directory = directory
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
+        self._names: dict[int, str] = {}
+        self._valid_runs: set[str] = set()  # run names of indexed keys, found valid once
         self.generation = 0  # grows at every rebuild: locations from before it may be gone
         self._clear()
         self.refresh()
@@ -91,6 +93,13 @@ class Index:
     def _path(self, segment_id: int) -> Path:
         return self.directory / fmt.segment_name(segment_id)
 
+    def _where(self, segment_id: int) -> str:
+        """The segment's path as a string for messages, made once per segment (not per batch)."""
+        where = self._names.get(segment_id)
+        if where is None:
+            where = self._names[segment_id] = str(self._path(segment_id))
+        return where
+
     def _open(self, segment_id: int) -> None:
         try:
             view = open_segment(self._path(segment_id))
@@ -116,7 +125,7 @@ class Index:
         entries: list[fmt.IndexEntry] = []
         while (length := fmt.batch_length(head, segment_id, known.end)) is not None:
             try:
-                entries.extend(fmt.decode_batch(os.pread(fd, length, known.end), segment_id, known.end, str(self._path(segment_id))))
+                entries.extend(fmt.decode_batch(os.pread(fd, length, known.end), segment_id, known.end, self._where(segment_id)))
             except AgentFSError:  # damaged or still being written: the full scan tells which
                 view = scan_from(self._path(segment_id), known.end)
                 self.problems.extend(view.problems)
@@ -139,7 +148,7 @@ class Index:
 
     def _add(self, segment_id: int, entries: Iterable[fmt.IndexEntry]) -> None:
         retirements = []
-        path = str(self._path(segment_id))
+        path = self._where(segment_id)
         for entry in entries:
             location = Location(segment_id, entry.offset, entry.length)
             where = f"{path} offset {entry.offset}"
@@ -147,7 +156,7 @@ class Index:
                 if entry.kind == kinds.OBJECT:
                     self._add_object(kinds.check_object_key(entry.key, where), location)
                 elif entry.kind in kinds.RUN_KINDS:
-                    run, record_id = split_run_key(entry.key, where)
+                    run, record_id = split_run_key(entry.key, where, checked=self._valid_runs)
                     if entry.kind == kinds.RETIRED:
                         retirements.append((run, record_id, location))
                     self._add_run_record(entry.kind, run, record_id, location)
@@ -178,7 +187,7 @@ class Index:
 
     def _hide(self, run: str, record_id: str, location: Location) -> None:
         """Apply a retirement record: what it names leaves the index (and stays out if indexed later)."""
-        where = f"{run} retired/{record_id} ({self._path(location.segment_id)} offset {location.offset})"
+        where = f"{run} retired/{record_id} ({self._where(location.segment_id)} offset {location.offset})"
         try:
             record = decode_retirement(self.read(location).body, run, record_id, where)
         except AgentFSError:
@@ -268,7 +277,7 @@ class Index:
         """The record at `location`, its frame verified; IntegrityError if damaged."""
         fd = self.descriptor(location.segment_id)
         data = os.pread(fd, location.length, location.offset)
-        return fmt.decode_record(data, f"{self._path(location.segment_id)} offset {location.offset}")
+        return fmt.decode_record(data, f"{self._where(location.segment_id)} offset {location.offset}")
 
     def read_body(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None = None) -> bytes:
         """The body of the record `key` whose first copy lies at `first`, and where it lies now if its
@@ -318,18 +327,24 @@ class Index:
         raise IntegrityError(f"{self._path(first.segment_id)} offset {first.offset}: holds another record than {key[:80]!r}")
 
     def where(self, location: Location) -> str:
-        return f"{self._path(location.segment_id)} offset {location.offset}"
+        return f"{self._where(location.segment_id)} offset {location.offset}"
 
 
-def split_run_key(key: bytes, where: str, second: str = "id") -> tuple[str, str]:
-    """(run, id) of an ENTRY, JOURNAL or RETIRED key, or (source, target) of a FORK key, checked."""
+def split_run_key(key: bytes, where: str, second: str = "id", checked: set[str] | None = None) -> tuple[str, str]:
+    """(run, id) of an ENTRY, JOURNAL or RETIRED key, or (source, target) of a FORK key, checked.
+
+    `checked`: run names already found valid, skipped (a run's name repeats in every record of it);
+    the first name of each key found valid is added."""
     first, other = kinds.split_pair_key(key, where)
     try:
-        check_name(first)
+        if checked is None or first not in checked:
+            check_name(first)
         if second == "run":
             check_name(other)
         elif not ID.fullmatch(other):
             raise InvalidName(f"{other!r} is not a ULID")
     except InvalidName as exc:
         raise InvalidName(f"{where}: record key {key[:80]!r}: {exc}") from None
+    if checked is not None:
+        checked.add(first)
     return first, other

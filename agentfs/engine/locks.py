@@ -18,7 +18,7 @@ EXCLUSIVE = fcntl.LOCK_EX
 
 
 @contextmanager
-def flock(path: Path, mode: int) -> Iterator[None]:
+def flock(path: str | Path, mode: int) -> Iterator[None]:
     """Hold `path` locked (SHARED or EXCLUSIVE), blocking until it is free; closing releases it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -21,6 +21,9 @@ from .index import Index
 from .segments import Location
 
 Fetch = Callable[[bytes], bytes | None]
+# bytes: a chunk this big or smaller is hashed and compressed by the committing thread, which costs less
+# than a trip through the pool (an appended-to value repeats almost all of its small chunks)
+WORK_HERE = 32 << 10
 Append = Callable[[Sequence[Record], bool], list[Location]]  # records, sync -> their locations
 log = logging.getLogger("agentfs")
 
@@ -148,11 +151,17 @@ class ObjectWriter:
         """Store `data` unless the store already holds it; returns its id."""
         oid = codec.hash_bytes(data)
         if self._is_new(oid):
-            self._submit(self._write, oid, bytes(data))
+            if len(data) <= WORK_HERE:
+                self._gather(oid, bytes(data))
+            else:
+                self._submit(self._write, oid, bytes(data))
         return oid
 
-    def add_later(self, data: bytes | memoryview) -> Future[bytes]:
-        """Like add(), with the hashing done on the pool too: the caller only cuts and copies."""
+    def add_later(self, data: bytes | memoryview) -> bytes | Future[bytes]:
+        """Like add(); a large chunk's hashing is done on the pool too (its id is then a future): the
+        caller only cuts and copies."""
+        if len(data) <= WORK_HERE:
+            return self.add(data)
         return self._submit(self._hash_and_write, bytes(data))
 
     def _submit(self, job: Callable[..., Any], *args: Any) -> Future[Any]:

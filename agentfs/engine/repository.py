@@ -190,6 +190,15 @@ class Repository(SegmentStore):
         self.index.refresh()  # another process may have retired it since this process looked
         return self.index.has(kinds.ENTRY, run, checkpoint_id)
 
+    @property
+    def index_generation(self) -> int:
+        """Changes when this process's index is rebuilt (a compaction moved records): what it located before may be gone."""
+        return self.index.generation
+
+    def knew_entry(self, run: str, checkpoint_id: str) -> bool:
+        """Whether the entry was here at this process's last look (no refresh: another process may have retired it since)."""
+        return self.index.has(kinds.ENTRY, run, checkpoint_id)
+
     def _body(self, kind: int, run: str, record_id: str) -> tuple[bytes, str] | None:
         """(a record's body, where it lies) or None. Of several copies (a repair), one that decodes;
         IntegrityError if every copy's frame is damaged."""
@@ -273,19 +282,29 @@ class Repository(SegmentStore):
             return self.append_entry(run, checkpoint_id, data)
 
     def append_entry(
-        self, run: str, checkpoint_id: str, data: bytes, *, objects: Sequence[fmt.Record] = (), relies_on: Iterable[Location] = ()
+        self,
+        run: str,
+        checkpoint_id: str,
+        data: bytes,
+        *,
+        objects: Sequence[fmt.Record] = (),
+        relies_on: Iterable[Location] = (),
+        refreshed: bool = False,
     ) -> bool:
         """Add an entry whole, with the commit's new `objects`, as one batch; False if the run already has it.
 
         Call with appending(run) held. `relies_on`: entries the new one names (its parent, those it
         borrows from), made durable first. Durable when it returns (durability="power": one
         fdatasync); a crash midway leaves no entry, at worst a torn tail that readers ignore.
+        `refreshed`: the caller refreshed the index with appending(run) held (it read the head there),
+        so no other writer can have added this run's entry since.
         """
         for location in relies_on:
             found = self.index.location(kinds.ENTRY, *location)
             if found is not None:
                 self.make_durable(found)
-        self.index.refresh()
+        if not refreshed:
+            self.index.refresh()
         if self.index.has(kinds.ENTRY, run, checkpoint_id):
             return False
         self._append([*objects, fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)

@@ -7,6 +7,7 @@ engine API is listed there.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -40,6 +41,8 @@ class SegmentStore:
         self.tmp_dir = root / keys.TMP
         self.remotes_dir = root / keys.REMOTES
         self.index = Index(self.segments_dir)
+        self._locks_path = os.fspath(self.locks_dir)
+        self._gc_lock_path = os.path.join(root, *keys.GC_LOCK)
         self._writer: SegmentWriter | None = None
         self._synced: dict[int, int] = {}  # segment id -> offset up to which this process knows it durable
         self._lock = threading.Lock()
@@ -171,8 +174,8 @@ class SegmentStore:
     @contextlib.contextmanager
     def _stripe(self, kind: str, run: str) -> Iterator[None]:
         """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
-        path = self.root.joinpath(*keys.stripe_lock_key(kind, run))
-        held: set[Path] = self._held.__dict__.setdefault("paths", set())
+        path = _stripe_lock_path(self._locks_path, kind, run)
+        held: set[str] = self._held.__dict__.setdefault("paths", set())
         if path in held:
             yield
             return
@@ -193,11 +196,11 @@ class SegmentStore:
 
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
-        return flock(self.root.joinpath(*keys.GC_LOCK), SHARED)
+        return flock(self._gc_lock_path, SHARED)
 
     def excluding_writers(self) -> AbstractContextManager[None]:
         """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
-        return flock(self.root.joinpath(*keys.GC_LOCK), EXCLUSIVE)
+        return flock(self._gc_lock_path, EXCLUSIVE)
 
     def where_stored(self, run: str, kind: str, record_id: str) -> str:
         """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
@@ -212,3 +215,9 @@ class SegmentStore:
     def watched_dir(self) -> Path:
         """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
         return self.segments_dir
+
+
+@functools.lru_cache(maxsize=4096)
+def _stripe_lock_path(locks: str, kind: str, run: str) -> str:
+    """locks/<kind>-NN of `run`, computed once per run (a sha256 and a path join per commit otherwise)."""
+    return os.path.join(locks, keys.stripe_lock_key(kind, run)[1])

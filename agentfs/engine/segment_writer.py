@@ -7,10 +7,17 @@ intact batch, so it never rewrites an acknowledged byte, and overwrites the torn
 batch (padded with zeros up to the tail's last nonzero byte, in the same write). Older unsealed
 segments of the slot (a crash between rollover and seal) are sealed.
 
-Durability "power": a new segment is preallocated and made durable (file fsync, then the directory
-fsync for its new entry) before its first batch, so the per-batch fdatasync has no size change or
-new entry to write. Hazard: on ext4 a posix_fallocate'd extent is "unwritten" until written, so the
-first fdatasync over each extent still records its conversion; nothing else changes metadata.
+Preallocation comes in steps, not the whole segment: a sixteenth of the data so far, at least
+MIN_PREALLOCATION and at most PREALLOCATION_STEP bytes, so a store pays on disk for its data plus at
+most one step (small next to the data) even while it is open. Durability "power": a new segment's first step is made durable
+(file fsync, then the directory fsync for its new entry) before its first batch, so the per-batch
+fdatasync has no size change or new entry to write; when the tail nears the end of the step, the
+next step is allocated and the batch's fdatasync also writes the new size (once per step). A clean
+close gives the unused preallocation back (ftruncate to the data end); the slot's next writer
+allocates again. A step is allocated by writing zeros when the batch that needs it is synced: on ext4
+a posix_fallocate'd extent is "unwritten" until written, so every fdatasync into it also records a
+conversion (measured here: 0.21 ms against 0.14 ms for 10 KB into written zeros). Unsynced batches
+(a large artifact's) and durability "process" use posix_fallocate, which writes nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
 SLOTS = 16
 SEGMENT_BYTES = 64 << 20  # the size bound past which a writer rolls over to a new segment
+PREALLOCATION_STEP = 1 << 20  # at most this many bytes allocated ahead of the tail at a time ...
+MIN_PREALLOCATION = 64 << 10  # ... and at least this many
 
 
 def slot_lock_path(locks: Path, slot: int) -> Path:
@@ -60,6 +69,14 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
+
+
+def _allocate(fd: int, start: int, end: int, *, zeros: bool) -> None:
+    """Make `start`..`end` of the file allocated zeros: written (see the module's docstring) or fallocated."""
+    if zeros:
+        _write_all(fd, bytes(end - start), start)
+    else:
+        os.posix_fallocate(fd, start, end - start)
 
 
 def _write_seal(fd: int, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
@@ -110,10 +127,11 @@ class SegmentWriter:
         durability: Durability = "power",
         segment_bytes: int = SEGMENT_BYTES,
         slots: int = SLOTS,
+        preallocation_step: int = PREALLOCATION_STEP,
     ) -> None:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
-        self.directory, self.segment_bytes = directory, segment_bytes
+        self.directory, self.segment_bytes, self.preallocation_step = directory, segment_bytes, preallocation_step
         self.sync = durability == "power"
         make_dirs(directory, sync=self.sync)
         make_dirs(locks, sync=self.sync)
@@ -160,9 +178,13 @@ class SegmentWriter:
         with self._mutex:
             data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             # a segment deleted under its live writer (by hand) would swallow every later append: start a new one
-            if self._fd < 0 or self.position + len(data) > self.allocated or os.fstat(self._fd).st_nlink == 0:
-                self._roll(len(data))
+            end = self.position + len(data)
+            full = end > self.segment_bytes and self.position > fmt.HEADER.size
+            if self._fd < 0 or full or os.fstat(self._fd).st_nlink == 0:
+                self._roll(len(data), zeros=self.sync and sync)
                 data, entries = fmt.encode_batch(self.segment_id, self.position, records)
+            elif end > self.allocated:
+                self._grow(end, zeros=self.sync and sync)
             padding = max(0, self.torn_end - self.position - len(data))  # zeros over what is left of a torn tail
             _write_all(self._fd, data + bytes(padding) if padding else data, self.position)
             if self.sync and sync:
@@ -172,10 +194,19 @@ class SegmentWriter:
             self.entries.extend(entries)
             return [Location(self.segment_id, entry.offset, entry.length) for entry in entries]
 
-    def _roll(self, needed: int) -> None:
+    def _grow(self, end: int, *, zeros: bool) -> None:
+        """Allocate the next step (and at least up to `end`) past the current allocation."""
+        size = min(max(self.segment_bytes, end), max(end, self.allocated + self._step()))
+        _allocate(self._fd, self.allocated, size, zeros=zeros)
+        self.allocated = size
+
+    def _step(self) -> int:
+        return min(self.preallocation_step, max(MIN_PREALLOCATION, self.position // 16))
+
+    def _roll(self, needed: int, *, zeros: bool) -> None:
         """Start a new segment with room for `needed` bytes, then seal the current one."""
         previous = self._fd
-        size = max(self.segment_bytes, fmt.HEADER.size + needed)
+        size = fmt.HEADER.size + max(min(self.preallocation_step, MIN_PREALLOCATION), needed)
         segment_id = (segment_ids(self.directory) or [0])[-1] + 1
         while True:
             try:
@@ -185,7 +216,7 @@ class SegmentWriter:
                 continue
             break
         _write_all(fd, fmt.encode_header(segment_id, self.slot, self.writer), 0)
-        os.posix_fallocate(fd, 0, size)
+        _allocate(fd, fmt.HEADER.size, size, zeros=zeros)
         if self.sync:
             os.fsync(fd)  # the size and the header
             fsync_dir(self.directory)  # the new entry: without it the segment vanishes with every batch in it
@@ -207,9 +238,12 @@ class SegmentWriter:
         self._fd = -1
 
     def close(self) -> None:
-        """Release the slot, leaving the segment unsealed for the slot's next writer to continue."""
+        """Release the slot, leaving the segment unsealed for the slot's next writer to continue, holding only its data."""
         with self._mutex:
             if self._fd >= 0:
+                # the unused preallocation and any torn tail; no sync needed: if the cut is lost, zeros (or the
+                # torn tail) come back, which readers ignore and the next writer overwrites
+                os.ftruncate(self._fd, max(self.position, fmt.HEADER.size))
                 os.close(self._fd)
                 self._fd = -1
             if self._lock_fd >= 0:

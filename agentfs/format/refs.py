@@ -23,6 +23,7 @@ INLINE, PACKED, LOOSE, TREE = 0, 1, 2, 3
 INLINE_MAX = 64
 PACK_MAX = 16 << 10
 NODE_MIN, NODE_MAX = 4, 512
+NODE_BOUNDARY = 16  # a node ends after a child whose oid's first byte is 0 mod this (once it has NODE_MIN)
 MAX_DEPTH = 8
 
 Ref = list[Any]

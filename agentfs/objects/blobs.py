@@ -13,6 +13,7 @@ from ..format.refs import (
     INLINE,
     INLINE_MAX,
     LOOSE,
+    NODE_BOUNDARY,
     NODE_MAX,
     NODE_MIN,
     PACK_MAX,
@@ -57,7 +58,7 @@ class BlobWriter:
 
     def _tree(self, chunks: Iterator[memoryview]) -> Ref:
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
-        level: list[list[Any]] = [[future.result(), size] for future, size in pending]
+        level: list[list[Any]] = [[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending]
         size = sum(child[1] for child in level)
         if len(level) == 1:
             return [LOOSE, level[0][0], size]
@@ -73,7 +74,7 @@ class BlobWriter:
         for child in children:
             current.append(child)
             # a boundary decided by the child's hash: an append only rewrites the last node of each level
-            if (len(current) >= NODE_MIN and child[0][0] & 31 == 0) or len(current) >= NODE_MAX:
+            if (len(current) >= NODE_MIN and child[0][0] % NODE_BOUNDARY == 0) or len(current) >= NODE_MAX:
                 nodes.append(self._node(current))
                 current = []
         if current:

@@ -16,6 +16,7 @@ LIST_BODY = 1  # a list stored as its items' bytes, without the array header
 MAP_BODY = 2  # a dict stored as its keys' and values' bytes, without the map header
 PLAIN = 0
 MAX_DEPTH = 512
+_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack's bin 8, bin 16 and bin 32 headers
 
 
 class _Unsupported(Exception):
@@ -32,7 +33,9 @@ def _default(obj: Any) -> msgpack.ExtType:
 
 def _pack(value: Any) -> bytes:
     data = msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True, datetime=False)
-    if _holds_bytearray(value):  # msgpack wrote it as bin, which loads as bytes: pack again with it tagged
+    # msgpack wrote a bytearray as bin, which loads as bytes: pack again with it tagged. No bin header byte
+    # anywhere in the output means no bin at all: the walk is skipped (it costs more than the pack)
+    if any(marker in data for marker in _BIN_MARKERS) and _holds_bytearray(value):
         data = msgpack.packb(_tagged(value), default=_default, strict_types=True, use_bin_type=True, datetime=False)
     return data
 

@@ -59,7 +59,8 @@ class CommitHook:
         self._thread: threading.Thread | None = None
 
     def start(self) -> CommitHook:
-        make_dirs(self.path.parent, sync=False)
+        # _load writes the state file through tmp/ beside it, which a fresh remote state dir lacks (test_watch's on-commit tests)
+        make_dirs(self.path.parent / "tmp", sync=False)
         self._load()
         self._watcher = Watcher(self.store)  # from here on it reports every new checkpoint
         backlog = sorted(self._watcher.seen, key=lambda location: (location[1], location[0]))  # committed while down

@@ -32,6 +32,7 @@ from .plants import ENV
 from .trace import ack
 
 SEGMENT_BYTES = 16_384  # small, so the workload rolls over and seals
+PREALLOCATION_STEP = 4096  # smaller still, so that a segment grows between rollovers
 
 
 def body_of(key: bytes) -> bytes:
@@ -50,7 +51,7 @@ def paths(directory: Path) -> tuple[Path, Path]:
 
 def batches(directory: Path) -> None:
     for name, count in (("first", 8), ("adopter", 8)):
-        with SegmentWriter(*paths(directory), segment_bytes=SEGMENT_BYTES, slots=2) as writer:
+        with SegmentWriter(*paths(directory), segment_bytes=SEGMENT_BYTES, slots=2, preallocation_step=PREALLOCATION_STEP) as writer:
             for number in range(count):
                 records = batch(name, number)
                 writer.append(records)
@@ -64,6 +65,8 @@ def writer(directory: Path, name: str, count: str) -> None:
             appender.append(batch(name, number))
             print(f"ack {number} slot {appender.slot}", flush=True)
             number += 1
+        print("done", flush=True)
+        sys.stdin.read()  # holds the slot until the test closes stdin: writers that must overlap do
 
 
 def check(root: Path, acks: list[dict[str, Any]]) -> list[str]:

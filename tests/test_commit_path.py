@@ -1,0 +1,64 @@
+"""The commit path at speed (issue 10): one look at other writers' records per commit, taken under the
+run's stripe lock, and a commit that chose what to reuse from a stale index starts over instead of
+naming what another process retired or compacted away meanwhile.
+
+Real stores, real processes (strace counts the syscalls of a child process).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agentfs
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_commit_does_not_borrow_from_an_entry_another_process_retired_and_compacted_meanwhile(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    shared = os.urandom(5000)  # small enough to be packed into the entry, so that a later entry borrows it
+    with agentfs.open(root, durability="process") as mine, agentfs.open(root, durability="process") as other:
+        first = mine.run("r").commit({"shared": shared, "i": 0})  # this process's head hint from now on
+        for step in (1, 2):
+            newest = other.run("r").commit({"shared": os.urandom(5000), "i": step})
+        other.run("r").prune(keep_last=1)
+        other.gc(grace=0)
+        assert first.id not in other.run("r").ids(), "the workload should retire the hinted head"
+        # `mine` still indexes `first` as its last append: unchanged "shared" would be borrowed from it
+        made = mine.run("r").commit({"shared": shared, "i": 3})
+    assert made.parent == newest.id
+    with agentfs.open(root) as fresh:
+        assert fresh.run("r").latest().state == {"shared": shared, "i": 3}
+        assert fresh.verify().ok
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
+def test_one_listing_of_the_segments_per_commit(tmp_path: Path) -> None:
+    commits = 40
+    root = tmp_path / ".agentfs"
+    code = (
+        "import agentfs\n"
+        f"store = agentfs.open({str(root)!r}, durability='process')\n"
+        "run = store.run('r')\n"
+        "run.commit({'i': -1})\n"
+        "print('START', flush=True)\n"
+        f"for i in range({commits}): run.commit({{'i': i, 'messages': ['m'] * i}})\n"
+        "store.close()\n"
+    )
+    trace_file = tmp_path / "strace.txt"
+    command = ["strace", "-f", "-yy", "-o", str(trace_file), "-e", "trace=openat,write", sys.executable, "-c", code]
+    subprocess.run(command, env=ENV, check=True, timeout=60, capture_output=True)
+    trace = trace_file.read_text()
+    after_start = trace[trace.index("START") :]
+    segments = re.escape(str(root / "segments"))
+    listings = re.findall(rf"openat\([^)]*\"{segments}\", O_RDONLY\|O_NONBLOCK\|O_CLOEXEC\|O_DIRECTORY", after_start)
+    assert commits <= len(listings) <= commits + 2, f"{len(listings)} listings of segments/ for {commits} commits"
