@@ -46,7 +46,6 @@ CHECK_WINDOW = 128  # objects read and verified at once before packing (bounds m
 class PushStats:
     entries: int = 0
     objects: int = 0
-    objects_present: int = 0
     records: int = 0  # journal and retirement records
     bytes: int = 0
     seconds: float = 0.0
