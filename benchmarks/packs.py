@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 import agentfs
-from agentfs.format.keys import LOG, object_key, record_key
-from agentfs.sync.pack_push import PackPusher
 from agentfs.sync.pack_remote import PackRemote
+from agentfs.sync.push import Pusher
 
 from .s3 import MotoServer
 
@@ -40,12 +39,12 @@ def small_push(workdir: Path, moto: MotoServer, n: int) -> dict[str, float]:
         base = moto.bucket("sequential") + "/p"
         started = time.monotonic()
         for oid in store.db.oids():
-            fs.pipe_file(f"{base}/{'/'.join(object_key(oid))}", store.db.read_raw(oid))
-        for loc in store.local_entries():
-            fs.pipe_file(f"{base}/{'/'.join(record_key(loc[0], LOG, loc[1]))}", store.local_entry(*loc) or b"")
+            fs.pipe_file(f"{base}/objects/{oid.hex()}", store.db.read_raw(oid))  # one key per record, as format 1 did
+        for run, checkpoint_id in store.local_entries():
+            fs.pipe_file(f"{base}/runs/{run}/log/{checkpoint_id}", store.local_entry(run, checkpoint_id) or b"")
         sequential = time.monotonic() - started
         started = time.monotonic()
-        PackPusher(store, PackRemote(moto.bucket("packs-small") + "/p", moto.storage_options)).push()
+        Pusher(store, PackRemote(moto.bucket("packs-small") + "/p", moto.storage_options)).push()
         packed = time.monotonic() - started
     return {
         "checkpoints": n,
@@ -72,7 +71,7 @@ def artifact_push_and_resume(workdir: Path, moto: MotoServer, mib: int) -> dict[
             fs.rm(target)
             url = moto.bucket(f"packs-big-{attempt}") + "/p"
             started = time.monotonic()
-            stats = PackPusher(store, PackRemote(url, moto.storage_options)).push()
+            stats = Pusher(store, PackRemote(url, moto.storage_options)).push()
             pushes.append(time.monotonic() - started)
             if attempt < ROUNDS - 1:
                 fs.rm(url, recursive=True)

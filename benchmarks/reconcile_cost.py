@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import agentfs
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
 from agentfs.sync.reconcile import recheck
-from agentfs.sync.remote import Remote
 
 from .s3 import MotoServer
 
@@ -30,7 +30,7 @@ def measure(workdir: Path, moto: MotoServer, n: int, lose: float) -> dict[str, o
         run = store.run("r")
         for step in range(n):
             run.commit({"step": step})
-        pusher = Pusher(store, Remote(url, moto.storage_options))
+        pusher = Pusher(store, PackRemote(url, moto.storage_options))
         started = time.monotonic()
         pusher.push()
         push_seconds = time.monotonic() - started

@@ -20,18 +20,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import msgpack
 import pytest
 
 import agentfs
 from agentfs.core.calls import encode_args
+from agentfs.format import kinds
 from agentfs.format.config import encode_config, remote_config
 from agentfs.format.journal import MAGIC, Record, decode_record
 from agentfs.format.keys import JOURNAL
 from agentfs.ids import new_id
 from agentfs.names import ID
 from agentfs.serialization import decode_value
-from tests.helpers import raw
+from tests.helpers import raw, remote_raw
 
 WORKER = Path(__file__).parent / "helpers" / "journal_worker.py"
 RUN = "agent/tools"
@@ -417,18 +419,20 @@ def test_tool_decorator_keys_calls_by_their_arguments(store: agentfs.Store) -> N
 def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "a") as machine_a:
         machine_a.run(RUN).once("report", lambda: {"sent": True})
-        remote_journal = tmp_path / "remote" / "runs" / RUN / "journal"
-        remote_journal.mkdir(parents=True)
-        for record_id in raw.record_ids(machine_a, RUN, JOURNAL):  # the remote's layout: a file per record
-            (remote_journal / record_id).write_bytes(raw.record_bytes(machine_a, RUN, JOURNAL, record_id))
-        (tmp_path / "remote" / "config").write_bytes(encode_config(remote_config(machine_a.config)))  # a remote is known by its config
+        remote = tmp_path / "remote"
+        remote.mkdir()
+        fs = fsspec.filesystem("file")
+        held = {record_id: raw.record_bytes(machine_a, RUN, JOURNAL, record_id) for record_id in raw.record_ids(machine_a, RUN, JOURNAL)}
+        for record_id, data in held.items():  # the remote's layout: records in packs
+            remote_raw.put_record(fs, str(remote), kinds.JOURNAL, kinds.pair_key(RUN, record_id), data)
+        (remote / "config").write_bytes(encode_config(remote_config(machine_a.config)))  # a remote is known by its config
     bogus = new_id()
-    (remote_journal / bogus).write_bytes(b"AFJ\x01" + bytes(40))
-    with agentfs.open(tmp_path / "b", remote=str(tmp_path / "remote")) as machine_b:
+    remote_raw.put_record(fs, str(remote), kinds.JOURNAL, kinds.pair_key(RUN, bogus), b"AFJ\x01" + bytes(40))
+    with agentfs.open(tmp_path / "b", remote=str(remote)) as machine_b:
         journal = machine_b.run(RUN).journal
         assert journal.once("report", must_not_run) == {"sent": True}
-        assert sorted(files(machine_b)) == sorted(p.name for p in remote_journal.iterdir() if p.name != bogus)
+        assert sorted(files(machine_b)) == sorted(held)
         assert [record_id for record_id, _why in journal.damaged] == [bogus]
     installed = files(machine_b)
-    assert all(record_bytes(machine_b, name) == (remote_journal / name).read_bytes() for name in installed)  # byte for byte
+    assert all(record_bytes(machine_b, name) == held[name] for name in installed)  # byte for byte
     assert machine_b.append_record(RUN, JOURNAL, installed[0], b"anything") is False  # never replaced

@@ -10,16 +10,18 @@ import sys
 import time
 from pathlib import Path
 
+import fsspec
 import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli
+from agentfs.format import kinds
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
-from agentfs.sync.remote import Remote
 from agentfs.sync.remote_gc import GcBarrier, list_markers, remote_gc
 from agentfs.sync.remote_verify import verify_remote
-from tests.helpers import workload
+from tests.helpers import remote_raw, workload
 from tests.servers import RemoteSpec, make_s3_spec
 
 pytest_plugins = ["tests.servers"]
@@ -28,7 +30,7 @@ SETTLE = 3.0
 
 
 def _push(store: agentfs.Store, spec: RemoteSpec) -> None:
-    Pusher(store, Remote(spec.url, spec.storage_options), workers=4).push()
+    Pusher(store, PackRemote(spec.url, spec.storage_options), workers=4).push()
 
 
 def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, remote: RemoteSpec) -> None:
@@ -36,7 +38,7 @@ def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, 
         run = store.run("agent")
         ids = [run.commit(workload.make_state(step), artifacts=workload.make_artifacts(step)).id for step in range(12)]
         _push(store, remote)
-        rem = Remote(remote.url, remote.storage_options)
+        rem = PackRemote(remote.url, remote.storage_options)
         objects_before = set(rem.list_objects())
 
         report = run.prune(keep_last=3)
@@ -55,7 +57,7 @@ def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, 
         latest = other.run("agent").latest()
         assert latest is not None and latest.id == ids[-1] and latest.state == workload.make_state(11)
     with agentfs.open(tmp_path / "c") as fresh:
-        pull(fresh, Remote(remote.url, remote.storage_options))
+        pull(fresh, PackRemote(remote.url, remote.storage_options))
         assert fresh.run("agent").ids() == sorted(set(ids) - set(report.removed))
         assert fresh.verify().ok
 
@@ -65,7 +67,7 @@ def test_a_pusher_that_saw_a_gc_uploads_again_what_it_deleted(tmp_path: Path, mo
     spec = make_s3_spec(moto_server)  # type: ignore[arg-type]
     with agentfs.open(tmp_path / "a") as store:
         run = store.run("agent")
-        pusher = Pusher(store, Remote(spec.url, spec.storage_options), workers=4)
+        pusher = Pusher(store, PackRemote(spec.url, spec.storage_options), workers=4)
         payload = os.urandom(50_000)
         run.commit({"blob": payload})
         run.commit({"blob": b"other"})
@@ -73,12 +75,12 @@ def test_a_pusher_that_saw_a_gc_uploads_again_what_it_deleted(tmp_path: Path, mo
         run.prune(keep_last=1)
         store.gc(grace=0)
         pusher.push()
-        gc = remote_gc(Remote(spec.url, spec.storage_options), store, grace=0, settle=SETTLE)
+        gc = remote_gc(PackRemote(spec.url, spec.storage_options), store, grace=0, settle=SETTLE)
         assert gc.objects_deleted >= 1
         run.commit({"blob": payload})  # the deleted object again, written anew locally
         stats = pusher.push()
         assert stats.objects >= 1, "the pusher trusted its index for an object the remote gc deleted"
-        check = verify_remote(Remote(spec.url, spec.storage_options), deep=True)
+        check = verify_remote(PackRemote(spec.url, spec.storage_options), deep=True)
         assert check.ok, str(check)
         index_objects = (store.remotes_dir / pusher.index.directory.name / "objects").read_bytes()
         assert len(index_objects) % 32 == 0
@@ -97,11 +99,11 @@ def test_remote_gc_while_another_process_pushes_loses_nothing(tmp_path: Path, mo
     writer = subprocess.Popen(
         [sys.executable, str(HELPERS / "pruning_writer.py"), str(root), "agent", "300", "0.04"], stdout=subprocess.PIPE, text=True
     )
-    rem = Remote(spec.url, spec.storage_options)
+    rem = PackRemote(spec.url, spec.storage_options)
     rounds = deleted = 0
     try:
         deadline = time.monotonic() + 30
-        while not rem.exists(rem.key("config")):  # a remote exists once its first push wrote the config
+        while rem.read(rem.key("config"), 1 << 20) is None:  # a remote exists once its first push wrote the config
             assert time.monotonic() < deadline, "the daemon never reached the remote"
             time.sleep(0.05)
         while writer.poll() is None or rounds < 2:
@@ -120,7 +122,7 @@ def test_remote_gc_while_another_process_pushes_loses_nothing(tmp_path: Path, mo
     check = verify_remote(rem, deep=True)
     assert check.ok, str(check)
     with agentfs.open(tmp_path / "fresh") as fresh:
-        pull(fresh, Remote(spec.url, spec.storage_options))
+        pull(fresh, PackRemote(spec.url, spec.storage_options))
         run = fresh.run("agent")
         assert run.latest().state["step"] == 299  # type: ignore[union-attr]
         for cp in run.history():
@@ -130,7 +132,7 @@ def test_remote_gc_while_another_process_pushes_loses_nothing(tmp_path: Path, mo
 
 def test_the_barrier_waits_for_a_running_gc_and_ignores_an_abandoned_one(tmp_path: Path) -> None:
     url = (tmp_path / "remote").as_uri()
-    rem = Remote(url, {"auto_mkdir": True})
+    rem = PackRemote(url, {"auto_mkdir": True})
     with agentfs.open(tmp_path / "a") as store:
         store.run("r").commit({"x": 1})
         pusher = Pusher(store, rem, workers=2)
@@ -178,7 +180,8 @@ def test_cli_remote_gc_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as usage:  # settle below the pushers' recheck
         cli(["--store", root, "gc", "--remote", url, "--settle", "1"])
     assert usage.value.code == 2
-    # damage is found: remove an object an entry uses
-    objects = sorted(p for p in (tmp_path / "remote" / "objects").rglob("*") if p.is_file())
-    objects[0].unlink()
-    assert cli(["--store", root, "verify", "--remote", url]) == 1
+    # damage is found: a byte flipped inside an object an entry uses
+    fs, remote_root = fsspec.filesystem("file"), str(tmp_path / "remote")
+    used = [key for kind, key in remote_raw.frames(fs, remote_root) if kind == kinds.OBJECT]
+    remote_raw.flip_in_record(fs, remote_root, kinds.OBJECT, used[0])
+    assert cli(["--store", root, "verify", "--remote", url, "--deep"]) == 1

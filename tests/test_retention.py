@@ -17,9 +17,9 @@ from agentfs.cli.main import main as cli
 from agentfs.format.config import remote_config
 from agentfs.format.keys import RETIRED
 from agentfs.format.retirement import decode_retirement
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
-from agentfs.sync.remote import Remote
 from tests.helpers import raw, workload
 
 HELPERS = Path(__file__).parent / "helpers"
@@ -205,7 +205,7 @@ def test_forks_are_recorded_before_they_exist_and_arrive_with_a_pull(tmp_path: P
         store.run("b").fork(store.run("b").ids()[0], "c")  # c borrows from a through b
         assert _fork_markers(store) == {"b", "c"}
         assert store.forks_of("a") == {"b", "c"} and store.forks_of("b") == {"c"} and store.forks_of("c") == set()
-        Pusher(store, Remote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
+        Pusher(store, PackRemote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
         report = store.run("a").prune(keep_last=1)
         assert ids[3] in report.needed
         store.gc(grace=0)
@@ -214,7 +214,7 @@ def test_forks_are_recorded_before_they_exist_and_arrive_with_a_pull(tmp_path: P
         assert store.verify().ok
 
     with agentfs.open(tmp_path / "b") as other:  # forks arriving from a remote are recorded as they land
-        pull(other, Remote((tmp_path / "remote").as_uri(), {}))
+        pull(other, PackRemote((tmp_path / "remote").as_uri(), {}))
         assert _fork_markers(other) == {"b", "c"}
         report = other.run("a").prune(keep_last=1)
         assert ids[3] in report.needed
@@ -236,7 +236,7 @@ def test_a_remote_config_holds_the_format_fields_only_not_the_store_policy(tmp_p
     with agentfs.open(tmp_path / "store") as store:
         store.set_retention(keep_last=3)
         store.run("r").commit({"x": 1})
-        Pusher(store, Remote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
+        Pusher(store, PackRemote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
         published = json.loads((tmp_path / "remote" / "config").read_bytes())
     assert "retention" not in published and "store_id" not in published
     assert published["format"] == remote_config(store.config)["format"] and published["chunking"] == store.config["chunking"]

@@ -28,21 +28,25 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main as cli_main
-from agentfs.format import codec
+from agentfs.format import codec, keys, kinds
 from agentfs.format.config import REMOTE_FORMAT
 from agentfs.format.entries import Entry, decode_entry
+from agentfs.format.keys import JOURNAL, LOG, RETIRED
+from agentfs.format.pack import decode_pack_index
 from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
 from agentfs.ids import new_id
 from agentfs.names import ID
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher, PushStats
-from agentfs.sync.remote import Remote
+from tests.helpers import remote_raw
 from tests.servers import RemoteSpec, make_file_spec
 
 pytest_plugins = ["tests.servers"]
 
 Location = tuple[str, str]
 OBJECT_KEY = r"objects/[0-9a-f]{2}/[0-9a-f]{62}"
+REMOTE_KEY = r"config|packs/[0-9a-f]{16}\.(pack|idx)|heads/[0-9a-f]{64}/[0-9A-HJKMNP-TV-Z]{26}"
 ENTRY_KEY = r"runs/[A-Za-z0-9._/-]+/log/[0-9A-HJKMNP-TV-Z]{26}"
 SYSTEM = "You are a careful research agent. Cite every source you use. " * 12  # ~700 bytes: packed
 GCS_WORKERS = 4
@@ -63,11 +67,11 @@ def workers(spec: RemoteSpec) -> int:
     return GCS_WORKERS if spec.kind == "gcs" else 16
 
 
-def remote_of(spec: RemoteSpec, suffix: str = "") -> Remote:
-    return Remote(spec.url + suffix, spec.storage_options)
+def remote_of(spec: RemoteSpec, suffix: str = "") -> PackRemote:
+    return PackRemote(spec.url + suffix, spec.storage_options)
 
 
-def push(store: agentfs.Store, spec: RemoteSpec, remote: Remote | None = None) -> PushStats:
+def push(store: agentfs.Store, spec: RemoteSpec, remote: PackRemote | None = None) -> PushStats:
     return Pusher(store, remote or remote_of(spec), workers=workers(spec)).push()
 
 
@@ -75,15 +79,37 @@ def open_remote_store(path: Path, spec: RemoteSpec, suffix: str = "") -> agentfs
     return agentfs.open(path, remote=spec.url + suffix, storage_options=spec.storage_options)
 
 
-def remote_files(spec: RemoteSpec, suffix: str = "") -> dict[str, bytes]:
+def raw_files(spec: RemoteSpec, suffix: str = "") -> dict[str, bytes]:
     """Every key on the remote (relative to its root) with its bytes, read raw."""
     fs, root = spec.connect()
     prefix = (root.rstrip("/") + suffix).rstrip("/") + "/"
     try:
-        keys = fs.find(prefix.rstrip("/"))
+        found = fs.find(prefix.rstrip("/"))
     except FileNotFoundError:
         return {}
-    return {key[len(prefix) :]: bytes(fs.cat_file(key)) for key in sorted(keys)}
+    return {key[len(prefix) :]: bytes(fs.cat_file(key)) for key in sorted(found)}
+
+
+def record_name(kind: int, key: bytes) -> str:
+    """A record's name as local_files names it: objects/<2 hex>/<62 hex>, runs/<run>/<kind>/<id>."""
+    if kind == kinds.OBJECT:
+        return f"objects/{key.hex()[:2]}/{key.hex()[2:]}"
+    run, record_id = kinds.split_pair_key(key, "")
+    return f"runs/{run}/{ {kinds.ENTRY: LOG, kinds.JOURNAL: JOURNAL, kinds.RETIRED: RETIRED}[kind]}/{record_id}"
+
+
+def remote_files(spec: RemoteSpec, suffix: str = "") -> dict[str, bytes]:
+    """What a reader finds on the remote, read raw: its config, and every record a pack index names
+    (each record's bytes read from its pack's frame), by record_name."""
+    fs, root = spec.connect()
+    base = (root.rstrip("/") + suffix).rstrip("/")
+    try:
+        files = {"config": bytes(fs.cat_file(f"{base}/config"))}
+    except FileNotFoundError:
+        files = {}
+    for (kind, key), _frame in remote_raw.frames(fs, base).items():
+        files[record_name(kind, key)] = remote_raw.record_body(fs, base, kind, key)
+    return files
 
 
 def local_files(store: agentfs.Store) -> dict[str, bytes]:
@@ -173,22 +199,22 @@ def assert_store_matches(store: agentfs.Store, expected: dict[Location, Expected
                 assert cp.artifacts[name].read_bytes() == data, f"{run}@{cp.id} artifact {name}"
 
 
-def tree_missing(fs: Any, prefix: str, keys: set[str], oid: bytes, depth: int, where: str) -> list[str]:
+def tree_missing(files: dict[str, bytes], oid: bytes, depth: int, where: str) -> list[str]:
     key = f"objects/{oid.hex()[:2]}/{oid.hex()[2:]}"
-    if key not in keys:
+    if key not in files:
         return [f"{where}: tree node {key} is not on the remote"]
-    children = msgpack.unpackb(codec.decode(bytes(fs.cat_file(prefix + key)), oid, key), raw=False)
+    children = msgpack.unpackb(codec.decode(files[key], oid, key), raw=False)
     missing = []
     for child, _size in children:
         if depth > 1:
-            missing += tree_missing(fs, prefix, keys, child, depth - 1, where)
-        elif f"objects/{child.hex()[:2]}/{child.hex()[2:]}" not in keys:
+            missing += tree_missing(files, child, depth - 1, where)
+        elif f"objects/{child.hex()[:2]}/{child.hex()[2:]}" not in files:
             missing.append(f"{where}: chunk {child.hex()} is not on the remote")
     return missing
 
 
-def ref_missing(fs: Any, prefix: str, keys: set[str], home: Location, entry: Entry, ref: Ref, where: str) -> list[str]:
-    """What the remote lacks (read raw) for one ref of the entry at `home`."""
+def ref_missing(files: dict[str, bytes], home: Location, entry: Entry, ref: Ref, where: str) -> list[str]:
+    """What the remote lacks (`files`: its records, read raw) for one ref of the entry at `home`."""
     kind = ref[0]
     if kind == INLINE:
         return []
@@ -197,38 +223,31 @@ def ref_missing(fs: Any, prefix: str, keys: set[str], home: Location, entry: Ent
             entry.packed(ref[1], where)
             return []
         key = f"runs/{ref[3]}/log/{ref[4]}"
-        if key not in keys:
+        if key not in files:
             return [f"{where}: borrows from {key}, which is not on the remote"]
-        decode_entry(bytes(fs.cat_file(prefix + key)), key).packed(ref[1], where)
+        decode_entry(files[key], key).packed(ref[1], where)
         return []
     if kind == LOOSE:
         key = f"objects/{ref[1].hex()[:2]}/{ref[1].hex()[2:]}"
-        return [] if key in keys else [f"{where}: object {key} is not on the remote"]
+        return [] if key in files else [f"{where}: object {key} is not on the remote"]
     assert kind == TREE
-    return tree_missing(fs, prefix, keys, ref[1], ref[3], where)
+    return tree_missing(files, ref[1], ref[3], where)
 
 
 def assert_every_remote_entry_is_complete(spec: RemoteSpec, suffix: str, reader_dir: Path) -> int:
-    """A reader's view: each log entry on the remote decodes, and all it needs is there. Returns the count."""
-    fs, root = spec.connect()
-    prefix = (root.rstrip("/") + suffix).rstrip("/") + "/"
-    try:
-        keys = {key[len(prefix) :] for key in fs.find(prefix.rstrip("/"))}
-    except FileNotFoundError:
-        keys = set()
+    """A reader's view: each log entry a pack index names decodes, and all it needs is there. Returns the count."""
+    files = remote_files(spec, suffix)
     complete = []
-    for key in sorted(keys):
+    for key in sorted(entry_keys(files)):
         parts = key.split("/")
-        if parts[0] != "runs":
-            continue
-        assert len(parts) >= 4 and parts[-2] == "log" and ID.fullmatch(parts[-1]), f"unexpected key {key}"
+        assert len(parts) >= 4 and parts[-2] == "log" and ID.fullmatch(parts[-1]), f"unexpected record {key}"
         home = ("/".join(parts[1:-2]), parts[-1])
-        entry = decode_entry(bytes(fs.cat_file(prefix + key)), key)
+        entry = decode_entry(files[key], key)
         assert (entry.manifest.run, entry.manifest.id) == home
-        missing = [m for label, ref in entry.refs() for m in ref_missing(fs, prefix, keys, home, entry, ref, f"{key} {label}")]
+        missing = [m for label, ref in entry.refs() for m in ref_missing(files, home, entry, ref, f"{key} {label}")]
         assert not missing, missing
         complete.append(home)
-    if "config" not in keys:  # a push stopped before its first write: not a remote yet, and a reader says so
+    if "config" not in files:  # a push stopped before its first write: not a remote yet, and a reader says so
         assert not complete
         with pytest.raises(agentfs.RemoteError, match="holds no agentfs store"):
             open_remote_store(reader_dir, spec, suffix)
@@ -250,7 +269,7 @@ class Stopped(Exception):
     """Raised by StopAfter: the pusher "dies" before its (k+1)-th remote write."""
 
 
-class StopAfter(Remote):
+class StopAfter(PackRemote):
     """A remote that accepts `allowed` writes, then refuses every further one (a crash, seen from the remote)."""
 
     def __init__(self, url: str, storage_options: dict[str, Any], allowed: int) -> None:
@@ -267,7 +286,7 @@ class StopAfter(Remote):
         return super().create(key, data, compare=compare)
 
 
-class CountingRemote(Remote):
+class CountingRemote(PackRemote):
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
         super().__init__(url, storage_options)
         self.creates: list[str] = []
@@ -296,10 +315,10 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
     calls: Counter[str] = Counter()
 
     def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: Remote, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(self: PackRemote, *args: Any, **kwargs: Any) -> Any:
             if name == "read":
                 relative = args[0][len(self.root) + 1 :]
-                kind = "entry" if relative.startswith("runs/") else "object" if relative.startswith("objects/") else "other"
+                kind = "head" if relative.startswith(keys.HEADS) else "index" if relative.startswith(keys.PACKS) else "other"
                 calls[f"read {kind}"] += 1
             else:
                 calls[name] += 1
@@ -315,12 +334,12 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
         return wrapper
 
     with monkeypatch.context() as patch:
-        for name in ("read", "exists", "list_ids", "list_runs", "list_all_entries"):
-            patch.setattr(Remote, name, counted(name, getattr(Remote, name)))
+        for name in ("read", "list_ids", "list_runs", "list_all_entries", "read_body"):
+            patch.setattr(PackRemote, name, counted(name, getattr(PackRemote, name)))
         with open_remote_store(path, spec) as store:
-            assert isinstance(store.source, Remote)
+            assert isinstance(store.source, PackRemote)
             fs = store.source.fs
-            for name in ("ls", "find"):
+            for name in ("ls", "find", "cat_file"):
                 patch.setattr(fs, name, counted_fs(f"fs.{name}", getattr(fs, name)))
             cp = store.run(run).latest()
             assert cp is not None
@@ -358,7 +377,10 @@ class TestRemoteConformance:
         assert stats.entries == len(expected)
         assert stats.objects == len(local) - len(expected)
 
-        # the layout, read raw: config, objects/ab/<62 hex>, runs/<run>/log/<ULID>, byte for byte the store's files
+        # the layout, read raw: config, packs/<16 hex>.pack and .idx, heads/<digest(run)>/<ULID>
+        for key in raw_files(remote):
+            assert re.fullmatch(REMOTE_KEY, key), key
+        # and the records the pack indexes name: byte for byte the store's
         files = remote_files(remote)
         remote_config = json.loads(files.pop("config"))
         assert "store_id" not in remote_config  # the remote is not one store's
@@ -415,7 +437,12 @@ class TestRemoteConformance:
             assert stats.entries == 1 and stats.objects == 0
             new = store.run("agent/main").latest()
             assert new is not None
-            assert [key for key in counting.creates if key != counting.key("config")] == [counting.entry_key("agent/main", new.id)]
+            pack, index, head = [key for key in counting.creates if key != counting.key("config")]  # one pack, its index, one head
+            assert pack.endswith(keys.PACK_SUFFIX) and index == pack[: -len(keys.PACK_SUFFIX)] + keys.PACK_INDEX_SUFFIX
+            assert head == counting.key(*keys.head_key("agent/main", new.id))
+            pack_id = pack.rsplit("/", 1)[-1][: -len(keys.PACK_SUFFIX)]
+            held = decode_pack_index(bytes(counting.fs.cat_file(index)), pack_id, index)[1]
+            assert [(entry.kind, entry.key) for entry in held] == [(kinds.ENTRY, kinds.pair_key("agent/main", new.id))]
 
     def test_push_after_pull_uploads_nothing(self, remote: RemoteSpec, tmp_path: Path) -> None:
         """A store that pulled everything from a remote holds nothing that remote lacks: pushing back sends no bytes."""
@@ -424,10 +451,10 @@ class TestRemoteConformance:
             push(store, remote)
         with agentfs.open(tmp_path / "b") as pulled:
             pull(pulled, remote_of(remote), workers=workers(remote))
-            before = remote_files(remote)
+            before = raw_files(remote)
             counting = CountingRemote(remote.url, remote.storage_options)
             stats = Pusher(pulled, counting, workers=workers(remote)).push()
-            assert remote_files(remote) == before
+            assert raw_files(remote) == before
             uploads = [key for key in counting.creates if key != counting.key("config")]
             assert (stats.entries, stats.objects, stats.bytes) == (0, 0, 0), stats
             assert uploads == [], f"{len(uploads)} keys the remote already holds were sent again"
@@ -455,7 +482,7 @@ class TestRemoteConformance:
         with agentfs.open(tmp_path / "a") as store:
             small_workload(store)
             push(store, remote)
-            before = remote_files(remote)
+            before, records_before = raw_files(remote), remote_files(remote)
             # more commits, pushed by a new pusher and by a second store that pulled the same data
             store.run("main").commit({"step": 9, "system": SYSTEM})
             push(store, remote)
@@ -463,19 +490,21 @@ class TestRemoteConformance:
             pull(second, remote_of(remote), workers=workers(remote))
             second.run("main").commit({"step": 10, "system": SYSTEM})
             push(second, remote)
-        after = remote_files(remote)
+        after = raw_files(remote)
         assert {key: after.get(key) for key in before} == before
-        assert len(entry_keys(after)) == len(entry_keys(before)) + 2
+        records_after = remote_files(remote)
+        assert {key: records_after.get(key) for key in records_before} == records_before
+        assert len(entry_keys(records_after)) == len(entry_keys(records_before)) + 2
 
         if remote.kind != "gcs":  # the GCS emulator ignores create-only conditions (tests/servers.py)
             r = remote_of(remote)
-            entry = sorted(entry_keys(before))[0]
-            obj = sorted(key for key in before if key.startswith("objects/"))[0]
-            for key in (entry, obj):  # other bytes under a taken key are an error, never taken for ours
+            taken = [key for key in sorted(before) if key.startswith((keys.PACKS, keys.HEADS))]
+            assert {key.rsplit(".", 1)[-1] for key in taken if key.startswith(keys.PACKS)} == {"pack", "idx"}
+            for key in taken:  # other bytes under a taken key are an error, never taken for ours
                 with pytest.raises(agentfs.RemoteError, match="already exists with other bytes"):
                     r.create(r.key(*key.split("/")), b"someone else's bytes")
                 assert r.create(r.key(*key.split("/")), after[key]) is False  # the same bytes: already there
-            assert remote_files(remote) == after
+            assert raw_files(remote) == after
 
     def test_resume_reads_do_not_grow_with_history(
         self, remote: RemoteSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resume_template: Path
@@ -494,11 +523,12 @@ class TestRemoteConformance:
         assert short_resumed.model == long_resumed.model
         assert short_resumed.state["memory"] == long_resumed.state["memory"]
         assert short_resumed.state["system"] == long_resumed.state["system"] == SYSTEM
-        reads = ("read entry", "read object", "read other", "exists")
+        # requests: the head key, the pack indexes it names, ranged reads of frames; listings: none of the history
+        reads = ("read head", "read index", "read other", "fs.ls", "fs.find", "list_ids", "list_runs", "list_all_entries")
         assert {k: short[k] for k in reads} == {k: long[k] for k in reads}
-        assert long["read object"] > 0 and long["read entry"] <= 3
-        assert len(short_resumed.installed) == len(long_resumed.installed) == long["read entry"]  # only what latest() needs
-        assert long["list_ids"] == short["list_ids"]
+        assert long["read head"] == 1 and long["read_body"] == short["read_body"]
+        assert long["fs.cat_file"] <= short["fs.cat_file"] + 1  # read-ahead may split one range differently
+        assert len(short_resumed.installed) == len(long_resumed.installed) <= 3  # only what latest() needs
 
     def test_a_resumed_store_continues_and_pushes_back(self, remote: RemoteSpec, tmp_path: Path) -> None:
         """Machine B resumes from the remote, commits, and syncs to the same remote (the cross-machine example)."""
@@ -585,7 +615,7 @@ def test_a_push_stopped_after_any_write_never_exposes_an_entry_without_its_data(
         counting = StopAfter(remote.url + "/count", remote.storage_options, allowed=10**9)
         Pusher(store, counting).push()
         total = len(counting.writes)
-        assert total == len(local) + 1  # config, every object, every entry: each written once
+        assert len(set(counting.writes)) == total and total >= 4  # config, pack(s), their indexes, head keys: each written once
         for allowed in range(total + 1):
             suffix = f"/stop-{allowed}"
             stopping = StopAfter(remote.url + suffix, remote.storage_options, allowed)
@@ -600,9 +630,7 @@ def test_a_push_stopped_after_any_write_never_exposes_an_entry_without_its_data(
                 assert complete == len(entry_keys(local))
             # a new pusher (a restart) finishes the job
             Pusher(store, remote_of(remote, suffix)).push()
-            fs, root = remote.connect()
-            prefix = root.rstrip("/") + suffix + "/"
-            assert {key[len(prefix) :] for key in fs.find(prefix.rstrip("/"))} == {"config", *local}, f"stop at write {allowed}"
+            assert remote_files(remote, suffix).keys() == {"config", *local}, f"stop at write {allowed}"
         files = remote_files(remote, f"/stop-{total // 2}")
         files.pop("config")
         assert files == local
@@ -617,9 +645,9 @@ def test_a_push_stopped_after_any_write_never_exposes_an_entry_without_its_data(
 
 def test_file_remote_partial_upload_leaves_no_complete_looking_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = make_file_spec(tmp_path)
-    remote = Remote(spec.url, spec.storage_options)
+    remote = PackRemote(spec.url, spec.storage_options)
     data = codec.encode(b"payload " * 1000)
-    key = remote.object_key(codec.hash_bytes(b"payload " * 1000))
+    key = remote.key(*keys.pack_key("0123456789abcdef"))
     real_pipe = remote.fs.pipe_file
 
     def torn(path: str, value: bytes, **kwargs: Any) -> None:
@@ -638,9 +666,9 @@ def test_file_remote_partial_upload_leaves_no_complete_looking_key(tmp_path: Pat
 def test_file_remote_create_never_replaces_a_key_created_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two machines create the same key: between one's existence check and its rename, the other creates it."""
     spec = make_file_spec(tmp_path)
-    first = Remote(spec.url, spec.storage_options)
-    second = Remote(spec.url, spec.storage_options)
-    key = first.entry_key("shared", new_id())
+    first = PackRemote(spec.url, spec.storage_options)
+    second = PackRemote(spec.url, spec.storage_options)
+    key = first.key(*keys.head_key("shared", new_id()))
     real_link = first.fs.link
     results: dict[str, bool] = {}
     raced = threading.Event()

@@ -10,8 +10,8 @@
 * Events are only hints: with watching off, the periodic rescan alone pushes; commits in a run
   directory created after the daemon started are pushed too.
 
-Keys on the remote are computed from the layout in DESIGN.md (`<prefix>/runs/<run>/log/<id>`,
-`<prefix>/objects/<2 hex>/<62 hex>`), not from the library's own key functions.
+What the remote holds is read raw (tests/helpers/remote_raw.py: pack indexes and head keys), not
+through the sync code under test.
 """
 
 from __future__ import annotations
@@ -37,9 +37,12 @@ from typing import IO, Any
 import pytest
 
 import agentfs
+from agentfs.format import kinds
 from agentfs.format.walk import reach
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
-from agentfs.sync.remote import Remote, remote_name
+from agentfs.sync.remote import remote_name
+from tests.helpers import remote_raw
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
 
 pytest_plugins = ["tests.servers"]
@@ -127,24 +130,21 @@ def wait_until(condition: Callable[[], bool], timeout: float, poll: float = 0.02
 
 
 def remote_entry_ids(spec: RemoteSpec, run: str) -> set[str]:
+    """The run's checkpoints some pack index on the remote names."""
     fs, root = spec.connect()
-    try:
-        return {path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(f"{root}/runs/{run}/log", detail=False)}
-    except FileNotFoundError:
-        return set()
+    return remote_raw.entry_ids(fs, root, run)
 
 
 def entry_key_exists(spec: RemoteSpec, run: str, checkpoint_id: str) -> bool:
+    """Whether the checkpoint reached the remote whole: a head key names it (written after its packs)."""
     fs, root = spec.connect()
-    return bool(fs.exists(f"{root}/runs/{run}/log/{checkpoint_id}"))
+    return remote_raw.has_head(fs, root, run, checkpoint_id)
 
 
-def object_oid(key: str) -> bytes | None:
-    """The oid named by an object key `.../objects/ab/cdef...`, else None (a log entry, the config)."""
-    parts = key.rstrip("/").split("/")
-    if len(parts) >= 3 and parts[-3] == "objects" and len(parts[-2]) == 2 and len(parts[-1]) == 62:
-        return bytes.fromhex(parts[-2] + parts[-1])
-    return None
+def object_oid(line: str) -> bytes | None:
+    """The oid an attempts line `object <hex>` names (tests/helpers/sync_daemon.py), else None (a key)."""
+    kind, _, name = line.partition(" ")
+    return bytes.fromhex(name) if kind == "object" else None
 
 
 def needed_objects(store: agentfs.Store) -> set[bytes]:
@@ -165,7 +165,7 @@ def read_index(path: Path) -> list[bytes]:
 def pulled_copy(tmp_path: Path, spec: RemoteSpec, name: str) -> agentfs.Store:
     """A fresh store ("another machine") holding everything on the remote; verified clean."""
     fresh = agentfs.open(tmp_path / name)
-    pull(fresh, Remote(spec.url, spec.storage_options))
+    pull(fresh, PackRemote(spec.url, spec.storage_options))
     report = fresh.verify()
     assert report.ok, f"a store pulled from the remote does not verify:\n{report}"
     return fresh
@@ -318,6 +318,7 @@ CRASH_RUN = "crash/backlog"
 CRASH_ARTIFACT = 200_000  # distinct per checkpoint, two or three chunks
 # moto serves ~30-60 requests/s here (CPU-bound, in this process), so S3 gets a smaller backlog
 CRASH_CHECKPOINTS = {"file": 300, "s3": 40}
+CRASH_BATCH = 10  # checkpoints a push confirms at a time: the kill lands between batches
 
 
 def crash_artifact(i: int) -> bytes:
@@ -339,6 +340,13 @@ def daemon_command(root: Path, spec: RemoteSpec, *extra: str) -> list[str]:
 def attempted_objects(path: Path) -> set[bytes]:
     keys = path.read_text().splitlines() if path.exists() else []
     return {oid for oid in map(object_oid, keys) if oid is not None}
+
+
+def packed_objects(fs: Any, prefix: str) -> dict[bytes, dict[str, Any]]:
+    """Every object a pack index on the remote names -> the fsspec info of the pack holding it."""
+    found = {key: frame.pack for (kind, key), frame in remote_raw.frames(fs, prefix).items() if kind == kinds.OBJECT}
+    infos = {pack: fs.info(pack) for pack in set(found.values())}
+    return {oid: infos[pack] for oid, pack in found.items()}
 
 
 def file_stamp(info: dict[str, Any]) -> tuple[Any, Any]:
@@ -363,8 +371,8 @@ def test_daemon_killed_mid_push_restarts_without_reuploading_confirmed(
     Each daemon process logs every key it is about to create (tests/helpers/sync_daemon.py
     --attempts). The restarted one must attempt exactly the objects the index had not confirmed at the
     kill: none of the confirmed ones (not one create/PUT for them), and all the others. Objects in
-    flight at the kill (uploaded, not yet in the index) may be attempted again; the remote refuses
-    them as existing, so they are not counted as uploaded.
+    flight at the kill (in a pack that went up, not yet in the index) go up again in a new pack.
+    The index confirms a batch at a time (--batch): the kill lands after some batches.
     """
     spec = crash_remote
     checkpoints = CRASH_CHECKPOINTS[spec.kind]
@@ -377,7 +385,7 @@ def test_daemon_killed_mid_push_restarts_without_reuploading_confirmed(
     index_file = root / "remotes" / remote_name(spec.url) / "objects"
     entries_file = index_file.with_name("entries")
 
-    first = spawn(daemon_command(root, spec, "--attempts", str(tmp_path / "attempts-1")))
+    first = spawn(daemon_command(root, spec, "--attempts", str(tmp_path / "attempts-1"), "--batch", str(CRASH_BATCH)))
     processes.append(first)
     assert first.out.next(timeout=30).startswith("started")
     kill_at = len(needed) // 4 * OID_SIZE
@@ -397,12 +405,12 @@ def test_daemon_killed_mid_push_restarts_without_reuploading_confirmed(
 
     # the index never claims what the remote lacks
     fs, prefix = spec.connect()
-    listed = fs.find(f"{prefix}/objects", detail=True)
-    on_remote = {object_oid(key): info for key, info in listed.items()}
+    on_remote = packed_objects(fs, prefix)
     assert confirmed <= set(on_remote), "the index confirms objects the remote does not hold"
     stamps = {oid: file_stamp(on_remote[oid]) for oid in confirmed}
 
-    second = spawn(daemon_command(root, spec, "--attempts", str(tmp_path / "attempts-2"), "--until-synced", "60"))
+    restart = ("--attempts", str(tmp_path / "attempts-2"), "--until-synced", "60", "--batch", str(CRASH_BATCH))
+    second = spawn(daemon_command(root, spec, *restart))
     processes.append(second)
     assert second.out.next(timeout=30).startswith("started")
     assert second.popen.wait(timeout=90) == 0, f"the restarted daemon did not finish the push: {second.err.rest()}"
@@ -421,8 +429,7 @@ def test_daemon_killed_mid_push_restarts_without_reuploading_confirmed(
     assert len(needed - confirmed) - len(in_flight) <= status["uploaded_objects"] <= len(needed - confirmed)
     assert status["lag_checkpoints"] == 0 and status["pushed_entries"] == checkpoints - len(entries_at_kill)
 
-    after = fs.find(f"{prefix}/objects", detail=True)
-    after_by_oid = {object_oid(key): file_stamp(info) for key, info in after.items()}
+    after_by_oid = {oid: file_stamp(info) for oid, info in packed_objects(fs, prefix).items()}
     assert {oid: after_by_oid[oid] for oid in confirmed} == stamps, "objects confirmed before the kill were rewritten"
     assert set(after_by_oid) == needed
 

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import agentfs
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
-from agentfs.sync.remote import Remote
 
 SYNC = Path(agentfs.__file__).parent / "sync"
 # what sync/ used to reach format 1's files with; the engine API replaces each
@@ -32,7 +32,7 @@ def test_remote_state_lies_in_the_directory_the_repository_gives(tmp_path: Path)
     store = agentfs.open(tmp_path / "a")
     store.run("r").commit({"n": 1})
     url = str(tmp_path / "remote")
-    Pusher(store, Remote(url, {})).push()
+    Pusher(store, PackRemote(url, {})).push()
     (name,) = store.remote_state_names()
     directory = store.remote_state_dir(name)
     assert (directory / "url").read_text() == f"file://{url}"

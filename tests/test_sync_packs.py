@@ -18,14 +18,13 @@ import pytest
 import agentfs
 from agentfs.errors import FormatError, IntegrityError, RemoteError
 from agentfs.format import keys, kinds
+from agentfs.format.config import encode_config, remote_config
 from agentfs.format.pack import decode_pack_index
 from agentfs.format.segment import decode_record
-from agentfs.sync.pack_push import PackPusher
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.reconcile import recheck
-from agentfs.sync.remote import Remote
 from agentfs.sync.remote_gc import MIN_SETTLE, remote_gc
 from tests.helpers import raw
 from tests.servers import MotoServer, make_s3_spec
@@ -65,7 +64,7 @@ def test_push_puts_packs_then_indexes_then_heads_with_local_record_bytes(tmp_pat
     store = agentfs.open(tmp_path / "a")
     commit_history(store)
     remote = Recorder(str(tmp_path / "remote"), {})
-    stats = PackPusher(store, remote).push()
+    stats = Pusher(store, remote).push()
     assert stats.entries == len(list(store.local_entries())) and stats.refused == []
 
     kinds_in_order = [key.split("/")[0] + ("/idx" if key.endswith(".idx") else "") for key in remote.created]
@@ -93,7 +92,7 @@ def test_push_puts_packs_then_indexes_then_heads_with_local_record_bytes(tmp_pat
     objects = {key: body for (kind, key), body in held.items() if kind == kinds.OBJECT}
     assert objects and all(body == store.db.read_raw(oid) for oid, body in objects.items())
 
-    again = PackPusher(store, Recorder(str(tmp_path / "remote"), {})).push()
+    again = Pusher(store, Recorder(str(tmp_path / "remote"), {})).push()
     assert (again.entries, again.objects) == (0, 0)  # the push index knows what is up
 
 
@@ -102,7 +101,7 @@ def test_a_store_opened_on_the_remote_resumes_every_run_by_ranged_reads(tmp_path
     states = commit_history(source)
     artifact = source.run("b").latest().artifacts["blob.bin"].read_bytes()
     url = str(tmp_path / "remote")
-    PackPusher(source, PackRemote(url, {})).push()
+    Pusher(source, PackRemote(url, {})).push()
 
     resumed = agentfs.open(tmp_path / "b", remote=url)
     assert isinstance(resumed.source, PackRemote)
@@ -118,7 +117,7 @@ def test_a_damaged_pack_is_refused_and_nothing_of_it_enters_the_store(tmp_path: 
     source = agentfs.open(tmp_path / "a")
     cp = source.run("r").commit({"r": 1}, artifacts={"blob.bin": os.urandom(200_000)})
     url = str(tmp_path / "remote")
-    PackPusher(source, PackRemote(url, {})).push()
+    Pusher(source, PackRemote(url, {})).push()
     (pack,) = (tmp_path / "remote" / "packs").glob("*.pack")
     data = bytearray(pack.read_bytes())
     data[len(data) // 3] ^= 0xFF  # inside an object's frame: its checksum no longer matches
@@ -133,12 +132,14 @@ def test_a_format_1_remote_is_refused_with_a_line_saying_push_to_a_fresh_url(tmp
     store = agentfs.open(tmp_path / "a")
     store.run("r").commit({"r": 1})
     url = str(tmp_path / "old")
-    Pusher(store, Remote(url, {})).push()  # the format-1 layout
+    old = tmp_path / "old"  # a format-1 remote's config (older agentfs wrote one key per record beside it)
+    old.mkdir()
+    (old / keys.CONFIG).write_bytes(encode_config({**remote_config(store.config), "format": 1}))
     with pytest.raises(FormatError, match=r"format-1 remote.*push to a fresh URL"):
         PackRemote(url, {}).identify()
     store.run("r").commit({"r": 2})
     with pytest.raises(FormatError, match="format-1 remote"):
-        PackPusher(store, PackRemote(url, {})).push()
+        Pusher(store, PackRemote(url, {})).push()
     assert not (tmp_path / "old" / keys.PACKS).exists()  # nothing written into it
 
 
@@ -150,7 +151,7 @@ def test_a_head_key_that_exists_with_other_content_is_refused(tmp_path: Path) ->
     remote.fs.makedirs(posixpath.dirname(taken), exist_ok=True)
     remote.fs.pipe_file(taken, b'{"format": 2, "run": "other", "id": "x", "packs": []}')
     with pytest.raises(FormatError, match="not the checkpoint its key names"):
-        PackPusher(store, remote).push()
+        Pusher(store, remote).push()
 
 
 def test_resume_of_an_artifact_on_s3_costs_requests_by_range_not_by_chunk(tmp_path: Path, moto_server: MotoServer) -> None:
@@ -161,7 +162,7 @@ def test_resume_of_an_artifact_on_s3_costs_requests_by_range_not_by_chunk(tmp_pa
         source.run("r").commit({"step": step})
     cp = source.run("r").commit({"final": True}, artifacts={"big.bin": blob})
     chunks = sum(1 for _ in source.db.oids())
-    PackPusher(source, PackRemote(spec.url, spec.storage_options)).push()
+    Pusher(source, PackRemote(spec.url, spec.storage_options)).push()
 
     reader = agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, durability="process")
     assert isinstance(reader.source, PackRemote)
@@ -188,13 +189,12 @@ def test_the_daemon_push_pull_and_clone_work_over_a_format_2_remote(tmp_path: Pa
     store = agentfs.open(tmp_path / "a")
     states = commit_history(store)
     url = str(tmp_path / "remote")
-    PackPusher(store, PackRemote(url, {})).push()  # the first push made it format 2
+    Pusher(store, PackRemote(url, {})).push()  # a new remote is format 2
     cp = store.run("agent/a").commit({"after": "the first push"})
     states["agent/a"] = cp.state
     with store.sync(url, interval=0.2) as daemon:
         assert daemon.flush(timeout=20)
     assert (tmp_path / "remote" / keys.HEADS / keys.digest("agent/a") / cp.id).is_file()
-    assert not (tmp_path / "remote" / keys.RUNS).exists()  # nothing in format 1's layout
 
     pulled = cli("pull", url, store=tmp_path / "b" / ".agentfs")
     assert pulled.returncode == 0, pulled.stderr
@@ -209,7 +209,7 @@ def test_a_recheck_finds_a_lost_pack_and_pushes_its_records_again(tmp_path: Path
     store = agentfs.open(tmp_path / "a")
     states = commit_history(store)
     remote_dir = tmp_path / "remote"
-    pusher = PackPusher(store, PackRemote(str(remote_dir), {}), pack_target=100_000)  # several packs
+    pusher = Pusher(store, PackRemote(str(remote_dir), {}), pack_target=100_000)  # several packs
     pusher.push()
     packs = sorted((remote_dir / keys.PACKS).glob("*.pack"))
     assert len(packs) > 1
@@ -217,7 +217,7 @@ def test_a_recheck_finds_a_lost_pack_and_pushes_its_records_again(tmp_path: Path
     lost.unlink()
     lost.with_suffix(keys.PACK_INDEX_SUFFIX).unlink()
 
-    report = recheck(PackPusher(store, PackRemote(str(remote_dir), {})))
+    report = recheck(Pusher(store, PackRemote(str(remote_dir), {})))
     assert report.lost_entries + report.lost_objects > 0 and report.pushed.entries + report.pushed.objects > 0
     with agentfs.open(tmp_path / "b", remote=str(remote_dir)) as resumed:
         assert {run: resumed.run(run).latest().state for run in states} == states
@@ -228,7 +228,7 @@ def test_verify_remote_reports_a_damaged_record_of_a_pack_and_checks_the_rest(tm
     store = agentfs.open(tmp_path / "a")
     commit_history(store)
     url = str(tmp_path / "remote")
-    PackPusher(store, PackRemote(url, {})).push()
+    Pusher(store, PackRemote(url, {})).push()
     clean = cli("verify", "--remote", url, "--deep", "--json")
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
@@ -250,9 +250,9 @@ def test_retirement_propagates_over_packs(tmp_path: Path) -> None:
     run = store.run("r")
     ids = [run.commit({"step": step}).id for step in range(6)]
     url = str(tmp_path / "remote")
-    PackPusher(store, PackRemote(url, {})).push()  # all six go up
+    Pusher(store, PackRemote(url, {})).push()  # all six go up
     run.prune(keep_last=2)
-    assert PackPusher(store, PackRemote(url, {})).push().records == 1  # then the retirement record
+    assert Pusher(store, PackRemote(url, {})).push().records == 1  # then the retirement record
     with agentfs.open(tmp_path / "b", remote=url) as reader:
         assert reader.run("r").ids() == ids[-2:]
         with pytest.raises(agentfs.NotFound):
@@ -267,9 +267,9 @@ def test_remote_gc_repacks_what_stays_and_frees_what_retention_removed(tmp_path:
         run.commit({"step": step})
     kept = store.run("other").commit({"other": True}, artifacts={"kept.bin": os.urandom(100_000)})
     url = str(tmp_path / "remote")
-    PackPusher(store, PackRemote(url, {})).push()
+    Pusher(store, PackRemote(url, {})).push()
     run.prune(keep_last=2)
-    PackPusher(store, PackRemote(url, {})).push()  # the retirement record
+    Pusher(store, PackRemote(url, {})).push()  # the retirement record
     remote_dir = tmp_path / "remote"
     before = sum(p.stat().st_size for p in (remote_dir / keys.PACKS).glob("*.pack"))
 
@@ -291,11 +291,11 @@ def test_divergence_over_packs_is_reported_by_pull_and_latest_stays_newest(tmp_p
     url = str(tmp_path / "remote")
     origin = agentfs.open(tmp_path / "origin")
     base = origin.run("shared").commit({"step": 0})
-    PackPusher(origin, PackRemote(url, {})).push()
+    Pusher(origin, PackRemote(url, {})).push()
     machines = [agentfs.open(tmp_path / name, remote=url) for name in ("a", "b")]
     heads = [machine.run("shared").commit({"by": n}, parent=base.id).id for n, machine in enumerate(machines)]  # both saw base
     for machine in machines:
-        PackPusher(machine, PackRemote(url, {})).push()
+        Pusher(machine, PackRemote(url, {})).push()
     with agentfs.open(tmp_path / "c") as puller:
         stats = pull(puller, PackRemote(url, {}))
         assert stats.diverged == {"shared": sorted(heads)}
@@ -306,7 +306,7 @@ def test_repair_from_a_pack_whose_copy_is_damaged_too_reports_it_and_repairs_the
     store = agentfs.open(tmp_path / "a")
     cp = store.run("r").commit({"r": 1}, artifacts={"big.bin": os.urandom(300_000)})
     url = str(tmp_path / "remote")
-    PackPusher(store, PackRemote(url, {})).push()
+    Pusher(store, PackRemote(url, {})).push()
     (pack,) = (tmp_path / "remote" / keys.PACKS).glob("*.pack")
     _size, frames = decode_pack_index(pack.with_suffix(keys.PACK_INDEX_SUFFIX).read_bytes(), pack.stem, "test")
     objects = [frame for frame in frames if frame.kind == kinds.OBJECT]
@@ -329,7 +329,7 @@ def test_repair_from_a_pack_whose_copy_is_damaged_too_reports_it_and_repairs_the
 def test_resume_reads_no_pack_index_but_those_its_head_key_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = agentfs.open(tmp_path / "a", durability="process")
     url = str(tmp_path / "remote")
-    pusher = PackPusher(store, PackRemote(url, {}))
+    pusher = Pusher(store, PackRemote(url, {}))
     run = store.run("r")
     for step in range(30):  # one push per commit, as a daemon does: 30 packs of history
         run.commit({"step": step})

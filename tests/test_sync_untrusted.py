@@ -18,16 +18,17 @@ import msgpack
 import pytest
 
 import agentfs
-import agentfs.sync.remote as remote_module
-from agentfs.format import codec
+import agentfs.sync.pack_remote as pack_remote
+from agentfs.format import codec, keys, kinds
 from agentfs.format.entries import Entry, encode_entry
 from agentfs.format.manifest import Manifest
+from agentfs.format.pack import encode_head
 from agentfs.format.refs import LOOSE, PACKED, TREE
 from agentfs.ids import new_id
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
-from agentfs.sync.remote import Remote
-from tests.helpers import raw
+from tests.helpers import raw, remote_raw
 from tests.servers import RemoteSpec
 
 pytest_plugins = ["tests.servers"]
@@ -67,7 +68,7 @@ def push_writer(path: Path, spec: RemoteSpec) -> Pushed:
     with agentfs.open(path) as store:
         good = store.run("good").commit({"system": SYSTEM, "doc": doc, "step": 1}, artifacts={"small.bin": artifact})
         other = store.run("other").commit({"system": SYSTEM, "step": 1})
-        Pusher(store, Remote(spec.url, spec.storage_options)).push()
+        Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
         entry = store.read_entry("good", good.id)
         _fmt, _count, doc_ref = entry.manifest.state["doc"]
         artifact_ref = entry.manifest.artifacts["small.bin"]
@@ -81,14 +82,34 @@ def remote_path(spec: RemoteSpec, key: str) -> tuple[Any, str]:
     return fs, f"{root.rstrip('/')}/{key}"
 
 
+def record_of(key: str) -> tuple[int, bytes]:
+    """The record a name like `runs/<run>/log/<id>` or `objects/<2 hex>/<62 hex>` stands for: (kind, key) in a pack."""
+    parts = key.split("/")
+    if parts[0] == "objects":
+        return kinds.OBJECT, bytes.fromhex(parts[1] + parts[2])
+    assert parts[0] == "runs" and parts[-2] == "log", key
+    return kinds.ENTRY, kinds.pair_key("/".join(parts[1:-2]), parts[-1])
+
+
 def put(spec: RemoteSpec, key: str, data: bytes) -> None:
+    """The remote holds `data` as the record `key` names, well framed in a pack (remote_raw.put_record)."""
+    fs, root = spec.connect()
+    remote_raw.put_record(fs, root.rstrip("/"), *record_of(key), data)
+
+
+def put_key(spec: RemoteSpec, key: str, data: bytes) -> None:
     fs, path = remote_path(spec, key)
     fs.pipe_file(path, data)
 
 
-def get(spec: RemoteSpec, key: str) -> bytes:
+def get_key(spec: RemoteSpec, key: str) -> bytes:
     fs, path = remote_path(spec, key)
     return bytes(fs.cat_file(path))
+
+
+def get(spec: RemoteSpec, key: str) -> bytes:
+    fs, root = spec.connect()
+    return remote_raw.record_body(fs, root.rstrip("/"), *record_of(key))
 
 
 def object_key(oid: bytes) -> str:
@@ -174,7 +195,7 @@ def test_a_flipped_byte_in_a_remote_object_is_refused_and_never_stored(remote: R
     with agentfs.open(tmp_path / "puller") as puller:
         mine = puller.run("mine").commit({"local": True})
         with pytest.raises(agentfs.IntegrityError, match=oid.hex()):
-            pull(puller, Remote(remote.url, remote.storage_options))
+            pull(puller, PackRemote(remote.url, remote.storage_options))
         assert not raw.has_object(puller, oid)
         assert puller.run("mine").get(mine.id).state == {"local": True}
         assert puller.verify().ok
@@ -210,9 +231,12 @@ def test_a_packed_object_that_does_not_match_its_id_is_refused(remote: RemoteSpe
 
 def test_log_keys_that_are_not_ids_are_ignored(remote: RemoteSpec, tmp_path: Path) -> None:
     pushed = push_writer(tmp_path / "writer", remote)
-    junk = get(remote, f"runs/good/log/{pushed.good}")
-    put(remote, "runs/good/log/not-an-id", junk)
-    put(remote, f"runs/good/log/{pushed.good}.partial", junk)
+    heads = "/".join(keys.head_dir_key("good"))
+    junk = get_key(remote, f"{heads}/{pushed.good}")
+    put_key(remote, f"{heads}/not-an-id", junk)
+    put_key(remote, f"{heads}/{pushed.good}.partial", junk)
+    put_key(remote, "packs/not-a-pack.idx", b"junk")
+    put_key(remote, "packs/0123456789abcdef.idx.partial", b"junk")
     with open_reader(tmp_path / "reader", remote) as reader:
         assert reader.run("good").ids() == [pushed.good]
         assert reader.run("good").latest() is not None
@@ -220,7 +244,7 @@ def test_log_keys_that_are_not_ids_are_ignored(remote: RemoteSpec, tmp_path: Pat
             reader.run("good").get("not-an-id")
         assert raw.record_ids(reader, "good") == [pushed.good]
     with agentfs.open(tmp_path / "puller") as puller:
-        stats = pull(puller, Remote(remote.url, remote.storage_options))
+        stats = pull(puller, PackRemote(remote.url, remote.storage_options))
         assert stats.entries == 2
         assert raw.record_ids(puller, "good") == [pushed.good]
         assert puller.verify().ok
@@ -229,7 +253,8 @@ def test_log_keys_that_are_not_ids_are_ignored(remote: RemoteSpec, tmp_path: Pat
 def test_runs_lists_only_runs_with_a_checkpoint(remote: RemoteSpec, tmp_path: Path) -> None:
     """store.runs() promises runs with at least one checkpoint; a stray key is not one."""
     pushed = push_writer(tmp_path / "writer", remote)
-    put(remote, "runs/stray/log/not-an-id", get(remote, f"runs/good/log/{pushed.good}"))
+    good_head = get_key(remote, "/".join(keys.head_key("good", pushed.good)))
+    put_key(remote, f"{'/'.join(keys.head_dir_key('stray'))}/not-an-id", good_head)
     with open_reader(tmp_path / "reader", remote) as reader:
         assert reader.run("stray").latest() is None
         assert reader.runs() == ["good", "other"]
@@ -267,6 +292,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
     cases = outside_cases(pushed)
     for run, key_id, data, _ in cases.values():
         put(remote, f"runs/{run}/log/{key_id}", data)
+        put_key(remote, "/".join(keys.head_key(run, key_id)), encode_head(run, key_id, []))  # as a hostile pusher would
     before = snapshot(tmp_path)
 
     problems = []
@@ -291,7 +317,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
     with agentfs.open(tmp_path / "puller") as puller:
         mine = puller.run("mine").commit({"local": True})
         with pytest.raises((agentfs.FormatError, agentfs.InvalidName)):
-            pull(puller, Remote(remote.url, remote.storage_options))
+            pull(puller, PackRemote(remote.url, remote.storage_options))
         for run, key_id, _, _ in cases.values():
             assert not raw.has_record(puller, run, raw.LOG, key_id)
         assert puller.run("mine").get(mine.id).state == {"local": True}
@@ -360,17 +386,20 @@ def test_a_tree_ref_to_an_object_that_is_not_a_node_is_refused(remote: RemoteSpe
 def test_an_over_large_remote_key_is_refused(remote: RemoteSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Limits lowered to a few KiB (the same code path as the real 64 MiB / 32 MiB, without moving 64 MiB)."""
     pushed = push_writer(tmp_path / "writer", remote)
-    entry_size = len(get(remote, f"runs/good/log/{pushed.good}"))
-    object_size = len(get(remote, object_key(pushed.artifact_oid)))
-    monkeypatch.setattr(remote_module, "MAX_ENTRY", entry_size - 1)
-    monkeypatch.setattr(remote_module, "MAX_OBJECT", object_size - 1)
+    fs, root = remote.connect()
+    placed = remote_raw.frames(fs, root.rstrip("/"))
+    entry_size = placed[record_of(f"runs/good/log/{pushed.good}")].length
+    object_size = placed[record_of(object_key(pushed.artifact_oid))].length
+    assert object_size > entry_size
+    monkeypatch.setattr(pack_remote, "READ_AHEAD", 0)
+    monkeypatch.setattr(pack_remote, "MAX_FRAME", entry_size - 1)
     with open_reader(tmp_path / "reader", remote) as reader:
-        with pytest.raises(agentfs.RemoteError, match="limit"):
+        with pytest.raises(agentfs.RemoteError, match="refused"):
             reader.run("good").get(pushed.good)
         assert not raw.has_record(reader, "good", raw.LOG, pushed.good)
-        monkeypatch.setattr(remote_module, "MAX_ENTRY", entry_size)
+        monkeypatch.setattr(pack_remote, "MAX_FRAME", entry_size)
         cp = reader.run("good").get(pushed.good)
-        with pytest.raises(agentfs.RemoteError, match="limit"):
+        with pytest.raises(agentfs.RemoteError, match="refused"):
             cp.artifacts["small.bin"].read_bytes()
         assert not raw.has_object(reader, pushed.artifact_oid)
         assert_rest_usable(reader, pushed)
@@ -387,14 +416,14 @@ def test_pull_of_a_remote_with_one_bad_entry_keeps_the_local_store_intact(remote
         mine = [puller.run("mine").commit({"step": step}, artifacts={"out.txt": b"x" * (100 + step)}) for step in range(3)]
         before = raw.stored(puller)
         with pytest.raises(agentfs.FormatError, match="created"):
-            pull(puller, Remote(remote.url, remote.storage_options))
+            pull(puller, PackRemote(remote.url, remote.storage_options))
         assert not raw.has_record(puller, "bad", raw.LOG, bad_id)
         assert raw.stored(puller) == before
         assert [cp.state for cp in puller.run("mine").history()] == [{"step": 2}, {"step": 1}, {"step": 0}]
         assert puller.run("mine").get(mine[0].id).artifacts["out.txt"].read_bytes() == b"x" * 100
         assert puller.verify().ok
         # the good runs can still be pulled on their own, and then work offline
-        pull(puller, Remote(remote.url, remote.storage_options), ["good", "other"])
+        pull(puller, PackRemote(remote.url, remote.storage_options), ["good", "other"])
     with agentfs.open(tmp_path / "puller") as offline:
         assert offline.run("good").get(pushed.good).state["doc"] == pushed.doc
         assert offline.run("good").get(pushed.good).artifacts["small.bin"].read_bytes() == pushed.artifact

@@ -14,13 +14,16 @@ import sys
 import time
 from pathlib import Path
 
+import fsspec
 import pytest
 
 import agentfs
+from agentfs.format import keys, kinds
+from agentfs.format.pack import encode_head
+from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
-from agentfs.sync.remote import Remote
 from tests.clock import skewed_env
-from tests.helpers import raw
+from tests.helpers import raw, remote_raw
 from tests.servers import RemoteSpec
 from tests.test_cli import cli, json_of
 
@@ -30,7 +33,8 @@ HELPERS = Path(__file__).parent / "helpers"
 
 
 def remote_entry_ids(remote_dir: Path, run: str) -> list[str]:
-    return sorted(p.name for p in (remote_dir / "runs" / run / "log").iterdir())
+    """The run's checkpoints the remote's pack indexes name."""
+    return sorted(remote_raw.entry_ids(fsspec.filesystem("file"), str(remote_dir), run))
 
 
 def test_machines_behind_the_head_they_resume_from_make_distinct_ids_and_push_both(tmp_path: Path) -> None:
@@ -87,20 +91,20 @@ def test_a_taken_key_with_other_bytes_is_an_error_and_not_marked_pushed(remote: 
         mine = store.run("main").commit({"step": 1})
         theirs = store.run("other").commit({"step": 1})
         fs, root = remote.connect()
-        taken = f"{root.rstrip('/')}/runs/main/log/{mine.id}"
-        fs.pipe_file(taken, b"another machine's checkpoint")
-        pusher = Pusher(store, Remote(remote.url, remote.storage_options))
-        with pytest.raises(agentfs.RemoteError) as raised:
+        taken = f"{root.rstrip('/')}/{'/'.join(keys.head_key('main', mine.id))}"  # the head key this push will write
+        theirs_bytes = encode_head("another/run", mine.id, [])
+        fs.pipe_file(taken, theirs_bytes)
+        pusher = Pusher(store, PackRemote(remote.url, remote.storage_options))
+        with pytest.raises(agentfs.FormatError) as raised:
             pusher.push()
-        assert remote.url in str(raised.value) and f"runs/main/log/{mine.id}" in str(raised.value)
-        assert ("main", mine.id) in pusher.pending()  # not marked pushed: status keeps the lag
-        assert fs.cat_file(taken) == b"another machine's checkpoint"
+        assert remote.url in str(raised.value) and f"head key main@{mine.id}" in str(raised.value)
+        assert fs.cat_file(taken) == theirs_bytes  # never overwritten
 
-        # the same bytes under a taken key are success: that checkpoint is on the remote
+        # a head key already holding what this push would say (a head key for that checkpoint) is success
         fs.rm_file(taken)
-        fs.pipe_file(taken, raw.record_bytes(store, "main", raw.LOG, mine.id))
-        Pusher(store, Remote(remote.url, remote.storage_options)).push()
-        assert Pusher(store, Remote(remote.url, remote.storage_options)).pending() == []
+        fs.pipe_file(taken, encode_head("main", mine.id, []))
+        Pusher(store, PackRemote(remote.url, remote.storage_options)).push()
+        assert Pusher(store, PackRemote(remote.url, remote.storage_options)).pending() == []
     with agentfs.open(tmp_path / "b", remote=remote.url, storage_options=remote.storage_options) as reader:
         assert reader.run("main").latest().state == {"step": 1}
         assert reader.run("other").latest().id == theirs.id
@@ -119,17 +123,18 @@ def test_a_corrupt_local_object_is_refused_by_name_and_the_rest_is_pushed(tmp_pa
     original = raw.corrupt_object(source, oid)
     flipped = raw.object_bytes(source, oid)
 
+    file_fs = fsspec.filesystem("file")
     synced = cli("sync", remote_dir.as_uri(), store=source)
     assert synced.returncode == 4, synced.stderr
     assert oid.hex() in synced.stderr and f"bad@{bad.id}" in synced.stderr
     assert "Traceback" not in synced.stderr
-    uploaded = {p.read_bytes() for p in remote_dir.rglob("*") if p.is_file()}
-    assert flipped not in uploaded and not (remote_dir / "objects" / oid.hex()[:2] / oid.hex()[2:]).exists()
-    assert not (remote_dir / "runs" / "bad" / "log" / bad.id).exists()
-    assert (remote_dir / "runs" / "good" / "log" / good.id).exists()
+    uploaded = b"".join(p.read_bytes() for p in remote_dir.rglob("*") if p.is_file())
+    assert flipped not in uploaded and (kinds.OBJECT, oid) not in remote_raw.frames(file_fs, str(remote_dir))
+    assert remote_entry_ids(remote_dir, "bad") == [] and not remote_raw.has_head(file_fs, str(remote_dir), "bad", bad.id)
+    assert remote_entry_ids(remote_dir, "good") == [good.id] and remote_raw.has_head(file_fs, str(remote_dir), "good", good.id)
     status = json_of(cli("status", "--json", store=source))["remotes"][0]
     assert status["lag_checkpoints"] == 1 and oid.hex() in status["last_error"]
 
     raw.set_object_bytes(source, oid, original)  # repaired: the next sync pushes it
     assert cli("sync", remote_dir.as_uri(), store=source).returncode == 0
-    assert (remote_dir / "runs" / "bad" / "log" / bad.id).exists()
+    assert remote_entry_ids(remote_dir, "bad") == [bad.id] and remote_raw.has_head(file_fs, str(remote_dir), "bad", bad.id)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import agentfs
-from agentfs.sync.pack_remote import REMOTE_FORMAT
+from agentfs.format.config import REMOTE_FORMAT
+from agentfs.format.keys import digest
 from tests.servers import AWS_REGION, MotoServer, RemoteSpec, free_port, make_s3_spec, s3_storage_options
 from tests.test_cli import cli, json_of
 
@@ -79,7 +80,7 @@ def test_a_remote_of_a_newer_format_is_refused_by_readers_and_pushers(tmp_path: 
         store.run("main").commit({"step": 2})
     for result in (cli("sync", remote_dir.as_uri(), store=tmp_path / "a"), cli("pull", remote_dir.as_uri(), store=tmp_path / "a")):
         assert result.returncode == 4 and "has format" in result.stderr and remote_dir.as_uri() in result.stderr
-    assert len(list((remote_dir / "runs" / "main" / "log").iterdir())) == 1  # nothing written into it
+    assert len(list((remote_dir / "heads" / digest("main")).iterdir())) == 1  # nothing written into it
     with pytest.raises(agentfs.FormatError, match="has format"):
         agentfs.open(tmp_path / "b", remote=remote_dir.as_uri())
 

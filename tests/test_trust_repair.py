@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import fsspec
+
 import agentfs
-from agentfs.format import keys
-from tests.helpers import raw
+from agentfs.format import kinds
+from tests.helpers import raw, remote_raw
 from tests.test_cli import cli
 
 
@@ -62,8 +64,7 @@ def test_repair_never_installs_a_remote_copy_that_does_not_verify(tmp_path: Path
     target = _objects(home)[0]
     raw.corrupt_object(home, target)
     ours = raw.object_bytes(home, target)
-    remote_copy = tmp_path.joinpath("remote", *keys.object_key(target))  # the remote's layout: the packs engineer's
-    _flip(remote_copy, 7)
+    remote_raw.flip_in_record(fsspec.filesystem("file"), str(tmp_path / "remote"), kinds.OBJECT, target)  # inside its pack frame
     repaired = cli("verify", "--repair", "--remote", url, store=home)
     assert repaired.returncode == 1 and "does not verify either" in repaired.stderr
     assert raw.object_bytes(home, target) == ours  # left as it was, the remote's bad bytes never installed

@@ -17,6 +17,7 @@ import fsspec
 import pytest
 
 import agentfs
+from tests.helpers import remote_raw
 from tests.servers import MotoServer, RemoteSpec, make_s3_spec
 from tests.test_cli import COMMAND, ENV
 
@@ -40,7 +41,7 @@ def watching(root: Path, spec: RemoteSpec, *extra: str) -> subprocess.Popen[str]
     assert process.stderr is not None and process.stderr.readline().startswith("agentfs: syncing")
     fs, remote_root = spec.connect(skip_instance_cache=True)
     deadline = time.monotonic() + 30
-    while not fs.exists(f"{remote_root}/runs/main/log/{agentfs.open(root).run('main').latest().id}"):
+    while not remote_raw.has_head(fs, remote_root, "main", agentfs.open(root).run("main").latest().id):
         assert time.monotonic() < deadline, "the daemon never pushed"
         time.sleep(0.05)
     return process
@@ -109,4 +110,4 @@ def test_sigterm_drains_within_its_bounded_wait(downed_remote: tuple[MotoServer,
     process = watching(tmp_path / "a", spec)
     code, _took, stderr = stopped(process, signal.SIGTERM)
     assert code == 0, stderr
-    assert len(fs.ls(f"{spec.url[5:]}/runs/main/log")) == 2
+    assert len(remote_raw.entry_ids(fs, spec.url[5:], "main")) == 2

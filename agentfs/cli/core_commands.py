@@ -16,7 +16,7 @@ from ..format.refs import INLINE, Ref, ref_size
 from ..integrations.langgraph_threads import DEFAULT_PREFIX
 from ..names import check_name
 from ..sync.index import synced_dirs
-from ..sync.pack_remote import remote_for
+from ..sync.pack_remote import PackRemote
 from ..sync.remote_verify import verify_remote
 from ..sync.repair import repair
 from . import output, thread_view
@@ -300,14 +300,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
             if not urls:
                 raise NotFound(f"{store.root} has no remote to repair from: give --remote URL")
             for url in urls:
-                repaired = repair(store, remote_for(url, storage_options(args.storage_options)))
+                repaired = repair(store, PackRemote(url, storage_options(args.storage_options)))
                 for what in repaired.replaced:
                     print(f"agentfs: repaired {what} from {url}", file=sys.stderr)
                 for why in repaired.unrepaired:
                     print(f"agentfs: warning: not repaired: {why}", file=sys.stderr)
             report = store.verify()
     elif args.remote is not None:
-        report = verify_remote(remote_for(args.remote, storage_options(args.storage_options)), deep=args.deep)
+        report = verify_remote(PackRemote(args.remote, storage_options(args.storage_options)), deep=args.deep)
     else:
         with open_existing(args) as store:
             report = store.verify()

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.retention import PruneReport, policy
 from ..errors import NotFound
-from ..sync.pack_remote import remote_for
+from ..sync.pack_remote import PackRemote
 from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
 from . import output
 from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, seconds, storage_options
@@ -132,7 +132,7 @@ def _within(value: Any) -> str:
 def cmd_gc(args: argparse.Namespace) -> int:
     if args.remote is not None:
         with open_existing(args) as store:
-            remote = remote_for(args.remote, storage_options(args.storage_options))
+            remote = PackRemote(args.remote, storage_options(args.storage_options))
             report = remote_gc(remote, store, grace=args.grace, settle=args.settle)
         if args.json:
             output.emit_json(dataclasses.asdict(report))

@@ -16,11 +16,10 @@ import agentfs
 
 from ..errors import AgentFSError
 from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
-from ..sync.pack_push import pusher_for
-from ..sync.pack_remote import remote_for
+from ..sync.pack_remote import PackRemote
 from ..sync.pull import pull
+from ..sync.push import Pusher
 from ..sync.reconcile import recheck
-from ..sync.remote import Remote
 from ..sync.status import RemoteStats, remote_stats
 from . import output
 from .common import FAILED, INTERRUPTED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
@@ -45,7 +44,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
         return USAGE
     if not args.watch:
-        return push_once(store, remote_for(args.url, options), args.workers, recheck_first=args.recheck)
+        return push_once(store, PackRemote(args.url, options), args.workers, recheck_first=args.recheck)
     try:
         daemon = SyncDaemon(
             store,
@@ -94,11 +93,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return code
 
 
-def push_once(store: agentfs.Store, remote: Remote, workers: int, *, recheck_first: bool = False) -> int:
+def push_once(store: agentfs.Store, remote: PackRemote, workers: int, *, recheck_first: bool = False) -> int:
     """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`.
 
     With `recheck_first` (--recheck), list the remote first and push again what it lost."""
-    pusher = pusher_for(store, remote, workers=workers)
+    pusher = Pusher(store, remote, workers=workers)
     try:
         if recheck_first:
             reconciliation = recheck(pusher, progress=True)
@@ -125,7 +124,7 @@ def _amounts(checkpoints: int, objects: int) -> str:
 
 def cmd_pull(args: argparse.Namespace) -> int:
     store = agentfs.open(store_path(args))
-    remote = remote_for(args.url, storage_options(args.storage_options))
+    remote = PackRemote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, args.runs or None, progress=True)
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
     for run, checkpoint_id in stats.repaired:
@@ -135,7 +134,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_clone(args: argparse.Namespace) -> int:
-    remote = remote_for(args.url, storage_options(args.storage_options))
+    remote = PackRemote(args.url, storage_options(args.storage_options))
     remote.identify()  # a typo'd URL is refused before anything is made here
     target = Path(args.directory).absolute()
     made = next((path for path in reversed([target, *target.parents]) if not path.exists()), None)

@@ -12,7 +12,7 @@ from ..errors import FormatError
 from . import chunking, refs
 
 FORMAT = 2  # a local store's layout: segments (docs/FORMAT.md)
-REMOTE_FORMAT = 1  # a remote's layout: the remote-packs work owns this number
+REMOTE_FORMAT = 2  # a remote's layout: packs, pack indexes, head keys (docs/FORMAT.md)
 
 
 def new_config() -> dict[str, Any]:
@@ -45,14 +45,16 @@ def encode_config(config: dict[str, Any]) -> bytes:
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
 
 
-def check_config(data: bytes, where: str, expected: int = REMOTE_FORMAT) -> dict[str, Any]:
-    """A config's fields, refused unless it is of format `expected` (a remote's unless told) and sha256."""
+def check_config(data: bytes, where: str, expected: int, format_1: str) -> dict[str, Any]:
+    """A config's fields, refused unless it is of format `expected` and sha256; a format-1 one with `format_1`."""
     try:
         config = json.loads(data)
     except ValueError as exc:
         raise FormatError(f"{where} is not valid JSON: {exc}") from None
     if not isinstance(config, dict):
         raise FormatError(f"{where} is not an agentfs config")
+    if config.get("format") == 1:
+        raise FormatError(format_1)
     if config.get("format") != expected:
         raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads format {expected}")
     if config.get("hash") != "sha256":
@@ -60,16 +62,16 @@ def check_config(data: bytes, where: str, expected: int = REMOTE_FORMAT) -> dict
     return config
 
 
+def check_remote_config(data: bytes, where: str) -> dict[str, Any]:
+    """A remote's config; a format-1 remote is refused (remotes are not upgraded)."""
+    refusal = f"{where} is a format-1 remote; this agentfs pushes and reads format 2: push to a fresh URL (remotes are not upgraded)"
+    return check_config(data, where, REMOTE_FORMAT, refusal)
+
+
 def read_config(path: Path) -> dict[str, Any]:
     """A local store's config; a format-1 store is refused with the command that converts it."""
-    data = path.read_bytes()
-    try:
-        old = json.loads(data).get("format") == 1
-    except (ValueError, AttributeError):
-        old = False
-    if old:
-        raise FormatError(f"{path.parent} is a format-1 agentfs store; run 'agentfs upgrade {path.parent}' to convert it")
-    config = check_config(data, str(path), FORMAT)
+    upgrade = f"{path.parent} is a format-1 agentfs store; run 'agentfs upgrade {path.parent}' to convert it"
+    config = check_config(path.read_bytes(), str(path), FORMAT, upgrade)
     if not isinstance(config.get("store_id"), str):
         raise FormatError(f"{path} has no store_id: not an agentfs store config")
     return config

@@ -1,9 +1,9 @@
 """Every name a store or a remote holds, in one place (docs/FORMAT.md, "Layout").
 
 A key is a tuple of path parts, joined by the caller: `Path.joinpath` locally, `posixpath.join`
-under a remote's root. Locally (format 2) records live in segments/ (format/kinds.py names them);
-objects/ and runs/ are the remote's (format 1) layout, where runs named `a/b` nest as directories and
-never collide with the store's own names, because run names cannot end in a kind.
+under a remote's root. Locally records live in segments/ (format/kinds.py names them); a remote
+holds packs/, heads/, retired/ and gc/ beside its config; a run's name appears in a key only as its
+digest, so names like `a/b` never nest.
 """
 
 from __future__ import annotations
@@ -11,15 +11,13 @@ from __future__ import annotations
 import hashlib
 
 CONFIG = "config"
-OBJECTS = "objects"
-RUNS = "runs"
 LOCKS = "locks"
 TMP = "tmp"
 REMOTES = "remotes"
 GC = "gc"  # remote only: remote gc markers
 SEGMENTS = "segments"  # format 2: the local store's append-only segment files
 
-LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # what a run's directory holds, each named by ULIDs
+LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # a run's kinds of record, each named by a ULID
 RECORD_KINDS = (LOG, JOURNAL, RETIRED)
 
 GC_LOCK = (LOCKS, "gc")
@@ -41,21 +39,6 @@ def stripe_lock_key(kind: str, run: str) -> tuple[str, str]:
 def digest(name: str) -> str:
     """A fixed-length file name for a run name: nested names would collide and may exceed NAME_MAX."""
     return hashlib.sha256(name.encode()).hexdigest()
-
-
-def object_key(oid: bytes) -> tuple[str, str, str]:
-    """objects/<first 2 hex digits>/<other 62>."""
-    name = oid.hex()
-    return (OBJECTS, name[:2], name[2:])
-
-
-def record_dir_key(run: str, kind: str) -> tuple[str, ...]:
-    """runs/<run>/<kind>: a run's LOG entries, JOURNAL records or RETIRED records."""
-    return (RUNS, *run.split("/"), kind)
-
-
-def record_key(run: str, kind: str, record_id: str) -> tuple[str, ...]:
-    return (*record_dir_key(run, kind), record_id)
 
 
 def gc_marker_key(name: str) -> tuple[str, str]:

@@ -18,11 +18,10 @@ from ..engine.notify import observe
 from ..engine.repository import Repository
 from ..format.refs import Location
 from .hooks import CommitHook
-from .pack_push import pusher_for
-from .pack_remote import remote_for
+from .pack_remote import PackRemote
 from .push import Pusher, lag_seconds, local_records
 from .reconcile import recheck
-from .remote import Remote, redact, remote_name
+from .remote import redact, remote_name
 
 log = logging.getLogger("agentfs.sync")
 WAKING_EVENTS = {"created", "moved", "closed", "modified"}  # modified: an append to a segment
@@ -70,7 +69,6 @@ class SyncDaemon:
         self._next_reconcile = time.monotonic() + reconcile_interval
         self.last_reconciliation: dict[str, Any] | None = None
         self.pusher: Pusher | None = None
-        self._format_read = False
         self.last_push: float | None = None
         self.last_error: str | None = None
         self.consecutive_errors = 0
@@ -108,10 +106,7 @@ class SyncDaemon:
             self._wake.clear()
             try:
                 if self.pusher is None:  # kept even if the remote is down: its index is where status goes
-                    self.pusher = Pusher(self.store, Remote(self._url, self._storage_options), workers=self.workers)
-                if not self._format_read:  # once the remote answers: the pusher for its format
-                    self.pusher = pusher_for(self.store, remote_for(self._url, self._storage_options), workers=self.workers)
-                    self._format_read = True
+                    self.pusher = Pusher(self.store, PackRemote(self._url, self._storage_options), workers=self.workers)
                 self.pusher.connect()  # the first real commit should not also pay for building the client; then a no-op
                 if time.monotonic() >= self._next_reconcile:
                     reconciliation = recheck(self.pusher, stop=self._halt)

@@ -8,7 +8,6 @@ frame read is checked (its checksum, its kind and key); callers verify the conte
 from __future__ import annotations
 
 import contextlib
-import json
 import posixpath
 import threading
 import time
@@ -20,7 +19,6 @@ from typing import Any
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import keys, kinds
-from ..format.config import encode_config
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
 from ..format.segment import IndexEntry, decode_record
@@ -28,7 +26,6 @@ from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .remote import Remote, modified
 
-REMOTE_FORMAT = 2
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
 READ_AHEAD = 8 << 20  # one ranged GET fetches neighbouring objects up to this many bytes
@@ -37,25 +34,6 @@ RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
 KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
 
 Place = tuple[str, int, int]  # pack id, frame offset, frame length
-
-
-def check_remote_config(data: bytes, where: str) -> dict[str, Any]:
-    """A remote's config, refused unless this agentfs reads its format (2)."""
-    try:
-        config = json.loads(data)
-    except ValueError as exc:
-        raise FormatError(f"{where} is not valid JSON: {exc}") from None
-    if not isinstance(config, dict):
-        raise FormatError(f"{where} is not an agentfs config")
-    if config.get("format") == 1:
-        raise FormatError(
-            f"{where} is a format-1 remote; this agentfs pushes and reads format 2: push to a fresh URL (remotes are not upgraded)"
-        )
-    if config.get("format") != REMOTE_FORMAT:
-        raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads remote format {REMOTE_FORMAT}")
-    if config.get("hash") != "sha256":
-        raise FormatError(f"{where} uses hash {config.get('hash')!r}; this agentfs knows sha256")
-    return config
 
 
 class PackRemote(Remote):
@@ -75,19 +53,6 @@ class PackRemote(Remote):
         self._ahead_bytes = 0
         self._cache: Path | None = None
         self._store: Repository | None = None
-
-    def identify(self) -> dict[str, Any]:
-        if self.config is None:
-            data = self.read(self.key(keys.CONFIG), 1 << 20)
-            if data is None:
-                raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path (a push creates one)")
-            self.config = check_remote_config(data, f"remote {self.url} config")
-        return self.config
-
-    def ensure_config(self, config: dict[str, Any]) -> None:
-        if self.read(self.key(keys.CONFIG), 1 << 20) is None:
-            self.create(self.key(keys.CONFIG), encode_config({**config, "format": REMOTE_FORMAT}), compare=False)
-        self.identify()
 
     def attach(self, store: Repository) -> None:
         if self.index is not None:
@@ -292,6 +257,12 @@ class PackRemote(Remote):
             self.index.add_records([(kind, run, record_id)])
         return data
 
+    def fetch_journal(self, run: str, record_id: str) -> bytes | None:
+        return self.fetch_record(JOURNAL, run, record_id)
+
+    def list_journal(self, run: str) -> list[str]:
+        return self.list_ids(run, JOURNAL)
+
     def list_ids(self, run: str, kind: str = LOG) -> list[str]:
         """The run's ids of `kind`; retirement records by one listing of their own keys, the rest from every pack index."""
         if kind == RETIRED:
@@ -331,20 +302,8 @@ class PackRemote(Remote):
         return sorted((names[kind], run, record_id) for (kind, run), found in self.ids.items() if kind in names for record_id in found)
 
 
-def remote_for(url: str, storage_options: dict[str, Any]) -> Remote:
-    """The remote at `url` as its config says: format 1's Remote for format 1 or no config yet (the layout
-    a first push still writes, until every command reads format 2); else a PackRemote (which refuses a
-    format other than 2 with a line naming it)."""
-    remote = Remote(url, storage_options)
-    data = remote.read(remote.key(keys.CONFIG), 1 << 20)
-    with contextlib.suppress(ValueError, AttributeError):  # a malformed config: identify() names what is wrong
-        if data is not None and json.loads(data).get("format") != 1:
-            return PackRemote(url, storage_options)
-    return remote
-
-
-def open_remote(url: str, storage_options: dict[str, Any]) -> Remote:
-    """For a reader: the remote at `url` (see remote_for), identified: a URL with no agentfs config is refused."""
-    remote = remote_for(url, storage_options)
+def open_remote(url: str, storage_options: dict[str, Any]) -> PackRemote:
+    """For a reader: the remote at `url`, identified: a URL with no agentfs config, or one of another format, is refused."""
+    remote = PackRemote(url, storage_options)
     remote.identify()
     return remote

@@ -17,7 +17,7 @@ from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
 from ..format.retirement import decode_retirement
 from ..format.walk import NODE, Children, Reached, reach
-from .remote import Remote
+from .pack_remote import PackRemote
 
 BATCH = 256
 
@@ -32,7 +32,7 @@ class PullStats:
     diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pulled runs with several
 
 
-def pull(store: Repository, remote: Remote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
+def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
     """Fetch every checkpoint of `runs` (default: all) that the store lacks, with all its objects."""
     remote.attach(store)
     entries = remote.list_all_entries()
@@ -86,7 +86,7 @@ def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
     return damaged
 
 
-def _pull_record(store: Repository, remote: Remote, kind: str, run: str, record_id: str) -> int:
+def _pull_record(store: Repository, remote: PackRemote, kind: str, run: str, record_id: str) -> int:
     """A journal or retirement record the store lacks, verified; its size, or 0 if the store had it."""
     if store.read_record(run, kind, record_id) is not None:
         return 0
@@ -106,7 +106,7 @@ def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -
         decode_retirement(data, run, record_id, where)
 
 
-def _pull_batch(store: Repository, remote: Remote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
+def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
     repaired = set(stats.repaired)
     fetched = list(pool.map(lambda loc: _fetch_entry(remote, loc), batch))
     entries = dict(zip(batch, fetched, strict=True))
@@ -122,7 +122,7 @@ def _pull_batch(store: Repository, remote: Remote, pool: ThreadPoolExecutor, bat
         stats.bytes += len(raw)
 
 
-def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
+def _fetch_entry(remote: PackRemote, loc: Location) -> tuple[bytes, Entry]:
     raw = remote.fetch_entry(*loc)
     if raw is None:
         raise FormatError(f"remote {remote.url}: checkpoint {loc[0]}@{loc[1]} vanished while pulling")
@@ -130,7 +130,7 @@ def _fetch_entry(remote: Remote, loc: Location) -> tuple[bytes, Entry]:
 
 
 def fetch_closure(
-    store: Repository, remote: Remote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats
+    store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, entries: list[tuple[bytes, Entry]], stats: PullStats
 ) -> None:
     """Fetch tree nodes a level at a time, then chunks and loose objects, all verified before they are stored."""
 
@@ -148,7 +148,7 @@ def fetch_closure(
     fetch([reached.oid for reached in reach(refs, read_nodes, set()) if reached.role != NODE])
 
 
-def _fetch_object(store: Repository, remote: Remote, oid: bytes) -> int:
+def _fetch_object(store: Repository, remote: PackRemote, oid: bytes) -> int:
     blob = remote.fetch_object(oid)
     if blob is None:
         raise FormatError(f"remote {remote.url} lacks object {oid.hex()}")

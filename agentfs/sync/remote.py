@@ -1,11 +1,13 @@
-"""A remote: any fsspec URL laid out like the store. Everything read from it is untrusted."""
+"""A remote's plumbing: any fsspec URL, create-only puts, reads and listings. Everything read from it is untrusted.
+
+What its keys hold (packs, pack indexes, head keys) is pack_remote.py's.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
 import hashlib
-import logging
 import os
 import posixpath
 import re
@@ -19,20 +21,15 @@ import fsspec
 from ulid import ULID
 
 from ..engine.repository import Repository
-from ..errors import AgentFSError, InvalidName, RemoteError
+from ..errors import AgentFSError, RemoteError
 from ..format import keys
-from ..format.config import check_config, encode_config
-from ..format.keys import CONFIG, JOURNAL, LOG, RECORD_KINDS
-from ..names import ID, check_id, check_name
+from ..format.config import check_remote_config, encode_config
+from ..format.keys import CONFIG
+from ..names import ID
 from .index import PushIndex, remember_url
 
-log = logging.getLogger("agentfs.sync")
-MAX_ENTRY = 64 << 20
-MAX_OBJECT = 32 << 20
 FILE_LIKE = {"file", "local"}
 
-
-OID_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def modified(info: dict[str, Any]) -> float:
@@ -112,7 +109,7 @@ class Remote:
             data = self.read(self.key(CONFIG), 1 << 20)
             if data is None:
                 raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path (a push creates one)")
-            self.config = check_config(data, f"remote {self.url} config")
+            self.config = check_remote_config(data, f"remote {self.url} config")
         return self.config
 
     def ensure_config(self, config: dict[str, Any]) -> None:
@@ -126,16 +123,6 @@ class Remote:
     def key(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
 
-    def object_key(self, oid: bytes) -> str:
-        return self.key(*keys.object_key(oid))
-
-    def entry_key(self, run: str, checkpoint_id: str) -> str:
-        return self.key(*keys.record_key(run, LOG, checkpoint_id))
-
-    def record_key(self, kind: str, run: str, record_id: str) -> str:
-        """A journal or retirement record: runs/<run>/journal/<id>, runs/<run>/retired/<id>."""
-        return self.key(*keys.record_key(run, kind, record_id))
-
     # reading (untrusted: callers verify every byte)
 
     def read(self, key: str, limit: int) -> bytes | None:
@@ -148,30 +135,6 @@ class Remote:
             raise RemoteError(f"remote key {key} is over the {limit}-byte limit; refused")
         return data
 
-    def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None:
-        data = self.read(self.entry_key(check_name(run), check_id(checkpoint_id)), MAX_ENTRY)
-        if data is not None and self.index is not None:
-            self.index.add_entries([(run, checkpoint_id)])  # so a push to this remote never sends it back
-        return data
-
-    def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None:
-        data = self.read(self.record_key(kind, check_name(run), check_id(record_id)), MAX_ENTRY)
-        if data is not None and self.index is not None:
-            self.index.add_records([(kind, run, record_id)])
-        return data
-
-    def fetch_journal(self, run: str, record_id: str) -> bytes | None:
-        return self.fetch_record(JOURNAL, run, record_id)
-
-    def list_journal(self, run: str) -> list[str]:
-        return self.list_ids(run, JOURNAL)
-
-    def fetch_object(self, oid: bytes) -> bytes | None:
-        data = self.read(self.object_key(oid), MAX_OBJECT)
-        if data is not None and self.index is not None:
-            self.index.add_objects([oid])
-        return data
-
     def attach(self, store: Repository) -> None:
         """Record what is fetched from here in the store's index for this remote; check the remote's format."""
         if self.index is not None:
@@ -181,10 +144,6 @@ class Remote:
         remember_url(self.index.directory, self.url)
         (self.index.directory / "pulled").touch()
 
-    def exists(self, key: str) -> bool:
-        with self.failing(f"check {key}"):
-            return bool(self.fs.exists(key))
-
     def list_names(self, prefix: str) -> list[str]:
         """The names directly under `prefix`; none if it does not exist."""
         self.fs.invalidate_cache(prefix)
@@ -193,19 +152,6 @@ class Remote:
                 return [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(prefix, detail=False)]
         except FileNotFoundError:
             return []
-
-    def list_ids(self, run: str, kind: str = LOG) -> list[str]:
-        ids = []
-        for name in self.list_names(self.key(*keys.record_dir_key(check_name(run), kind))):
-            if ID.fullmatch(name):
-                ids.append(name)
-            else:
-                log.warning("remote %s: ignoring %r in %s/ of run %r: not an id", self.url, name, kind, run)
-        return sorted(ids)
-
-    def head_id(self, run: str) -> str | None:
-        """The run's greatest id (see greatest_id)."""
-        return self.greatest_id(self.key(*keys.record_dir_key(check_name(run), LOG)))
 
     def greatest_id(self, directory: str) -> str | None:
         """The greatest id named directly under the key `directory`. On S3, found by one-key listings
@@ -257,48 +203,6 @@ class Remote:
             if not page.get("IsTruncated"):
                 return ids
             token = {"ContinuationToken": page["NextContinuationToken"]}
-
-    def list_runs(self) -> list[str]:
-        return sorted({run for run, _id in self.list_all_entries()})
-
-    def list_all_entries(self) -> list[tuple[str, str]]:
-        """(run, id) of every well-named log entry; other keys are logged and ignored."""
-        return [(run, record_id) for kind, run, record_id in self.list_all_records() if kind == LOG]
-
-    def list_all_records(self, kinds: tuple[str, ...] = RECORD_KINDS) -> list[tuple[str, str, str]]:
-        """(kind, run, id) of every well-named key under runs/: log entries, journal and retirement records."""
-        prefix = self.key(keys.RUNS)
-        self.fs.invalidate_cache(prefix)
-        try:
-            with self.failing(f"list {prefix}", FileNotFoundError):
-                listed = self.fs.find(prefix)
-        except FileNotFoundError:
-            return []
-        found = []
-        for key in listed:
-            relative = key[len(prefix) :].strip("/").split("/")
-            if len(relative) >= 3 and relative[-2] in kinds and ID.fullmatch(relative[-1]):
-                try:
-                    found.append((relative[-2], check_name("/".join(relative[:-2])), relative[-1]))
-                except InvalidName:
-                    log.warning("remote %s: ignoring key %r: not a valid run", self.url, key)
-        return found
-
-    def list_objects(self) -> dict[bytes, tuple[float, int]]:
-        """Every well-named object on the remote: (last-modified time in seconds since the epoch, size)."""
-        prefix = self.key(keys.OBJECTS)
-        self.fs.invalidate_cache(prefix)
-        try:
-            with self.failing(f"list {prefix}", FileNotFoundError):
-                infos = self.fs.find(prefix, detail=True)
-        except FileNotFoundError:
-            return {}
-        found = {}
-        for key, info in infos.items():
-            name = "".join(key[len(prefix) :].strip("/").split("/"))
-            if OID_HEX.fullmatch(name):
-                found[bytes.fromhex(name)] = (modified(info), int(info.get("size") or 0))
-        return found
 
     def delete(self, key: str) -> None:
         try:

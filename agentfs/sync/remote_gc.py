@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -43,9 +44,10 @@ from ..names import ID, check_id, check_name
 from .index import PushIndex
 from .pack_gc import packs_holding, repack
 from .pack_remote import PackRemote
-from .remote import OID_HEX, Remote
+from .remote import Remote
 
 log = logging.getLogger("agentfs.sync")
+OID_HEX = re.compile(r"[0-9a-f]{64}")
 SETTLE = 30.0
 SLACK = 120.0  # gc gives up, deleting nothing, unless its plan is out this long after settling
 DEADLINE = 600.0  # gc deletes nothing more this long after its plan
@@ -102,7 +104,7 @@ def list_markers(remote: Remote) -> dict[str, set[str]]:
 class Marks:
     """What the remote's live checkpoints reference, built from its entries (local copies when the store has them)."""
 
-    def __init__(self, remote: Remote, store: Repository | None, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, remote: PackRemote, store: Repository | None, pool: ThreadPoolExecutor) -> None:
         self.remote = remote
         self.store = store
         self.pool = pool
@@ -177,7 +179,7 @@ class Marks:
 
 
 def remote_gc(
-    remote: Remote,
+    remote: PackRemote,
     store: Repository | None = None,
     *,
     grace: float = 3600.0,
@@ -224,30 +226,17 @@ def remote_gc(
             "entries": [list(loc) for loc in doomed_entries],
             "journal": [list(loc) for loc in doomed_journal],
         }
-        if isinstance(remote, PackRemote):  # format 2: the packs holding what goes are rewritten
-            doomed = {(kinds.OBJECT, oid) for oid in doomed_objects} | {(kinds.ENTRY, kinds.pair_key(*loc)) for loc in doomed_entries}
-            doomed |= {(kinds.JOURNAL, kinds.pair_key(*loc)) for loc in doomed_journal}
-            holding = plan["packs"] = packs_holding(remote, doomed)
-            _put_json(remote, f"{gc_id}.plan", plan)
-            repacked = repack(remote, holding, doomed, ULID.from_str(gc_id).bytes, pool, stop_at)
-            report.bytes_freed, report.packs_deleted, report.packs_made = repacked.bytes_freed, repacked.deleted, repacked.made
-        else:
-            _put_json(remote, f"{gc_id}.plan", plan)
-            keys = [remote.record_key(JOURNAL, *loc) for loc in doomed_journal] + [remote.entry_key(*loc) for loc in doomed_entries]
-            keys += [remote.object_key(oid) for oid in doomed_objects]
-            for _ in pool.map(lambda key: _delete_before(remote, key, stop_at), keys):
-                pass
-            report.bytes_freed = sum(unmarked[oid][1] for oid in doomed_objects)
+        # the packs holding what goes are rewritten (pack_gc.py)
+        doomed = {(kinds.OBJECT, oid) for oid in doomed_objects} | {(kinds.ENTRY, kinds.pair_key(*loc)) for loc in doomed_entries}
+        doomed |= {(kinds.JOURNAL, kinds.pair_key(*loc)) for loc in doomed_journal}
+        holding = plan["packs"] = packs_holding(remote, doomed)
+        _put_json(remote, f"{gc_id}.plan", plan)
+        repacked = repack(remote, holding, doomed, ULID.from_str(gc_id).bytes, pool, stop_at)
+        report.bytes_freed, report.packs_deleted, report.packs_made = repacked.bytes_freed, repacked.deleted, repacked.made
         report.journal_deleted, report.entries_deleted = len(doomed_journal), len(doomed_entries)
         report.objects_deleted = len(doomed_objects)
     _put_json(remote, f"{gc_id}.done", {"format": 1, "created": time.time(), **dataclasses.asdict(report)})
     return report
-
-
-def _delete_before(remote: Remote, key: str, stop_at: float) -> None:
-    if time.time() > stop_at:
-        raise RemoteError(f"remote gc of {remote.url} passed its deadline; the rest is left for the next gc")
-    remote.delete(key)
 
 
 class GcBarrier:

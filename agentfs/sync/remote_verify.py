@@ -11,14 +11,14 @@ from ..format.entries import Entry, decode_entry_at
 from ..format.keys import LOG
 from ..format.refs import PACKED, Location, parse_node
 from ..format.walk import NODE, Children, Reached, reach
+from .pack_remote import PackRemote
 from .pull import check_record
-from .remote import Remote
 
 
 class _Walk:
     """Checks entries of a remote (concurrently: `seen` may let two threads check one object; harmless)."""
 
-    def __init__(self, remote: Remote, objects: set[bytes], entries: set[Location], deep: bool) -> None:
+    def __init__(self, remote: PackRemote, objects: set[bytes], entries: set[Location], deep: bool) -> None:
         self.remote = remote
         self.objects = objects
         self.entries = entries
@@ -86,7 +86,7 @@ def _kind(error: AgentFSError) -> str:
     return "corrupt" if isinstance(error, IntegrityError) else "malformed"
 
 
-def verify_remote(remote: Remote, *, deep: bool = False, workers: int = 16) -> VerifyReport:
+def verify_remote(remote: PackRemote, *, deep: bool = False, workers: int = 16) -> VerifyReport:
     """Check every entry, journal and retirement record on `remote`; with `deep`, re-hash every object an entry uses."""
     remote.identify()
     records = remote.list_all_records()
@@ -104,7 +104,7 @@ def verify_remote(remote: Remote, *, deep: bool = False, workers: int = 16) -> V
     return report
 
 
-def _record(remote: Remote, kind: str, run: str, record_id: str) -> Problem | None:
+def _record(remote: PackRemote, kind: str, run: str, record_id: str) -> Problem | None:
     where = f"{run} {kind}/{record_id}"
     try:
         data = remote.fetch_record(kind, run, record_id)

@@ -14,8 +14,8 @@ from ..errors import AgentFSError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
 from ..format.keys import JOURNAL, LOG, RETIRED
+from .pack_remote import PackRemote
 from .pull import PullStats, check_record, fetch_closure
-from .remote import Remote
 
 
 @dataclasses.dataclass
@@ -25,7 +25,7 @@ class RepairReport:
     unrepaired: list[str] = dataclasses.field(default_factory=list)  # damaged here, and no good copy on the remote: why
 
 
-def repair(store: Repository, remote: Remote, *, workers: int = 8) -> RepairReport:
+def repair(store: Repository, remote: PackRemote, *, workers: int = 8) -> RepairReport:
     """Objects first (a corrupt tree node hides what lies below it), then entries, records, and missing objects."""
     remote.attach(store)
     report = RepairReport()
@@ -66,7 +66,7 @@ def _object_damaged(store: Repository, oid: bytes) -> bool:
     return False
 
 
-def _replace_object(store: Repository, remote: Remote, oid: bytes, report: RepairReport) -> None:
+def _replace_object(store: Repository, remote: PackRemote, oid: bytes, report: RepairReport) -> None:
     where = f"object {oid.hex()}"
     try:
         blob = remote.fetch_object(oid)  # a format-2 remote checks the record's frame here
@@ -81,7 +81,7 @@ def _replace_object(store: Repository, remote: Remote, oid: bytes, report: Repai
 
 
 def _replace_entry(
-    store: Repository, remote: Remote, run: str, checkpoint_id: str, why: str, report: RepairReport
+    store: Repository, remote: PackRemote, run: str, checkpoint_id: str, why: str, report: RepairReport
 ) -> tuple[bytes, Entry] | None:
     where = f"checkpoint {run}@{checkpoint_id}"
     try:
@@ -98,7 +98,7 @@ def _replace_entry(
     return raw, entry
 
 
-def _check_local_record(store: Repository, remote: Remote, kind: str, run: str, record_id: str, report: RepairReport) -> None:
+def _check_local_record(store: Repository, remote: PackRemote, kind: str, run: str, record_id: str, report: RepairReport) -> None:
     local = store.read_record(run, kind, record_id)
     if local is None:
         return  # removed by retention while we listed
