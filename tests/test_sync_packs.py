@@ -21,6 +21,7 @@ from agentfs.format import keys, kinds
 from agentfs.format.config import encode_config, remote_config
 from agentfs.format.pack import decode_pack_index
 from agentfs.format.segment import decode_record
+from agentfs.format.walk import reach
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
@@ -345,3 +346,33 @@ def test_resume_reads_no_pack_index_but_those_its_head_key_names(tmp_path: Path,
     assert len(list((reader.remote_state_dir(reader.source.name) / keys.PACKS).glob("*.idx"))) <= 2
     monkeypatch.undo()
     assert reader.run("r").ids() == store.run("r").ids()  # retired ids stay hidden
+
+
+def test_every_pack_index_goes_up_after_those_of_what_its_entries_need(tmp_path: Path) -> None:
+    """A reader of every index (pull) never sees an entry before the objects and entries it needs.
+
+    Tiny packs spread one batch over many; an entry's index must follow the indexes of the packs
+    holding its objects and the entries it borrows from (push.py, _put_indexes and _borrowed_first).
+    """
+    store = agentfs.open(tmp_path / "a")
+    run = store.run("r")
+    for step in range(30):  # each commit borrows its unchanged packed values from an earlier entry
+        run.commit({"fixed": "y" * 300, "step": step, "notes": ["x" * 40] * step})
+    run.fork(run.head_id() or "", "f").commit({"forked": True})
+    remote = Recorder(str(tmp_path / "remote"), {})
+    Pusher(store, remote, pack_target=2_000).push()
+
+    published: set[tuple[int, bytes]] = set()
+    indexes = [key for key in remote.created if key.endswith(".idx")]
+    assert len(indexes) > 5
+    for key in indexes:
+        _size, frames = decode_pack_index((tmp_path / "remote" / key).read_bytes(), Path(key).stem, key)
+        published.update((frame.kind, frame.key) for frame in frames)
+        for frame in frames:
+            if frame.kind != kinds.ENTRY:
+                continue
+            loc = kinds.split_pair_key(frame.key, key)
+            entry = store.read_entry(*loc)
+            needs = {(kinds.ENTRY, kinds.pair_key(*dep)) for dep in entry.borrowed()}
+            needs |= {(kinds.OBJECT, r.oid) for r in reach(entry.refs(), store.db.read_nodes, set())}
+            assert needs <= published, f"{key} names {loc} before what it needs"

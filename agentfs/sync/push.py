@@ -193,13 +193,14 @@ class Pusher:
             pass
         self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
         pushed = [loc for loc in entries if loc not in self.refusals.entries]
-        self.index.add_entries(pushed)
-        self.index.add_records(records)
         heads: dict[str, str] = {}
         for run, checkpoint_id in pushed:
             heads[run] = max(heads.get(run, checkpoint_id), checkpoint_id)
         for _ in pool.map(lambda head: self._put_head(head[0], head[1], entries[head][1]), heads.items()):
             pass
+        # only now are the entries pushed: a head put that failed leaves them unmarked, so the next push puts it again
+        self.index.add_entries(pushed)
+        self.index.add_records(records)
 
     def _place(self, packs: list[tuple[str, list[IndexEntry]]]) -> None:
         """Note where the records of packs just pushed lie: the reader's map and the index's hints for head keys."""
@@ -240,9 +241,9 @@ class Pusher:
                 if record is not None:
                     yield record
         self._refuse_dependents(entries)  # every object is checked by now
-        for (run, checkpoint_id), (raw, _entry) in entries.items():
+        for run, checkpoint_id in _borrowed_first(entries):
             if (run, checkpoint_id) not in self.refusals.entries:
-                yield Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), raw)
+                yield Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), entries[run, checkpoint_id][0])
         for kind, run, record_id in records:
             body = self.store.read_record(run, kind, record_id)
             if body is None:
@@ -311,9 +312,18 @@ class Pusher:
 
     def _put_indexes(self, pool: ThreadPoolExecutor, packs: list[Pack]) -> list[tuple[str, list[IndexEntry]]]:
         """Put up the indexes of packs that are up; (pack id, its records' places) of each."""
-        indexes = [(self.remote.key(*keys.pack_index_key(pack.pack_id)), pack.footer) for pack in packs]
-        for _ in pool.map(lambda key_data: self.remote.create(*key_data), indexes):
+        # Hazard: a reader of every index (pull) that saw an entry's index before the index of the pack holding
+        # its objects, or an entry it borrows from, would find it lacking them. Indexes of packs with no entry go
+        # up first, together; then those with entries, one at a time in pack order (_records puts objects first
+        # and every entry after those it borrows from).
+        def put(pack: Pack) -> None:
+            self.remote.create(self.remote.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
+
+        holds_entries = [any(frame.kind == kinds.ENTRY for frame in pack.entries) for pack in packs]
+        for _ in pool.map(put, [pack for pack, entries in zip(packs, holds_entries, strict=True) if not entries]):
             pass
+        for pack in [pack for pack, entries in zip(packs, holds_entries, strict=True) if entries]:
+            put(pack)
         return [(pack.pack_id, pack.entries) for pack in packs]
 
     def _count(self, kind: int, stats: PushStats) -> None:
@@ -351,3 +361,21 @@ class Pusher:
             if reached.error is not None:
                 raise reached.error
             yield reached.oid
+
+
+def _borrowed_first(entries: dict[Location, tuple[bytes, Entry]]) -> list[Location]:
+    """The entries in an order where each comes after those of `entries` it borrows from (ids ascending
+    otherwise; iterative, as a run's entries may chain thousands deep)."""
+    ordered: list[Location] = []
+    placed: set[Location] = set()
+    for start in sorted(entries):
+        stack = [(start, False)]
+        while stack:
+            loc, deps_done = stack.pop()
+            if deps_done:
+                ordered.append(loc)
+            elif loc not in placed:
+                placed.add(loc)
+                stack.append((loc, True))
+                stack.extend((dep, False) for dep in entries[loc][1].borrowed() if dep in entries and dep not in placed)
+    return ordered
