@@ -2,10 +2,10 @@
 
     python -m benchmarks.reconcile_cost [--n 10000] [--lose 0.1]
 
-Commits N small checkpoints (one remote key each), pushes them to moto's S3, then times two
-rechecks and counts the requests moto received for each: one on the intact remote (what the daemon
-pays every --reconcile-interval), and one after deleting a fraction `--lose` of the log entries
-(detection plus the re-push). Not part of `python -m benchmarks`: minutes at N = 10,000.
+Commits N small checkpoints, pushes them to moto's S3 (as packs), then times two rechecks and
+counts the requests moto received for each: one on the intact remote (what the daemon pays every
+--reconcile-interval), and one after deleting a fraction `--lose` of the packs, at least one, with
+their indexes (detection plus the re-push). Not part of `python -m benchmarks`: minutes at N = 10,000.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import agentfs
+from agentfs.format import keys
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
 from agentfs.sync.reconcile import recheck
@@ -38,8 +39,10 @@ def measure(workdir: Path, moto: MotoServer, n: int, lose: float) -> dict[str, o
         for case in ("intact", "lost"):
             if case == "lost":
                 fs = moto.fs()
-                keys = sorted(fs.find(url.removeprefix("s3://") + "/runs/r/log"))
-                fs.rm(keys[: int(len(keys) * lose)])
+                packs = sorted(key for key in fs.find(url.removeprefix("s3://") + "/" + keys.PACKS) if key.endswith(".pack"))
+                lost = packs[: max(1, int(len(packs) * lose))]
+                fs.rm(lost + [key.removesuffix(".pack") + ".idx" for key in lost])
+                results["packs_lost"] = f"{len(lost)} of {len(packs)}"
             before = moto.stats()
             started = time.monotonic()
             report = recheck(pusher)
