@@ -17,7 +17,6 @@ from typing import Any
 
 from .. import data
 from ..context import Context
-from ..peers import tree_files
 from .common import agentfs_part, fig, median, timed
 
 W = "8 scale"
@@ -35,20 +34,21 @@ def commit_latencies(ctx: Context, path: Path, n: int) -> list[float]:
 
 
 def fill(ctx: Context, path: Path, target: int) -> int:
-    """Commit unique random values until ``objects/`` holds ``target`` files
-    (or ``MAX_FILL_BYTES`` were committed); returns the count reached."""
+    """Commit unique random values until the store holds ``target`` objects
+    (``stats().objects``; or ``MAX_FILL_BYTES`` were committed); returns the count reached."""
     af = ctx.agentfs
     assert af is not None
-    run = af.open(path, durability="process").run("bench/scale-fill")
+    store = af.open(path, durability="process")
+    run = store.run("bench/scale-fill")
     count = committed = 0
     batch = 1
     while count < target and committed < MAX_FILL_BYTES:
         for _ in range(batch):
             run.commit({"i": committed, "blob": os.urandom(VALUE_BYTES)})
             committed += VALUE_BYTES
-        new = tree_files(path / "objects")
+        new = store.stats().objects
         if new <= count:
-            raise RuntimeError(f"objects/ stopped growing at {new} files")
+            raise RuntimeError(f"the store's objects stopped growing at {new}")
         per_commit = new / (committed / VALUE_BYTES)
         count = new
         batch = max(1, math.ceil((target - count) / per_commit))
@@ -86,7 +86,7 @@ def run(ctx: Context) -> None:
     res = agentfs_part(ctx, W, "scale", lambda: agentfs_side(ctx))
     target = res["objects"] if res else ctx.sizes.scale_objects
     if res:
-        ctx.report.note(f"{W}: {res['objects']:,} object files made in {res['fill_s']:.1f} s; verify() returned {res['problems']!r:.200}")
+        ctx.report.note(f"{W}: {res['objects']:,} objects made in {res['fill_s']:.1f} s; verify() returned {res['problems']!r:.200}")
     fig(
         ctx,
         W,
