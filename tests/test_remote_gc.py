@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -84,50 +81,6 @@ def test_a_pusher_that_saw_a_gc_uploads_again_what_it_deleted(tmp_path: Path, mo
         assert check.ok, str(check)
         index_objects = (store.remotes_dir / pusher.index.directory.name / "objects").read_bytes()
         assert len(index_objects) % 32 == 0
-
-
-def test_remote_gc_while_another_process_pushes_loses_nothing(tmp_path: Path, moto_server: object) -> None:
-    spec = make_s3_spec(moto_server)  # type: ignore[arg-type]
-    root = tmp_path / ".agentfs"
-    agentfs.open(root).close()
-    env = {**os.environ, "AGENTFS_STORE": str(root)}
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "agentfs.cli.main", "sync", spec.url, "--watch", "--interval", "1",
-         "--storage-options", json.dumps(spec.storage_options)],
-        env=env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    writer = subprocess.Popen(
-        [sys.executable, str(HELPERS / "pruning_writer.py"), str(root), "agent", "300", "0.04"], stdout=subprocess.PIPE, text=True
-    )
-    rem = PackRemote(spec.url, spec.storage_options)
-    rounds = deleted = 0
-    try:
-        deadline = time.monotonic() + 30
-        while rem.read(rem.key("config"), 1 << 20) is None:  # a remote exists once its first push wrote the config
-            assert time.monotonic() < deadline, "the daemon never reached the remote"
-            time.sleep(0.05)
-        while writer.poll() is None or rounds < 2:
-            report = remote_gc(rem, grace=0, settle=SETTLE)
-            rounds += 1
-            deleted += report.objects_deleted + report.entries_deleted
-            time.sleep(1.0)  # pushes wait while a gc runs: leave them room, as a real schedule would
-        assert writer.wait(timeout=120) == 0
-    finally:
-        writer.kill()
-        daemon.send_signal(signal.SIGTERM)
-        _out, err = daemon.communicate(timeout=60)
-    assert daemon.returncode == 0, err
-    assert rounds >= 3 and deleted > 0, f"{rounds} gc rounds deleted {deleted}: the race was not exercised\n{err}"
-    remote_gc(rem, grace=0, settle=SETTLE)
-    check = verify_remote(rem, deep=True)
-    assert check.ok, str(check)
-    with agentfs.open(tmp_path / "fresh") as fresh:
-        pull(fresh, PackRemote(spec.url, spec.storage_options))
-        run = fresh.run("agent")
-        assert run.latest().state["step"] == 299  # type: ignore[union-attr]
-        for cp in run.history():
-            assert cp.state["blob"] == __import__("random").Random(cp.state["step"] % 6).randbytes(40_000)
-        assert fresh.verify().ok
 
 
 def test_the_barrier_waits_for_a_running_gc_and_ignores_an_abandoned_one(tmp_path: Path) -> None:
