@@ -22,7 +22,6 @@ from tests.helpers import remote_raw, workload
 from tests.servers import RemoteSpec, make_s3_spec
 
 pytest_plugins = ["tests.servers"]
-HELPERS = Path(__file__).parent / "helpers"
 SETTLE = 3.0
 
 
