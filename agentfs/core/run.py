@@ -1,37 +1,32 @@
-"""A run: a named chain of checkpoints, appended under a per-run file lock."""
+"""A run: a named chain of checkpoints, appended under the run's lock (one of a fixed set of stripes)."""
 
 from __future__ import annotations
 
-import io
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
-from pathlib import Path
-from typing import IO, Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from ..engine import lineage
 from ..engine.object_store import ObjectWriter
 from ..engine.repository import Repository
-from ..errors import Conflict, NotFound, SerializationError
-from ..format import chunking
+from ..errors import Conflict, NotFound
 from ..format.entries import encode_entry
-from ..format.manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
+from ..format.manifest import Manifest, ValueRef
 from ..format.refs import PACKED, Ref, located
 from ..format.segment import Record
 from ..ids import new_id
 from ..names import check_id, check_name
 from ..objects.blobs import BlobWriter
-from ..serialization import encode_body, encode_value
+from ..serialization import encode_value
 from . import retention
 from .checkpoint import Artifact, Checkpoint
+from .commit_input import ArtifactSource, check_artifacts, encode_state, put_artifact
 from .journal import AsyncToolCall, Journal, ToolCall
 from .retention import PruneReport
 from .schema import Schema
 
-ByteSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
-ArtifactSource = ByteSource | Artifact
 UPDATE_RETRIES = 50
 UPDATE_BACKOFF_MAX = 0.05  # seconds: the longest random pause between two attempts of update()
 
@@ -120,9 +115,9 @@ class Run:
         """
         if parent is not HEAD and parent is not None:
             check_id(parent)
-        kind, values = _encode_state(state)
+        kind, values = encode_state(state)
         encoded_metadata = encode_value(dict(metadata or {}), "metadata")
-        sources = _check_artifacts(artifacts or {})
+        sources = check_artifacts(artifacts or {})
         with self.store.writing():
             # first from what this process last indexed, without a look at the segments: the look under the run
             # lock (the one refresh per commit) then checks that choice; in the rare case that it was stale (a
@@ -353,7 +348,7 @@ class Run:
     def _artifact_ref(self, blobs: BlobWriter, name: str, source: ArtifactSource) -> Ref:
         """The ref of one artifact source; an Artifact of this store is referenced where it lies, no byte copied."""
         if not isinstance(source, Artifact):
-            return _put_artifact(blobs, source)
+            return put_artifact(blobs, source)
         if source.checkpoint._store.id != self.store.id:
             with source.open() as stream:
                 return blobs.put_stream(stream)
@@ -415,43 +410,3 @@ class Run:
         self.store.heads[self.name] = manifest.id
         self.store.cache_entry((self.name, manifest.id), entry)
         return Checkpoint(self.store, manifest, self.schema)
-
-
-def _encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:
-    """A dict with str keys is stored key by key, so an unchanged key costs nothing next time."""
-    if type(state) is dict and all(type(key) is str for key in state):
-        return MAP_STATE, {key: encode_body(value, f"state[{_quoted(key)}]") for key, value in state.items()}
-    return VALUE_STATE, {"": encode_body(state, "state")}
-
-
-def _quoted(key: str) -> str:
-    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, ArtifactSource]:
-    """Every artifact's name and source, checked before a single byte is written."""
-    if not isinstance(artifacts, Mapping):
-        raise SerializationError(f"artifacts must be a mapping of name -> bytes, path, file or Artifact, got {type(artifacts).__name__}")
-    checked: dict[str, ArtifactSource] = {}
-    for name, source in artifacts.items():
-        check_name(name, "artifact")
-        if isinstance(source, (str, os.PathLike)):
-            path = Path(source)
-            if not path.is_file():
-                meaning = " (a str source is a path; give bytes, e.g. text.encode(), for content)" if isinstance(source, str) else ""
-                raise NotFound(f"artifact {name!r}: {path} is not a readable file{meaning}")
-        elif isinstance(source, io.TextIOBase):
-            raise SerializationError(f"artifact {name!r} is a text stream; open the file in binary mode ('rb')")
-        elif not isinstance(source, (bytes, bytearray, memoryview, Artifact)) and not hasattr(source, "read"):
-            raise SerializationError(f"artifact {name!r} is a {type(source).__name__}; give bytes, a path, a binary file or an Artifact")
-        checked[name] = source
-    return checked
-
-
-def _put_artifact(blobs: BlobWriter, source: ByteSource) -> Ref:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return blobs.put(bytes(source), chunking.LARGE)
-    if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as handle:
-            return blobs.put_stream(handle)
-    return blobs.put_stream(source)

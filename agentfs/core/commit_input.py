@@ -1,0 +1,61 @@
+"""What a commit is given, checked and encoded before a byte is written: its state and its artifact sources."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any, Union
+
+from ..errors import NotFound, SerializationError
+from ..format import chunking
+from ..format.manifest import MAP_STATE, VALUE_STATE
+from ..format.refs import Ref
+from ..names import check_name
+from ..objects.blobs import BlobWriter
+from ..serialization import encode_body
+from .checkpoint import Artifact
+
+ByteSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
+ArtifactSource = ByteSource | Artifact
+
+
+def encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:
+    """A dict with str keys is stored key by key, so an unchanged key costs nothing next time."""
+    if type(state) is dict and all(type(key) is str for key in state):
+        return MAP_STATE, {key: encode_body(value, f"state[{_quoted(key)}]") for key, value in state.items()}
+    return VALUE_STATE, {"": encode_body(state, "state")}
+
+
+def _quoted(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, ArtifactSource]:
+    """Every artifact's name and source, checked before a single byte is written."""
+    if not isinstance(artifacts, Mapping):
+        raise SerializationError(f"artifacts must be a mapping of name -> bytes, path, file or Artifact, got {type(artifacts).__name__}")
+    checked: dict[str, ArtifactSource] = {}
+    for name, source in artifacts.items():
+        check_name(name, "artifact")
+        if isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            if not path.is_file():
+                meaning = " (a str source is a path; give bytes, e.g. text.encode(), for content)" if isinstance(source, str) else ""
+                raise NotFound(f"artifact {name!r}: {path} is not a readable file{meaning}")
+        elif isinstance(source, io.TextIOBase):
+            raise SerializationError(f"artifact {name!r} is a text stream; open the file in binary mode ('rb')")
+        elif not isinstance(source, (bytes, bytearray, memoryview, Artifact)) and not hasattr(source, "read"):
+            raise SerializationError(f"artifact {name!r} is a {type(source).__name__}; give bytes, a path, a binary file or an Artifact")
+        checked[name] = source
+    return checked
+
+
+def put_artifact(blobs: BlobWriter, source: ByteSource) -> Ref:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return blobs.put(bytes(source), chunking.LARGE)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            return blobs.put_stream(handle)
+    return blobs.put_stream(source)
