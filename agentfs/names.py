@@ -24,7 +24,7 @@ def check_name(name: object, kind: str = "run") -> str:
             raise InvalidName(f"{kind} name {name!r} has an empty segment (leading, trailing or double '/')")
         if segment in (".", ".."):
             raise InvalidName(f"{kind} name {name!r} has a {segment!r} segment")
-        if segment == "log" and kind == "run":  # runs/<run>/log/ holds entries: a nested run named log would mix with them
+        if segment == "log" and kind == "run":  # format 1 kept entries in runs/<run>/log/; still reserved (docs/FORMAT.md)
             raise InvalidName(f"run name {name!r} has a 'log' segment, which is reserved")
         if len(segment) > MAX_SEGMENT:
             raise InvalidName(f"{kind} name {name!r} has a segment over {MAX_SEGMENT} characters")
