@@ -85,6 +85,15 @@ def at_most(
     return fig(ctx, workload, metric, agentfs, peer, peer_value, f"<= {factor:g}x", met if peer_value is not None else None, note)
 
 
+def read_through(artifact: Any) -> int:
+    """Stream an artifact to its end in 1 MiB reads, as a reader would; the bytes read."""
+    got = 0
+    with artifact.open() as f:
+        while chunk := f.read(1 << 20):
+            got += len(chunk)
+    return got
+
+
 def child_json(args: list[str], timeout: float) -> dict[str, Any]:
     """Run ``python ARGS`` from the repository root; the JSON object on its last stdout line."""
     out = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)

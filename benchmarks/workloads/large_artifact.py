@@ -17,7 +17,7 @@ from typing import Any
 
 from ..context import Context
 from ..peers import tree_size
-from .common import agentfs_part, child_json, fig, mb
+from .common import agentfs_part, child_json, fig, mb, read_through
 
 W = "3 large artifact"
 
@@ -64,10 +64,7 @@ def child(store_dir: str, file: str) -> dict[str, Any]:
     cp = run.latest()
     assert cp is not None
     t = time.perf_counter()
-    got = 0
-    with cp.artifacts["big.bin"].open() as f:
-        while chunk := f.read(1 << 20):
-            got += len(chunk)
+    got = read_through(cp.artifacts["big.bin"])
     read_s = time.perf_counter() - t
     assert got == size, f"read back {got} bytes of {size}"
     return {"size": size, "commit_s": commit_s, "read_s": read_s, "base_rss_mb": base, "peak_rss_mb": _peak_mb()}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import Context
-from .common import agentfs_part, fig, flush, mb, require_sync
+from .common import agentfs_part, fig, flush, mb, read_through, require_sync
 
 W = "6 push throughput"
 LARGE_RUN = "bench/push-large"
@@ -76,10 +76,7 @@ def resume_large(ctx: Context) -> dict[str, Any]:
     store = af.open(ctx.new_dir("w6-resume"), remote=url, storage_options=moto.storage_options)
     cp = store.run(LARGE_RUN).latest()
     assert cp is not None, "latest() found nothing on the remote"
-    got = 0
-    with cp.artifacts["big.bin"].open() as f:
-        while chunk := f.read(1 << 20):
-            got += len(chunk)
+    got = read_through(cp.artifacts["big.bin"])
     elapsed = time.perf_counter() - t
     assert got == size, f"resumed artifact has {got} bytes of {size}"
     return {"requests": sum((moto.stats() - before).requests.values()), "s": elapsed}
