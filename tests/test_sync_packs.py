@@ -305,7 +305,9 @@ def test_divergence_over_packs_is_reported_by_pull_and_latest_stays_newest(tmp_p
 
 def test_repair_from_a_pack_whose_copy_is_damaged_too_reports_it_and_repairs_the_rest(tmp_path: Path) -> None:
     store = agentfs.open(tmp_path / "a")
-    cp = store.run("r").commit({"r": 1}, artifacts={"big.bin": os.urandom(300_000)})
+    # Past twice the largest chunk (chunking.LARGE, 768 KiB), so the artifact is at least three
+    # objects whatever the random bytes; at 300 KB one chunk happened (CI, stop 15).
+    cp = store.run("r").commit({"r": 1}, artifacts={"big.bin": os.urandom(1_600_000)})
     url = str(tmp_path / "remote")
     Pusher(store, PackRemote(url, {})).push()
     (pack,) = (tmp_path / "remote" / keys.PACKS).glob("*.pack")
