@@ -74,6 +74,15 @@ def test_round_trip_across_rollover_and_seal(tmp_path: Path) -> None:
     assert reader.read(location) == fmt.Record(kind, b"w/7/1", body_of(b"w/7/1"))
 
 
+def test_a_segment_deleted_by_hand_under_its_writer_makes_the_next_append_start_a_new_one(tmp_path: Path) -> None:
+    with writer(tmp_path) as appender:
+        appender.append(batch("w", 0))
+        only_segment(tmp_path).unlink()  # by hand: the writer's descriptor still points at the unlinked inode
+        appender.append(batch("w", 1))
+        appender.append(batch("w", 2))
+    assert contents(tmp_path) == {**expected_batch("w", 1), **expected_batch("w", 2)}
+
+
 def test_a_batch_larger_than_the_bound_gets_a_segment_of_its_own(tmp_path: Path) -> None:
     big = fmt.Record(fmt.FIRST_RECORD_KIND, b"big", os.urandom(3 * SEGMENT_BYTES))
     with writer(tmp_path, segment_bytes=SEGMENT_BYTES, durability="process") as appender:
@@ -284,10 +293,12 @@ def syscall_counts(tmp_path: Path, batches: int, durability: str) -> dict[str, i
         f"with SegmentWriter(root / 'segments', root / 'locks', durability={durability!r}) as w:\n"
         f"    for n in range({batches}): w.append(batch('w', n))\n"
     )
-    trace = strace(tmp_path, "trace=fdatasync,fsync,fallocate,pwrite64", code)
+    trace = strace(tmp_path, "trace=fdatasync,fsync,fallocate,pwrite64,%%stat", code)
     segment = str(tmp_path / durability / str(batches) / "segments")
     calls = re.findall(r"^\d+\s+(\w+)\((\d+)<([^>]*)>", trace, re.MULTILINE)
     counts = {name: 0 for name in ("fdatasync", "fsync", "fallocate", "pwrite64", "fsync_segment_dir")}
+    # by descriptor or by name: see SegmentWriter._unlinked for what a stat of a segment costs its writes
+    counts["stat"] = len(re.findall(rf"^\d+\s+\w*stat\w*\(.*{re.escape(segment)}/", trace, re.MULTILINE))
     for name, _fd, path in calls:
         if path.startswith(segment + "/"):
             counts[name] += 1
@@ -304,6 +315,7 @@ def test_one_write_and_one_fdatasync_per_batch_into_a_preallocated_segment(tmp_p
     assert few["pwrite64"] == 2 + 5 and 2 + 40 <= many["pwrite64"] <= 2 + 40 + 40 // 10  # steps, not per batch
     assert few["fallocate"] == many["fallocate"] == 0  # synced batches go into written zeros
     assert few["fsync"] == many["fsync"] == 1 and few["fsync_segment_dir"] == many["fsync_segment_dir"] == 1
+    assert few["stat"] == many["stat"] == 0, "a stat of the segment makes each later write dirty its inode"
     process = syscall_counts(tmp_path, 40, "process")
     assert process["fdatasync"] == process["fsync"] == process["fsync_segment_dir"] == 0
     assert process["pwrite64"] == 41 and 1 <= process["fallocate"] <= 40 // 10  # no zeros written: fallocated

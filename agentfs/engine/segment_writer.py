@@ -139,6 +139,7 @@ class SegmentWriter:
         self.writer = ULID().bytes
         self._mutex = threading.Lock()
         self._fd = -1
+        self._path = ""  # the current segment's, as a str: access(2) on every append
         self.segment_id = self.position = self.allocated = self.torn_end = 0
         self.entries: list[fmt.IndexEntry] = []
         try:
@@ -159,7 +160,7 @@ class SegmentWriter:
                 mine.append(segment_id)
         for index, segment_id in enumerate(mine):
             view = open_segment(self.directory / fmt.segment_name(segment_id))
-            self._fd = os.open(view.path, os.O_RDWR)
+            self._fd, self._path = os.open(view.path, os.O_RDWR), os.fspath(view.path)
             self.segment_id, self.entries = segment_id, view.entries
             self.position, self.torn_end, self.allocated = view.end, view.torn_end, os.fstat(self._fd).st_size
             if index < len(mine) - 1:
@@ -177,10 +178,9 @@ class SegmentWriter:
         (the same file; a roll in between seals, and so syncs, the segment it lies in)."""
         with self._mutex:
             data, entries = fmt.encode_batch(self.segment_id, self.position, records)
-            # a segment deleted under its live writer (by hand) would swallow every later append: start a new one
             end = self.position + len(data)
             full = end > self.segment_bytes and self.position > fmt.HEADER.size
-            if self._fd < 0 or full or os.fstat(self._fd).st_nlink == 0:
+            if self._fd < 0 or full or self._unlinked():
                 self._roll(len(data), zeros=self.sync and sync)
                 data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             elif end > self.allocated:
@@ -193,6 +193,20 @@ class SegmentWriter:
             self.torn_end = max(self.position, self.torn_end)
             self.entries.extend(entries)
             return [Location(self.segment_id, entry.offset, entry.length) for entry in entries]
+
+    def _unlinked(self) -> bool:
+        """Whether the current segment's name is gone (deleted by hand under its live writer): a segment
+        without a name would swallow every later append, so the writer starts a new one.
+
+        Hazard: no fstat/stat of the segment here, or anywhere on the append path. Linux >= 6.13 has
+        "multigrain timestamps": once a file's ctime/mtime is queried, its next write takes a
+        fine-grained timestamp, which dirties the inode on every write, and on ext4 without a journal
+        the fdatasync then writes the inode too. Measured on kernel 6.18 (pwrite of 10 KB into written
+        zeros + fdatasync): 0.10-0.11 ms median, 0.13-0.19 ms with an fstat before each write. A path
+        lookup (access(2)) reads no attributes. It misses a name deleted and then taken again by
+        another writer's new segment of the same id: a deletion by hand is out of the format's rules,
+        and this check is a courtesy, not a guarantee."""
+        return not os.access(self._path, os.F_OK)
 
     def _grow(self, end: int, *, zeros: bool) -> None:
         """Allocate the next step (and at least up to `end`) past the current allocation."""
@@ -209,8 +223,9 @@ class SegmentWriter:
         size = fmt.HEADER.size + max(min(self.preallocation_step, MIN_PREALLOCATION), needed)
         segment_id = (segment_ids(self.directory) or [0])[-1] + 1
         while True:
+            path = os.fspath(self.directory / fmt.segment_name(segment_id))
             try:
-                fd = os.open(self.directory / fmt.segment_name(segment_id), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:  # another writer took this id meanwhile
                 segment_id += 1
                 continue
@@ -222,7 +237,7 @@ class SegmentWriter:
             fsync_dir(self.directory)  # the new entry: without it the segment vanishes with every batch in it
         if previous >= 0:
             self._seal()
-        self._fd, self.segment_id, self.allocated = fd, segment_id, size
+        self._fd, self._path, self.segment_id, self.allocated = fd, path, segment_id, size
         self.position = self.torn_end = fmt.HEADER.size
         self.entries = []
 
