@@ -62,7 +62,7 @@ def test_several_writer_processes_are_indexed_with_heads_and_refresh_sees_new_on
         assert index.ids(kinds.ENTRY, run) == sorted(ids)
         assert index.head(run) == max(ids)
         assert index.read(index.location(kinds.ENTRY, run, ids[0])).body == b"entry"  # type: ignore[arg-type]
-    assert len(index.objects) == 90
+    assert len(index.object_ids()) == 90
     more = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "run0", "2"], env=ENV, capture_output=True, text=True, check=True)
     assert index.head("run0") == max(written["run0"]), "nothing new is seen before refresh"
     index.refresh()

@@ -1,15 +1,20 @@
 """The in-memory index of a store's segments: where each record lies, each run's head, the forks.
 
-Built at open from sealed segments' footers and unsealed segments' scans (engine/segments.py).
+Built at open from sealed segments' footers and unsealed segments' scans (engine/segments.py). A
+footer is kept as read and searched in place (format/footer.py): opening a sealed segment costs its
+runs, its retirement records and its other entries (forks), not its records, and a lookup bisects
+each footer's rows. Unsealed segments are indexed record by record, in dicts.
 `refresh()` reads only what is new: one listing of segments/, then one small pread at the known end
 of each unsealed segment, and only a batch found there is read and decoded. A segment that vanished
 (compaction replaced it) makes refresh rebuild the index from scratch.
 
 Retirement records hide the checkpoints and journal records they name (format 2 never deletes a
-record in place; compaction drops them). Records are kept in a dict per kind and run, so a run's head
-and `has` cost the same at 10 or 100,000 checkpoints. A record that cannot be indexed (a damaged batch,
-a malformed key) is skipped and named in `problems`; a retirement record that does not decode hides
-nothing (verify reports it).
+record in place; compaction drops them): they leave the dicts, and footer lookups skip them. A run's
+head is kept, so `head` and `has` cost the same at 10 or 100,000 checkpoints. A record that cannot be
+indexed (a damaged batch, a malformed key) is skipped and named in `problems`; a retirement record
+that does not decode hides nothing (verify reports it). A footer row found damaged when a lookup reads
+it raises IntegrityError naming the segment; `audit` decodes every footer whole, and scans instead
+the segments whose footer does not decode.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from ..format import kinds
 from ..format import segment as fmt
 from ..format.retirement import decode_retirement
 from ..names import ID, check_name
-from .segments import Location, open_segment, peek, scan_from, segment_ids
+from .segments import Location, SealedSegment, open_indexed, peek, scan_from, segment_ids
 
 
 @dataclasses.dataclass
@@ -50,6 +55,8 @@ class Index:
         self.refresh()
 
     def _clear(self) -> None:
+        self.footers: dict[int, fmt.Footer] = {}  # sealed segments, searched in place, oldest first
+        # unsealed segments' records (and those of segments sealed since this index first read them)
         self.objects: dict[bytes, Location] = {}
         self.copies: dict[tuple[int, bytes], list[Location]] = {}  # further copies of a key (dedup races, repairs)
         self.records: dict[int, dict[str, dict[str, Location]]] = {kind: {} for kind in kinds.RUN_KINDS}
@@ -102,15 +109,33 @@ class Index:
 
     def _open(self, segment_id: int) -> None:
         try:
-            view = open_segment(self._path(segment_id))
+            opened = open_indexed(self._path(segment_id))
         except FileNotFoundError:
             return  # compacted away since it was listed
         except AgentFSError as exc:
             self.problems.append(str(exc))
             return
-        self.problems.extend(view.problems)
-        self.segments[segment_id] = Known(view.sealed, view.end)
-        self._add(segment_id, view.entries)
+        if isinstance(opened, SealedSegment):
+            self.segments[segment_id] = Known(True, opened.end)
+            self._add_footer(segment_id, opened.footer)
+            return
+        self.problems.extend(opened.problems)
+        self.segments[segment_id] = Known(opened.sealed, opened.end)
+        self._add(segment_id, opened.entries)
+
+    def _add_footer(self, segment_id: int, footer: fmt.Footer) -> None:
+        """Index a sealed segment by its footer: its heads, forks and retirement records; its rows stay where they are."""
+        self.footers[segment_id] = footer
+        for kind, run in footer.runs:
+            if kind == kinds.ENTRY:
+                newest = footer.newest(kinds.ENTRY, run, self.hidden.get(run, ()))
+                if newest is not None and newest > self.heads.get(run, ""):
+                    self.heads[run] = newest
+        self._add(segment_id, footer.others)
+        for kind, run in footer.runs:
+            if kind == kinds.RETIRED:
+                for record_id, offset, length in footer.rows(kinds.RETIRED, run):
+                    self._hide(run, record_id, Location(segment_id, offset, length))
 
     def _read_tail(self, segment_id: int, known: Known) -> None:
         """Batches appended after `known.end`: one small pread when there are none."""
@@ -201,29 +226,75 @@ class Index:
             if not by_id:
                 self.records[kind].pop(run, None)
         if self.heads.get(run) in named:
-            remaining = self.records[kinds.ENTRY].get(run)
-            if remaining:
-                self.heads[run] = max(remaining)
-            else:
+            newest = self._newest(kinds.ENTRY, run)
+            if newest is None:
                 del self.heads[run]
+            else:
+                self.heads[run] = newest
+
+    def _newest(self, kind: int, run: str) -> str | None:
+        """The greatest id of the run's records of `kind` that no retirement hides."""
+        hidden = self.hidden.get(run, set()) if kind != kinds.RETIRED else set()
+        found = [max(self.records[kind][run])] if self.records[kind].get(run) else []
+        for footer in self._footers_with(kind, run):
+            newest = footer.newest(kind, run, hidden)
+            if newest is not None:
+                found.append(newest)
+        return max(found, default=None)
+
+    def _footers_with(self, kind: int, run: str) -> list[fmt.Footer]:
+        return [footer for footer in self.footers.values() if (kind, run) in footer.runs]
+
+    def _hides(self, kind: int, run: str, record_id: str) -> bool:
+        return kind != kinds.RETIRED and record_id in self.hidden.get(run, ())
+
+    def audit(self) -> None:
+        """Decode every footer whole (verify): a segment whose footer has a damaged row is reported and scanned instead."""
+        with self._lock:
+            for segment_id, footer in list(self.footers.items()):
+                try:
+                    footer.entries()
+                except AgentFSError as exc:
+                    self.problems.append(f"{exc}; scanning the segment instead")
+                    del self.footers[segment_id]
+                    view = scan_from(self._path(segment_id), fmt.HEADER.size)
+                    self.problems.extend(view.problems)
+                    self._add(segment_id, view.entries)
+                    self.heads = {run: head for run in self.heads if (head := self._newest(kinds.ENTRY, run)) is not None}
 
     # lookups (call refresh() first to see other writers' records)
 
     def has(self, kind: int, run: str, record_id: str) -> bool:
-        with self._lock:
-            return record_id in self.records[kind].get(run, ())
+        return self.location(kind, run, record_id) is not None
 
     def location(self, kind: int, run: str, record_id: str) -> Location | None:
         with self._lock:
-            return self.records[kind].get(run, {}).get(record_id)
+            if self._hides(kind, run, record_id):
+                return None
+            found = self.records[kind].get(run, {}).get(record_id)
+            if found is not None:
+                return found
+            for segment_id, footer in self.footers.items():
+                rows = footer.find_record(kind, run, record_id)
+                if rows:
+                    return Location(segment_id, *rows[0])
+            return None
 
     def ids(self, kind: int, run: str) -> list[str]:
         with self._lock:
-            return sorted(self.records[kind].get(run, ()))
+            ids = set(self.records[kind].get(run, ()))
+            for footer in self._footers_with(kind, run):
+                ids.update(footer.ids(kind, run))
+            if kind != kinds.RETIRED:
+                ids -= self.hidden.get(run, set())
+            return sorted(ids)
 
     def runs(self, kind: int) -> list[str]:
         with self._lock:
-            return sorted(self.records[kind])
+            runs = set(self.records[kind])
+            for footer in self.footers.values():
+                runs.update(run for record_kind, run in footer.runs if record_kind == kind)
+            return sorted(run for run in runs if run in self.records[kind] or self._newest(kind, run) is not None)
 
     def all_ids(self, kind: int) -> Iterator[tuple[str, str]]:
         """(run, id) of every record of `kind`, run by run, oldest first."""
@@ -237,17 +308,36 @@ class Index:
 
     def object_location(self, oid: bytes) -> Location | None:
         with self._lock:
-            return self.objects.get(oid)
+            found = self.objects.get(oid)
+            if found is not None:
+                return found
+            for segment_id, footer in self.footers.items():
+                rows = footer.find_object(oid)
+                if rows:
+                    return Location(segment_id, *rows[0])
+            return None
+
+    def object_locations(self) -> dict[bytes, Location]:
+        """Every object and where its first copy lies (all of every footer decoded)."""
+        with self._lock:
+            located = dict(self.objects)
+            for segment_id, footer in self.footers.items():
+                for oid, offset, length in footer.object_rows():
+                    located.setdefault(oid, Location(segment_id, offset, length))
+            return located
 
     def object_ids(self) -> list[bytes]:
-        with self._lock:
-            return list(self.objects)
+        return list(self.object_locations())
 
     def object_lengths(self) -> list[int]:
         """The length of each object's blob (its record's body)."""
         overhead = fmt.record_overhead(kinds.OID_LENGTH)
+        return [location.length - overhead for location in self.object_locations().values()]
+
+    def rows_read(self) -> int:
+        """Footer rows decoded so far: what this index's lookups cost in sealed segments."""
         with self._lock:
-            return [location.length - overhead for location in self.objects.values()]
+            return sum(footer.rows_read for footer in self.footers.values())
 
     def known_end(self, segment_id: int) -> int:
         with self._lock:
@@ -299,9 +389,21 @@ class Index:
         run, record_id = kinds.split_pair_key(key, "lookup")
         return self.location(kind, run, record_id)
 
-    def _read_copies(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None) -> bytes:
+    def _copies(self, kind: int, key: bytes) -> list[Location]:
+        """Every location of the record `key`: in the unsealed segments, then in every footer."""
         with self._lock:
-            others = list(self.copies.get((kind, key), ()))
+            if kind == kinds.OBJECT:
+                first = self.objects.get(key)
+                rows = [(segment_id, footer.find_object(key)) for segment_id, footer in self.footers.items()]
+            else:
+                run, record_id = kinds.split_pair_key(key, "lookup")
+                first = self.records[kind].get(run, {}).get(record_id)
+                rows = [(segment_id, footer.find_record(kind, run, record_id)) for segment_id, footer in self.footers.items()]
+            found = [] if first is None else [first, *self.copies.get((kind, key), ())]
+            return found + [Location(segment_id, *row) for segment_id, rows_here in rows for row in rows_here]
+
+    def _read_copies(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None) -> bytes:
+        others = [location for location in self._copies(kind, key) if location != first]
         damage: IntegrityError | None = None
         intact: bytes | None = None
         for location in [first, *others]:

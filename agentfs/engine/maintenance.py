@@ -81,10 +81,11 @@ def verify(store: Repository) -> VerifyReport:
     report = VerifyReport()
     index = Index(store.segments_dir)
     try:
+        index.audit()
         report.problems.extend(Problem("corrupt", str(store.segments_dir), problem) for problem in index.problems)
-        located = list(index.objects.items())
+        located = list(index.object_locations().items())
         report.objects = len(located)
-        good = set(index.objects)
+        good = {oid for oid, _location in located}
         for (oid, _location), problem in zip(located, store.pool.map(lambda item: _check_object(index, *item), located), strict=True):
             if problem is not None:
                 good.discard(oid)

@@ -67,8 +67,30 @@ class _Window:
         return self.buffer[offset - self.start : offset - self.start + length]
 
 
+class SealedSegment(NamedTuple):
+    """A sealed segment whose footer was read and checked but not decoded (its rows are read in place)."""
+
+    header: fmt.Header
+    footer: fmt.Footer
+    end: int  # the footer's offset: where the records end
+
+
 def open_segment(path: Path) -> SegmentView:
-    """Open one segment: the footer of a sealed one, a scan of an unsealed one."""
+    """Open one segment: the footer of a sealed one, decoded whole, or a scan of an unsealed one."""
+    opened = open_indexed(path)
+    if isinstance(opened, SegmentView):
+        return opened
+    try:
+        entries = opened.footer.entries()
+    except AgentFSError as exc:
+        view = scan_from(path, fmt.HEADER.size)
+        view.problems.insert(0, f"{exc}; scanning the segment instead")
+        return view
+    return SegmentView(path, opened.header, True, entries, opened.end, opened.end, [])
+
+
+def open_indexed(path: Path) -> SegmentView | SealedSegment:
+    """Open one segment for an index: the footer of a sealed one (read, checked, not decoded), a scan of an unsealed one."""
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
@@ -81,11 +103,11 @@ def open_segment(path: Path) -> SegmentView:
             if pointer is not None:
                 offset, length = pointer
                 try:
-                    entries = fmt.decode_footer(_pread(fd, length, offset), header.segment_id, offset, str(path))
+                    footer = fmt.read_footer(_pread(fd, length, offset), header.segment_id, offset, str(path))
                 except AgentFSError as exc:
                     problems.append(f"{exc}; scanning the segment instead")
                 else:
-                    return SegmentView(path, header, True, entries, offset, offset, problems)
+                    return SealedSegment(header, footer, offset)
         return _scan(fd, size, path, header, problems)
     finally:
         os.close(fd)

@@ -5,7 +5,7 @@ A segment is a header, then commit batches, then (once sealed) a footer index an
     header  magic "\\x89AFSSEG\\n" | version u16 = 2 | slot u16 | segment id u64 | writer (16 bytes) | crc32
     frame   payload length u32 | crc32(length, kind, payload) u32 | kind u8 | payload
     batch   BEGIN frame | one frame per record | END frame
-    footer  a FOOTER frame listing every record (kind, key, offset, frame length), then
+    footer  a FOOTER frame indexing every record in sections a reader uses in place (format/footer.py), then
     trailer magic "\\x89AFSEND\\n" | footer offset u64 | footer frame length u32 | crc32, at the end of the file
 
 All integers are big-endian. The frame checksum is zlib.crc32: it is there to tell a torn or damaged
@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..errors import FormatError, IntegrityError
+from .footer import FIRST_RECORD_KIND, Footer, IndexEntry, encode_footer
 
 VERSION = 2
 SEGMENT_MAGIC = b"\x89AFSSEG\n"
@@ -40,12 +41,9 @@ _CHECKED = struct.Struct(">IB")  # the frame fields the crc32 covers before the 
 BEGIN = struct.Struct(">8sQQII")  # batch magic, segment id, offset of this frame, batch length, record count
 END = struct.Struct(">QI")  # offset of the batch's BEGIN frame, record count
 KEY_LENGTH = struct.Struct(">H")  # a record's payload: key length, key, body
-FOOTER_HEAD = struct.Struct(">QI")  # segment id, entry count
-FOOTER_ENTRY = struct.Struct(">BHQI")  # kind, key length, frame offset, frame length; then the key
 TRAILER = struct.Struct(">8sQII")  # trailer magic, footer offset, footer frame length, crc32 of what precedes it
 
 KIND_BEGIN, KIND_END, KIND_FOOTER = 1, 2, 3
-FIRST_RECORD_KIND = 16  # record kinds are 16..255, named by the layer that stores records
 BEGIN_FRAME = FRAME.size + BEGIN.size
 END_FRAME = FRAME.size + END.size
 MAX_KEY = 0xFFFF
@@ -56,15 +54,6 @@ class Record(NamedTuple):
     kind: int
     key: bytes
     body: bytes
-
-
-class IndexEntry(NamedTuple):
-    """What a record is and where its frame lies in its segment."""
-
-    kind: int
-    key: bytes
-    offset: int
-    length: int
 
 
 class Header(NamedTuple):
@@ -230,11 +219,7 @@ def find_batch_magic(data: bytes, start: int) -> int:
 
 def encode_seal(segment_id: int, offset: int, entries: Sequence[IndexEntry]) -> bytes:
     """The footer frame and trailer that seal a segment whose batches end at `offset`."""
-    parts = [FOOTER_HEAD.pack(segment_id, len(entries))]
-    for entry in entries:
-        parts.append(FOOTER_ENTRY.pack(entry.kind, len(entry.key), entry.offset, entry.length))
-        parts.append(entry.key)
-    footer = encode_frame(KIND_FOOTER, b"".join(parts))
+    footer = encode_frame(KIND_FOOTER, encode_footer(segment_id, entries))
     fields = TRAILER.pack(TRAILER_MAGIC, offset, len(footer), 0)[:-4]
     return footer + fields + struct.pack(">I", zlib.crc32(fields))
 
@@ -249,25 +234,15 @@ def decode_trailer(data: bytes, file_size: int) -> tuple[int, int] | None:
     return int(offset), int(length)
 
 
-def decode_footer(data: bytes, segment_id: int, footer_offset: int, where: str) -> list[IndexEntry]:
-    """The index a sealed segment's footer frame holds; every entry must lie between the header and the footer."""
+def read_footer(data: bytes, segment_id: int, footer_offset: int, where: str) -> Footer:
+    """The footer a sealed segment's footer frame holds, its head, run table and others checked; its rows
+    are read in place (format/footer.py). Every record it names must lie between the header and the footer."""
     kind, payload = decode_frame(data, f"{where} footer")
-    if kind != KIND_FOOTER or len(payload) < FOOTER_HEAD.size:
+    if kind != KIND_FOOTER:
         raise FormatError(f"{where}: the trailer does not point at a footer")
-    segment, count = FOOTER_HEAD.unpack_from(payload)
-    if segment != segment_id:
-        raise FormatError(f"{where}: the footer is segment {segment}'s, not {segment_id}'s")
-    entries, position = [], FOOTER_HEAD.size
-    for _ in range(count):
-        if position + FOOTER_ENTRY.size > len(payload):
-            raise FormatError(f"{where}: the footer ends before its {count} entries")
-        kind, key_length, offset, length = FOOTER_ENTRY.unpack_from(payload, position)
-        position += FOOTER_ENTRY.size
-        key = payload[position : position + key_length]
-        position += key_length
-        if len(key) != key_length or offset < HEADER.size or offset + length > footer_offset or kind < FIRST_RECORD_KIND:
-            raise FormatError(f"{where}: footer entry at offset {offset} is malformed")
-        entries.append(IndexEntry(kind, key, offset, length))
-    if position != len(payload):
-        raise FormatError(f"{where}: {len(payload) - position} stray bytes after the footer's entries")
-    return entries
+    return Footer(payload, segment_id, HEADER.size, footer_offset, where)
+
+
+def decode_footer(data: bytes, segment_id: int, footer_offset: int, where: str) -> list[IndexEntry]:
+    """Every record a sealed segment's footer frame indexes, by offset, all of it checked."""
+    return read_footer(data, segment_id, footer_offset, where).entries()

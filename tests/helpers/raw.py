@@ -275,7 +275,7 @@ def stored(store: StoreLike) -> dict[str, bytes]:
     """Every stored object and record by a stable name: equal dicts mean nothing was added, lost or changed."""
     index = _index(store)
     try:
-        objects = {f"object {oid.hex()}": index.read(location).body for oid, location in index.objects.items()}
+        objects = {f"object {oid.hex()}": index.read(location).body for oid, location in index.object_locations().items()}
     finally:
         index.close()
     return objects | {f"record {' '.join(name)}": data for name, data in stored_records(store).items()}
