@@ -21,7 +21,7 @@ from ..format.refs import Location
 from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
-from .locks import EXCLUSIVE, SHARED, flock
+from .locks import EXCLUSIVE, SHARED, LockFiles
 from .segment_writer import Durability, SegmentWriter, seal_orphans
 
 SEAL_ON_CLOSE = 1 << 20  # bytes: a segment this big is sealed on a clean close
@@ -47,6 +47,7 @@ class SegmentStore:
         self._synced: dict[int, int] = {}  # segment id -> offset up to which this process knows it durable
         self._lock = threading.Lock()
         self._held = threading.local()  # the stripe locks this thread holds: appending() nests
+        self._lock_files = LockFiles()  # locks/ descriptors kept open: a commit opens no file for its locks
 
     def close_segments(self) -> None:
         with self._lock:
@@ -56,6 +57,7 @@ class SegmentStore:
                 self._writer.close()  # an unsealed segment is left for the slot's next writer to continue
                 self._writer = None
         self.index.close()
+        self._lock_files.close()
 
     # appending and durability
 
@@ -179,7 +181,7 @@ class SegmentStore:
         if path in held:
             yield
             return
-        with flock(path, EXCLUSIVE):
+        with self._lock_files.hold(path, EXCLUSIVE):
             held.add(path)
             try:
                 yield
@@ -196,11 +198,11 @@ class SegmentStore:
 
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
-        return flock(self._gc_lock_path, SHARED)
+        return self._lock_files.hold(self._gc_lock_path, SHARED)
 
     def excluding_writers(self) -> AbstractContextManager[None]:
         """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
-        return flock(self._gc_lock_path, EXCLUSIVE)
+        return self._lock_files.hold(self._gc_lock_path, EXCLUSIVE)
 
     def where_stored(self, run: str, kind: str, record_id: str) -> str:
         """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
