@@ -6,8 +6,12 @@ Real threads, real processes (fork and spawn), real flock on the store's lock fi
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import os
+import select
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +19,10 @@ from pathlib import Path
 import pytest
 
 import agentfs
+from agentfs.engine.segment_writer import SLOTS, slot_lock_path
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 pytestmark = pytest.mark.timeout(60)
 HOLD = 0.002  # seconds each holder stays inside the lock: long enough for others to pile up at it
@@ -126,3 +134,71 @@ def _points_into(fd: str, directory: Path) -> bool:
         return os.readlink(f"/proc/self/fd/{fd}").startswith(f"{directory}/")
     except FileNotFoundError:  # the descriptor listdir itself used
         return False
+
+
+WRITER = """
+import sys
+import agentfs
+with agentfs.open(sys.argv[1]) as store:
+    print("ready", flush=True)
+    for line in sys.stdin:
+        store.run(line.strip()).commit({"by": sys.argv[2]})
+        print("committed", flush=True)
+"""
+
+
+def _start_writer(root: Path, name: str) -> subprocess.Popen[str]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(root), name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV
+    )
+    assert _line(child, 30) == "ready"
+    return child
+
+
+def _line(child: subprocess.Popen[str], timeout: float) -> str | None:
+    """The child's next line of output, or None if it printed none within `timeout` seconds."""
+    assert child.stdout is not None
+    ready, _, _ = select.select([child.stdout], [], [], timeout)
+    return child.stdout.readline().strip() if ready else None
+
+
+def _tell(child: subprocess.Popen[str], run: str) -> None:
+    assert child.stdin is not None
+    child.stdin.write(run + "\n")
+    child.stdin.flush()
+
+
+def test_a_process_waiting_for_a_writer_slot_holds_no_lock_the_slot_holder_needs(tmp_path: Path) -> None:
+    """All writer slots taken: a process waits for the one its pid picks. If it waited while holding its
+    run's stripe, and that slot's holder then commits to the same run, neither could ever go on."""
+    root = tmp_path / ".agentfs"
+    agentfs.open(root).close()
+    waiter = _start_writer(root, "waiter")  # no slot yet: a store takes one at its first write
+    others: list[int] = []
+    holder = None
+    try:
+        free = waiter.pid % SLOTS  # the slot the waiter will wait for (segment_writer._acquire_slot)
+        for slot in range(SLOTS):  # live writers in every other slot
+            if slot != free:
+                fd = os.open(slot_lock_path(root / "locks", slot), os.O_RDWR | os.O_CREAT, 0o644)
+                others.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        holder = _start_writer(root, "holder")
+        _tell(holder, "warm-up")  # takes the one free slot, the waiter's
+        assert _line(holder, 30) == "committed"
+        _tell(waiter, "r")
+        time.sleep(1.0)  # the waiter is now blocked on the holder's slot
+        _tell(holder, "r")
+        assert _line(holder, 15) == "committed", "deadlock: the waiter holds the run's lock while it waits for a slot"
+        assert holder.stdin is not None
+        holder.stdin.close()  # the holder closes its store and frees its slot: the waiter commits
+        assert holder.wait(30) == 0
+        assert _line(waiter, 30) == "committed"
+    finally:
+        for fd in others:
+            os.close(fd)
+        for child in filter(None, [waiter, holder]):
+            child.kill()
+            child.wait()
+    with agentfs.open(root) as store:
+        assert sorted(cp.state["by"] for cp in store.run("r").history()) == ["holder", "waiter"]

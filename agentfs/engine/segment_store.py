@@ -172,10 +172,28 @@ class SegmentStore:
 
 
     # locks
+    #
+    # Lock order, so that no two processes (or threads) wait for each other: a writer slot first (held from a
+    # store's first write to its close), then the gc lock, then at most one stripe (run-NN or journal-NN).
+    # - Slot first: with every slot taken, a new writer waits for the one its pid picks, until that holder
+    #   closes; waiting with its run's stripe (or the gc lock) held, it would block that holder's next commit
+    #   to the run, and the holder would never close (tests/test_locks.py). So writing(), excluding_writers()
+    #   and the stripes take this process's slot before their own lock.
+    # - gc, then a stripe: commit and fork take a stripe under writing(); prune and gc may take one under
+    #   excluding_writers() (a read_entry that fetches from a remote installs the entry under its run's
+    #   stripe). Nothing takes the gc lock with a stripe held: writing() is only taken by Run.commit and
+    #   Run.fork, which no code runs under a stripe (a journaled call runs outside the journal lock).
+    # - Never two stripes: under appending(run) a commit reads only that run's head and entries (a fetched
+    #   one is installed under the same stripe: re-entrant), appends, and makes durable what it relies on
+    #   from the index (no fetch, no lock); install_entry (pull, repair, lazy reads) records forks
+    #   (note_fork: no lock) before it takes the one stripe; under journal_lock(run) a journal reads and
+    #   appends records of that run only, and append_record takes no stripe. Two runs on one stripe are
+    #   one lock, re-entrant for the thread holding it.
 
     @contextlib.contextmanager
     def _stripe(self, kind: str, run: str) -> Iterator[None]:
         """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
+        self._segment_writer()  # a writer slot before the stripe: see the lock order above
         path = _stripe_lock_path(self._locks_path, kind, run)
         held: set[str] = self._held.__dict__.setdefault("paths", set())
         if path in held:
@@ -198,10 +216,12 @@ class SegmentStore:
 
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
+        self._segment_writer()  # a writer slot before the gc lock: see the lock order above
         return self._lock_files.hold(self._gc_lock_path, SHARED)
 
     def excluding_writers(self) -> AbstractContextManager[None]:
         """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
+        self._segment_writer()  # a writer slot before the gc lock: see the lock order above
         return self._lock_files.hold(self._gc_lock_path, EXCLUSIVE)
 
     def where_stored(self, run: str, kind: str, record_id: str) -> str:
