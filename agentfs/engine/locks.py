@@ -35,47 +35,71 @@ def flock(path: str | Path, mode: int) -> Iterator[None]:
         os.close(fd)
 
 
+_forks = 0  # grows in a child at every fork: a LockFiles made before it holds the parent's descriptors
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
+
+
 class _LockFile:
-    """One lock file's descriptor, and which threads of this process hold its flock."""
+    """One lock file's descriptor, and this process's threads that hold its flock.
+
+    `_resource` is held by an exclusive holder, or by the sharers together (taken by the first, released
+    by the last: a threading.Lock may be released by another thread than the one that took it)."""
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._state = threading.Condition(threading.Lock())
-        self._sharers = 0  # threads holding it shared
-        self._exclusive = False  # a thread holds it (or is taking its flock) exclusively
+        self._resource = threading.Lock()
+        self._counting = threading.Lock()
+        self._sharers = 0
 
-    @contextmanager
-    def hold(self, mode: int) -> Iterator[None]:
+    def acquire(self, mode: int) -> None:
         if mode == SHARED:
-            with self._state:
-                while self._exclusive:
-                    self._state.wait()
+            with self._counting:  # a second sharer waits here until the first has the flock
                 if self._sharers == 0:
-                    fcntl.flock(self.fd, SHARED)  # under _state: a second sharer waits for this flock, not past it
+                    self._resource.acquire()
+                    try:
+                        fcntl.flock(self.fd, SHARED)
+                    except BaseException:
+                        self._resource.release()
+                        raise
                 self._sharers += 1
-            try:
-                yield
-            finally:
-                with self._state:
-                    self._sharers -= 1
-                    if self._sharers == 0:
-                        fcntl.flock(self.fd, fcntl.LOCK_UN)
-                        self._state.notify_all()
             return
-        with self._state:
-            while self._exclusive or self._sharers:
-                self._state.wait()
-            self._exclusive = True
+        self._resource.acquire()
         try:
             fcntl.flock(self.fd, EXCLUSIVE)
-            try:
-                yield
-            finally:
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            with self._state:
-                self._exclusive = False
-                self._state.notify_all()
+        except BaseException:
+            self._resource.release()
+            raise
+
+    def release(self, mode: int) -> None:
+        if mode == SHARED:
+            with self._counting:
+                self._sharers -= 1
+                if self._sharers:
+                    return
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        self._resource.release()
+
+
+class _Hold:
+    """`with` support for one hold (a class, not a generator: it runs twice per lock per commit)."""
+
+    __slots__ = ("_file", "_mode")
+
+    def __init__(self, lock_file: _LockFile, mode: int) -> None:
+        self._file, self._mode = lock_file, mode
+
+    def __enter__(self) -> None:
+        self._file.acquire(self._mode)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._file.release(self._mode)
 
 
 class LockFiles:
@@ -84,21 +108,21 @@ class LockFiles:
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._files: dict[str, _LockFile] = {}
-        self._pid = os.getpid()
+        self._forks = _forks
 
     def hold(self, path: str, mode: int) -> AbstractContextManager[None]:
         """Hold `path` locked (SHARED or EXCLUSIVE) against other processes and this process's other threads."""
-        if self._pid != os.getpid():
+        if self._forks != _forks:
             # a forked child: the descriptors it inherited share their open file descriptions (and so their
             # locks) with the parent's, and the parent's threads may have held the guard at the fork
-            self._guard, self._files, self._pid = threading.Lock(), {}, os.getpid()
+            self._guard, self._files, self._forks = threading.Lock(), {}, _forks
         lock_file = self._files.get(path)
         if lock_file is None:
             with self._guard:
                 lock_file = self._files.get(path)
                 if lock_file is None:
                     lock_file = self._files[path] = _LockFile(path)
-        return lock_file.hold(mode)
+        return _Hold(lock_file, mode)
 
     def close(self) -> None:
         with self._guard:
