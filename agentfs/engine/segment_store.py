@@ -173,22 +173,25 @@ class SegmentStore:
 
     # locks
     #
-    # Lock order, so that no two processes (or threads) wait for each other: a writer slot first (held from a
-    # store's first write to its close), then the gc lock, then at most one stripe (run-NN or journal-NN).
+    # Lock order, so that no two processes (or threads) wait for each other: a writer slot (held from a
+    # store's first write to its close), then a journal stripe (journal-NN), then the gc lock, then a run
+    # stripe (run-NN); never two stripes of one kind.
     # - Slot first: with every slot taken, a new writer waits for the one its pid picks, until that holder
     #   closes; waiting with its run's stripe (or the gc lock) held, it would block that holder's next commit
     #   to the run, and the holder would never close (tests/test_locks.py). So writing(), excluding_writers()
     #   and the stripes take this process's slot before their own lock.
-    # - gc, then a stripe: commit and fork take a stripe under writing(); prune and gc may take one under
-    #   excluding_writers() (a read_entry that fetches from a remote installs the entry under its run's
-    #   stripe). Nothing takes the gc lock with a stripe held: writing() is only taken by Run.commit and
-    #   Run.fork, which no code runs under a stripe (a journaled call runs outside the journal lock).
-    # - Never two stripes: under appending(run) a commit reads only that run's head and entries (a fetched
-    #   one is installed under the same stripe: re-entrant), appends, and makes durable what it relies on
-    #   from the index (no fetch, no lock); install_entry (pull, repair, lazy reads) records forks
-    #   (note_fork: no lock) before it takes the one stripe; under journal_lock(run) a journal reads and
-    #   appends records of that run only, and append_record takes no stripe. Two runs on one stripe are
-    #   one lock, re-entrant for the thread holding it.
+    # - Journal, then gc and run: FORMAT.md lets a thread holding a journal lock commit; today none does
+    #   (under journal_lock(run) a journal reads and appends that run's records: append_record takes no
+    #   lock). Nothing takes a journal stripe with the gc lock or a run stripe held.
+    # - gc, then a run stripe: commit and fork take a run stripe under writing(); prune and gc may take one
+    #   under excluding_writers() (a read_entry that fetches from a remote installs the entry under its
+    #   run's stripe). Nothing takes the gc lock with a run stripe held: writing() is only taken by
+    #   Run.commit and Run.fork, which no code runs under a run stripe.
+    # - Never two run stripes: under appending(run) a commit reads only that run's head and entries (one
+    #   fetched from a remote is installed under the same stripe: re-entrant), appends, and makes durable
+    #   what it relies on from the index (no fetch, no lock); install_entry (pull, repair, lazy reads)
+    #   records forks (note_fork: no lock) before it takes its one stripe. Two runs on one stripe are one
+    #   lock, re-entrant for the thread that holds it.
 
     @contextlib.contextmanager
     def _stripe(self, kind: str, run: str) -> Iterator[None]:
