@@ -62,17 +62,15 @@ class _LockFile:
         if mode == SHARED:
             with self._counting:  # a second sharer waits here until the first has the flock
                 if self._sharers == 0:
-                    self._resource.acquire()
-                    try:
-                        fcntl.flock(self.fd, SHARED)
-                    except BaseException:
-                        self._resource.release()
-                        raise
+                    self._take(SHARED)
                 self._sharers += 1
-            return
+        else:
+            self._take(EXCLUSIVE)
+
+    def _take(self, mode: int) -> None:
         self._resource.acquire()
         try:
-            fcntl.flock(self.fd, EXCLUSIVE)
+            fcntl.flock(self.fd, mode)
         except BaseException:
             self._resource.release()
             raise
