@@ -62,3 +62,5 @@ def test_one_listing_of_the_segments_per_commit(tmp_path: Path) -> None:
     segments = re.escape(str(root / "segments"))
     listings = re.findall(rf"openat\([^)]*\"{segments}\", O_RDONLY\|O_NONBLOCK\|O_CLOEXEC\|O_DIRECTORY", after_start)
     assert commits <= len(listings) <= commits + 2, f"{len(listings)} listings of segments/ for {commits} commits"
+    locks = re.escape(str(root / "locks"))
+    assert not re.findall(rf"openat\([^)]*\"{locks}/", after_start), "a commit opened a lock file: its descriptor is kept open"

@@ -1,16 +1,23 @@
 """flock(2) locks on files under locks/.
 
 The lock file stays after release: unlinking a held lock splits waiters across inodes.
-Each holder opens its own descriptor: flock belongs to the open file description, so two
-threads sharing one descriptor would release each other's lock.
+
+`flock` opens a descriptor per hold (the config lock, taken rarely). `LockFiles` keeps one descriptor
+per lock file open across holds (a store's fixed set: run and journal stripes, gc), so that a commit
+opens and closes no file for its locks. Hazard: flock belongs to the open file description, so one
+descriptor does not exclude two threads of this process from each other (a second flock on it only
+converts the lock it holds, and either thread's unlock releases both): each file's holders in this
+process are also tracked, and a thread waits for the others (shared with shared, exclusive alone)
+before it touches the flock.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 SHARED = fcntl.LOCK_SH
@@ -26,3 +33,97 @@ def flock(path: str | Path, mode: int) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+_forks = 0  # grows in a child at every fork: a LockFiles made before it holds the parent's descriptors
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
+
+
+class _LockFile:
+    """One lock file's descriptor, and this process's threads that hold its flock.
+
+    `_resource` is held by an exclusive holder, or by the sharers together (taken by the first, released
+    by the last: a threading.Lock may be released by another thread than the one that took it)."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._resource = threading.Lock()
+        self._counting = threading.Lock()
+        self._sharers = 0
+
+    def acquire(self, mode: int) -> None:
+        if mode == SHARED:
+            with self._counting:  # a second sharer waits here until the first has the flock
+                if self._sharers == 0:
+                    self._take(SHARED)
+                self._sharers += 1
+        else:
+            self._take(EXCLUSIVE)
+
+    def _take(self, mode: int) -> None:
+        self._resource.acquire()
+        try:
+            fcntl.flock(self.fd, mode)
+        except BaseException:
+            self._resource.release()
+            raise
+
+    def release(self, mode: int) -> None:
+        if mode == SHARED:
+            with self._counting:
+                self._sharers -= 1
+                if self._sharers:
+                    return
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        self._resource.release()
+
+
+class _Hold:
+    """`with` support for one hold (a class, not a generator: it runs twice per lock per commit)."""
+
+    __slots__ = ("_file", "_mode")
+
+    def __init__(self, lock_file: _LockFile, mode: int) -> None:
+        self._file, self._mode = lock_file, mode
+
+    def __enter__(self) -> None:
+        self._file.acquire(self._mode)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._file.release(self._mode)
+
+
+class LockFiles:
+    """flock locks on a fixed set of files, each opened once and kept open until `close()`."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._files: dict[str, _LockFile] = {}
+        self._forks = _forks
+
+    def hold(self, path: str, mode: int) -> AbstractContextManager[None]:
+        """Hold `path` locked (SHARED or EXCLUSIVE) against other processes and this process's other threads."""
+        if self._forks != _forks:
+            # a forked child: the descriptors it inherited share their open file descriptions (and so their
+            # locks) with the parent's, and the parent's threads may have held the guard at the fork
+            self._guard, self._files, self._forks = threading.Lock(), {}, _forks
+        lock_file = self._files.get(path)
+        if lock_file is None:
+            with self._guard:
+                lock_file = self._files.get(path)
+                if lock_file is None:
+                    lock_file = self._files[path] = _LockFile(path)
+        return _Hold(lock_file, mode)
+
+    def close(self) -> None:
+        with self._guard:
+            for lock_file in self._files.values():
+                os.close(lock_file.fd)
+            self._files.clear()

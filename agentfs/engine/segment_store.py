@@ -21,7 +21,7 @@ from ..format.refs import Location
 from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
-from .locks import EXCLUSIVE, SHARED, flock
+from .locks import EXCLUSIVE, SHARED, LockFiles
 from .segment_writer import Durability, SegmentWriter, seal_orphans
 
 SEAL_ON_CLOSE = 1 << 20  # bytes: a segment this big is sealed on a clean close
@@ -47,6 +47,7 @@ class SegmentStore:
         self._synced: dict[int, int] = {}  # segment id -> offset up to which this process knows it durable
         self._lock = threading.Lock()
         self._held = threading.local()  # the stripe locks this thread holds: appending() nests
+        self._lock_files = LockFiles()  # locks/ descriptors kept open: a commit opens no file for its locks
 
     def close_segments(self) -> None:
         with self._lock:
@@ -56,6 +57,7 @@ class SegmentStore:
                 self._writer.close()  # an unsealed segment is left for the slot's next writer to continue
                 self._writer = None
         self.index.close()
+        self._lock_files.close()
 
     # appending and durability
 
@@ -170,16 +172,37 @@ class SegmentStore:
 
 
     # locks
+    #
+    # Lock order, so that no two processes (or threads) wait for each other: a writer slot (held from a
+    # store's first write to its close), then a journal stripe (journal-NN), then the gc lock, then a run
+    # stripe (run-NN); never two stripes of one kind.
+    # - Slot first: with every slot taken, a new writer waits for the one its pid picks, until that holder
+    #   closes; waiting with its run's stripe (or the gc lock) held, it would block that holder's next commit
+    #   to the run, and the holder would never close (tests/test_locks.py). So writing(), excluding_writers()
+    #   and the stripes take this process's slot before their own lock.
+    # - Journal, then gc and run: FORMAT.md lets a thread holding a journal lock commit; today none does
+    #   (under journal_lock(run) a journal reads and appends that run's records: append_record takes no
+    #   lock). Nothing takes a journal stripe with the gc lock or a run stripe held.
+    # - gc, then a run stripe: commit and fork take a run stripe under writing(); prune and gc may take one
+    #   under excluding_writers() (a read_entry that fetches from a remote installs the entry under its
+    #   run's stripe). Nothing takes the gc lock with a run stripe held: writing() is only taken by
+    #   Run.commit and Run.fork, which no code runs under a run stripe.
+    # - Never two run stripes: under appending(run) a commit reads only that run's head and entries (one
+    #   fetched from a remote is installed under the same stripe: re-entrant), appends, and makes durable
+    #   what it relies on from the index (no fetch, no lock); install_entry (pull, repair, lazy reads)
+    #   records forks (note_fork: no lock) before it takes its one stripe. Two runs on one stripe are one
+    #   lock, re-entrant for the thread that holds it.
 
     @contextlib.contextmanager
     def _stripe(self, kind: str, run: str) -> Iterator[None]:
         """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
+        self._segment_writer()  # a writer slot before the stripe: see the lock order above
         path = _stripe_lock_path(self._locks_path, kind, run)
         held: set[str] = self._held.__dict__.setdefault("paths", set())
         if path in held:
             yield
             return
-        with flock(path, EXCLUSIVE):
+        with self._lock_files.hold(path, EXCLUSIVE):
             held.add(path)
             try:
                 yield
@@ -196,11 +219,13 @@ class SegmentStore:
 
     def writing(self) -> AbstractContextManager[None]:
         """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
-        return flock(self._gc_lock_path, SHARED)
+        self._segment_writer()  # a writer slot before the gc lock: see the lock order above
+        return self._lock_files.hold(self._gc_lock_path, SHARED)
 
     def excluding_writers(self) -> AbstractContextManager[None]:
         """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
-        return flock(self._gc_lock_path, EXCLUSIVE)
+        self._segment_writer()  # a writer slot before the gc lock: see the lock order above
+        return self._lock_files.hold(self._gc_lock_path, EXCLUSIVE)
 
     def where_stored(self, run: str, kind: str, record_id: str) -> str:
         """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
