@@ -22,6 +22,8 @@ from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import is_write_batch
 from . import records
 
+RECENT_COMMITS = 64
+
 
 class Tip(NamedTuple):
     """A checkpoints run's head commit (None if empty), its key, and the commit of the checkpoint asked for (None if absent)."""
@@ -67,10 +69,13 @@ class NamespaceLog:
         return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
 
     def commit(self, index: int) -> Commit:
-        """Commit `index`, read once per log (its metadata, decoded on first use, then is too)."""
+        """Commit `index`; the RECENT_COMMITS last asked for are kept (with their metadata, decoded on first use), as
+        a scan asks for each several times (is it a checkpoint, its writes), but a rewrite goes through them all."""
         commit = self._commits.get(index)
         if commit is None:
             commit = self._commits[index] = self.run.get(self.ids[index])
+            if len(self._commits) > RECENT_COMMITS:
+                del self._commits[next(iter(self._commits))]
         return commit
 
     def key(self, index: int) -> str:
