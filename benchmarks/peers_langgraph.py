@@ -7,7 +7,7 @@ saver's own ``get_next_version`` for the channels that changed, and those
 passed as ``new_versions``. SqliteSaver and ObjectStorageSaver store the whole
 checkpoint (every channel value) at every step; InMemorySaver stores one blob
 per changed channel (so a growing message list is still stored whole each step).
-Pending writes (``put_writes``) are not exercised.
+``put`` stores checkpoints only: workload 9 calls ``put_writes`` on ``saver`` itself.
 """
 
 from __future__ import annotations

@@ -154,3 +154,23 @@ def test_concurrent_writes_to_one_checkpoint_all_land(tmp_path: Path) -> None:
             list(pool.map(lambda task: saver.put_writes(config, [("log", task)], task), tasks))
         latest = saver.get_tuple(_config("t"))
         assert latest is not None and {task for task, _channel, _value in latest.pending_writes} >= set(tasks)
+
+
+def test_list_with_a_limit_reads_only_the_newest_checkpoints_and_their_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = agentfs.open(tmp_path / "s", durability="process")
+    config = _config("t")
+    for step in range(40):  # no list channel: a list's delta would be read from the commit its version extends
+        checkpoint: Checkpoint = {**empty_checkpoint(), "id": f"1f0{step:05d}", "channel_values": {"step": step}}
+        checkpoint["channel_versions"] = {"step": step + 1}
+        config = AgentFSSaver(store).put(config, checkpoint, {"step": step}, {"step": step + 1})
+        AgentFSSaver(store).put_writes(config, [("step", step + 1)], f"task-{step}")
+    saver = AgentFSSaver(store)  # nothing remembered: every commit it uses is read
+    (run,) = [name for name in store.runs() if name.endswith("/cp")]
+    newest = store.run(run).ids()[-2 * 10 :]  # the 10 newest checkpoints, each followed by its write commit
+    read: list[str] = []
+    real = agentfs.Run.get
+    monkeypatch.setattr(agentfs.Run, "get", lambda self, commit_id: read.append(commit_id) or real(self, commit_id))
+    listed = list(saver.list(_config("t"), limit=10))
+    assert [tup.checkpoint["id"] for tup in listed] == [f"1f0{step:05d}" for step in range(39, 29, -1)]
+    assert [tup.pending_writes for tup in listed] == [[(f"task-{step}", "step", step + 1)] for step in range(39, 29, -1)]
+    assert read and set(read) <= set(newest)

@@ -19,6 +19,7 @@ start with other letters, so a name parses back without ambiguity.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import string
@@ -37,6 +38,7 @@ GENERATION = re.compile(r"0|[0-9a-f]{32}")
 INITIAL_GENERATION = "0"
 
 
+@functools.lru_cache(maxsize=4096)  # every saver call names its runs from the same few thread ids and namespaces
 def encode(text: str) -> str:
     """`text` as `/`-separated run name segments."""
     escaped = "".join(ch if ch in _KEEP else "".join(f"_{b:02x}" for b in ch.encode("utf-8", "surrogatepass")) for ch in text)

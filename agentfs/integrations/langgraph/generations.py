@@ -30,10 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...api import Store
 from ...core.retention import delete_runs
 from ...core.run import Run
 from ...errors import Conflict
-from ..langgraph_layout import INITIAL_GENERATION, Namespace, encode, hashed
+from ..langgraph_layout import INITIAL_GENERATION, Layout, Namespace, encode, hashed
 from ..langgraph_threads import ThreadRuns, generation_of, write_batch_metadata
 from . import records
 from .namespace_log import NamespaceLog
@@ -58,11 +59,17 @@ Plan = dict[str, list[Item]]  # namespace -> checkpoints of the new generation
 
 
 class Generations(ThreadRuns):
+    """`read`: how the logs it opens read small state values (a cache shared by the saver's calls)."""
+
+    def __init__(self, store: Store, layout: Layout, read: records.Read = records.own_value) -> None:
+        super().__init__(store, layout)
+        self.read = read
+
     def checkpoints(self, where: Namespace) -> Run:
         return self.store.run(self.layout.checkpoints(where))
 
     def log(self, where: Namespace) -> NamespaceLog:
-        return NamespaceLog(self.store, self.layout, where)
+        return NamespaceLog(self.store, self.layout, where, self.read)
 
     def items(self, where: Namespace) -> list[Item]:
         log = self.log(where)

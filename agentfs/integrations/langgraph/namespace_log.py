@@ -22,6 +22,8 @@ from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import is_write_batch
 from . import records
 
+RECENT_COMMITS = 64
+
 
 class Tip(NamedTuple):
     """A checkpoints run's head commit (None if empty), its key, and the commit of the checkpoint asked for (None if absent)."""
@@ -34,23 +36,27 @@ class Tip(NamedTuple):
 class NamespaceLog:
     """`where`'s checkpoints run, listed the first time its ids are needed; `late` is read once, when writes are asked for."""
 
-    def __init__(self, store: Store, layout: Layout, where: Namespace) -> None:
+    def __init__(self, store: Store, layout: Layout, where: Namespace, read: records.Read = records.own_value) -> None:
         self.store = store
         self.layout = layout
         self.where = where
+        self.read = read
         self.run: Run = store.run(layout.checkpoints(where))
         self._late: dict[str, list[Commit]] | None = None
+        self._commits: dict[int, Commit] = {}
 
     @cached_property
     def ids(self) -> list[str]:
-        return self.run.ids()
+        # without a remote, Run.ids() is the local ids, merged through a set and sorted again (0.3 ms at 2,000 commits)
+        return self.run.ids() if self.store.source is not None else self.store.local_ids(self.run.name)
 
     def tip(self, checkpoint_id: str | None, *, trust_hint: bool) -> Tip:
         """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
         and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
         a commit made with `parent=` the head fails if another writer appended since."""
         hint = self.store.heads.get(self.run.name) if trust_hint else None
-        if hint is not None and self.store.has_entry(self.run.name, hint):
+        # knew_entry takes no look at the segments: if the hint was retired since, the commit's parent= check fails
+        if hint is not None and self.store.knew_entry(self.run.name, hint):
             commit = self.run.get(hint)
             head_key = records.ids(commit)[0]
             while is_write_batch(commit) and commit.parent is not None:
@@ -63,7 +69,14 @@ class NamespaceLog:
         return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
 
     def commit(self, index: int) -> Commit:
-        return self.run.get(self.ids[index])
+        """Commit `index`; the RECENT_COMMITS last asked for are kept (with their metadata, decoded on first use), as
+        a scan asks for each several times (is it a checkpoint, its writes), but a rewrite goes through them all."""
+        commit = self._commits.get(index)
+        if commit is None:
+            commit = self._commits[index] = self.run.get(self.ids[index])
+            if len(self._commits) > RECENT_COMMITS:
+                del self._commits[next(iter(self._commits))]
+        return commit
 
     def key(self, index: int) -> str:
         """The LangGraph checkpoint id commit `index` is (or holds writes for); keys never decrease along the run."""
@@ -123,7 +136,7 @@ class NamespaceLog:
         if not records.inline_writes(commit):
             legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
             batches += [legacy.get(commit_id) for commit_id in legacy.ids()]
-        return [batch.state for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
+        return [records.state_of(batch, self.read) for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
 
     def late(self) -> dict[str, list[Commit]]:
         """The namespace's late write batches by checkpoint id."""

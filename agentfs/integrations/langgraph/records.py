@@ -43,6 +43,7 @@ Blobs = dict[str, tuple[Any, str | None]]
 WriteRow = tuple[int, str, Typed]
 Get = Callable[[str], Commit]
 Read = Callable[[Commit, str], Any]  # a commit's state value by key
+OWN_KEYS = ("checkpoint", "metadata", "blobs")  # the keys of a checkpoint commit that hold no caller's object
 RECENT_VALUES = 4096  # small state values kept decoded (each inline or packed: at most PACK_MAX bytes)
 
 
@@ -66,12 +67,33 @@ class CommitValues:
                 self._recent.move_to_end(cache_key)
                 return self._recent[cache_key]
         value = commit.value(key)
+        self._keep(commit, key, value)
+        return value
+
+    def remember(self, commit: Commit, values: dict[str, Any]) -> None:
+        """Keep state values just committed as `commit`, so they are not read back. Each must be what agentfs decodes
+        it to (dicts, lists, str, int, None and bytes, never a bytearray) and owned by the saver, never a caller's
+        object: a caller could change it later."""
+        for key, value in values.items():
+            self._keep(commit, key, value)
+
+    def _keep(self, commit: Commit, key: str, value: Any) -> None:
         if commit.manifest.state[key][2][0] in (INLINE, PACKED):
             with self._lock:
-                self._recent[cache_key] = value
+                self._recent[(commit.run, commit.id, key)] = value
                 if len(self._recent) > RECENT_VALUES:
                     self._recent.popitem(last=False)
-        return value
+
+
+def state_of(commit: Commit, read: Read) -> dict[str, Any]:
+    """A mapping state key by key through `read` (a state that is not a mapping comes back as {"": value})."""
+    return {key: read(commit, key) for key in commit.manifest.state}
+
+
+def owned(serialized: tuple[str, bytes]) -> list[Any]:
+    """A serialized value as a write batch stores it: its data as bytes of its own (serde hands over a bytearray
+    value itself, which its caller may change; read back, either form loads the same)."""
+    return [serialized[0], bytes(serialized[1])]
 
 
 def typed(raw: Any, where: str) -> Typed:

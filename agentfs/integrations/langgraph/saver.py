@@ -85,10 +85,10 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self.store = open_store(store, remote=remote, storage_options=storage_options, durability=durability or "power")
             self._owns_store = True
         self.layout = Layout(prefix)
-        self.generations = Generations(self.store, self.layout)
+        self._values = records.CommitValues()
+        self.generations = Generations(self.store, self.layout, self._values)
         self._indexed: set[tuple[str, str]] = set()
         self._lists = ListValues()
-        self._values = records.CommitValues()
         self._append_locks = [threading.Lock() for _ in range(APPEND_LOCKS)]
 
     def close(self) -> None:
@@ -221,6 +221,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     continue
                 for channel, remembered in lists.items():
                     self._lists.remember((run.name, commit.id, channel), remembered)
+                self._values.remember(commit, {key: state[key] for key in records.OWN_KEYS})
                 break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
@@ -236,7 +237,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         thread, ns = _address(config)
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
         rows = [
-            [WRITES_IDX_MAP.get(channel, idx), channel, list(self.serde.dumps_typed(value))] for idx, (channel, value) in enumerate(writes)
+            [WRITES_IDX_MAP.get(channel, idx), channel, records.owned(self.serde.dumps_typed(value))]
+            for idx, (channel, value) in enumerate(writes)
         ]
         batch = {"task_id": task_id, "task_path": task_path, "writes": rows}
         for attempt in range(ATTEMPTS):
@@ -246,13 +248,14 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
                 if tip.head_key != checkpoint_id:
                     # not the head: appending here would break the run's id order that binary search relies on
-                    self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
-                    return
-                try:
-                    log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
-                    return
-                except Conflict:
-                    continue
+                    commit = self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                else:
+                    try:
+                        commit = log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
+                    except Conflict:
+                        continue
+                self._values.remember(commit, batch)
+                return
         raise Conflict(f"thread {thread!r}: writes for checkpoint {checkpoint_id} lost {ATTEMPTS} races with other writers")
 
     def _appending(self, thread: str, ns: str) -> threading.Lock:
