@@ -20,7 +20,6 @@ the frame checksum of the footer covered it, so a bad row means a writer that wr
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Container, Iterable
 from typing import NamedTuple
@@ -36,7 +35,6 @@ ID_LENGTH = 26  # a ULID's characters (names.ID)
 RUN_ROW = struct.Struct(f">{ID_LENGTH}sQI")  # record id, frame offset, frame length
 OTHER = struct.Struct(">BHQI")  # kind, key length, frame offset, frame length; then the key
 FIRST_RECORD_KIND = 16  # record kinds are 16..255 (segment frames below that are the format's own)
-ROW_ID = re.compile(ID.pattern.encode())
 ID_ALPHABET = bytes(c for c in range(128) if ID.fullmatch(chr(c) * ID_LENGTH))  # names.ID takes any of them anywhere
 
 
@@ -59,15 +57,18 @@ def encode_footer(segment_id: int, entries: Iterable[IndexEntry]) -> bytes:
     objects: list[bytes] = []
     rows: dict[tuple[int, bytes], list[bytes]] = {}
     others: list[IndexEntry] = []
-    valid_runs: set[bytes] = set()
+    valid_runs: set[str] = set()
     for entry in entries:
         if entry.kind == kinds.OBJECT and len(entry.key) == kinds.OID_LENGTH:
             objects.append(OBJECT_ROW.pack(entry.key, entry.offset, entry.length))
             continue
         if entry.kind in kinds.RUN_KINDS:
-            run, nul, record_id = entry.key.partition(b"\0")
-            if nul and ROW_ID.fullmatch(record_id) and _valid_run(run, valid_runs):
-                rows.setdefault((entry.kind, run), []).append(RUN_ROW.pack(record_id, entry.offset, entry.length))
+            try:
+                run, record_id = kinds.split_run_key(entry.key, "", checked=valid_runs)
+            except (FormatError, InvalidName):
+                pass  # malformed: an other entry, which a reader reports
+            else:
+                rows.setdefault((entry.kind, run.encode()), []).append(RUN_ROW.pack(record_id.encode(), entry.offset, entry.length))
                 continue
         others.append(entry)
     sections = sorted(rows)
@@ -80,13 +81,11 @@ def encode_footer(segment_id: int, entries: Iterable[IndexEntry]) -> bytes:
     return b"".join(parts)
 
 
-def _valid_run(run: bytes, valid: set[bytes]) -> bool:
-    if run not in valid:
-        try:
-            check_name(run.decode())
-        except (InvalidName, UnicodeDecodeError):
-            return False
-        valid.add(run)
+def _is_run_name(name: bytes) -> bool:
+    try:
+        check_name(name.decode())
+    except (InvalidName, UnicodeDecodeError):
+        return False
     return True
 
 
@@ -111,7 +110,7 @@ class Footer:
             kind, length, count = RUN_SECTION.unpack_from(payload, position)
             run = payload[position + RUN_SECTION.size : position + RUN_SECTION.size + length]
             position += RUN_SECTION.size + length
-            if kind not in kinds.RUN_KINDS or not count or len(run) != length or not _valid_run(run, set()):
+            if kind not in kinds.RUN_KINDS or not count or len(run) != length or not _is_run_name(run):
                 raise FormatError(f"{where}: the footer's run section {run[:80]!r} of kind {kind} is malformed")
             if table and (kind, run) <= table[-1][:2]:
                 raise FormatError(f"{where}: the footer's run sections are out of order at {run[:80]!r}")
@@ -178,7 +177,7 @@ class Footer:
         return None
 
     def _row_id(self, raw: bytes) -> str:
-        if not ROW_ID.fullmatch(raw):
+        if raw.translate(None, ID_ALPHABET):
             raise IntegrityError(f"{self.where}: a footer row holds {raw!r}, not a ULID (damaged footer)")
         return raw.decode()
 
