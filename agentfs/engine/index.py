@@ -1,20 +1,17 @@
 """The in-memory index of a store's segments: where each record lies, each run's head, the forks.
 
-Built at open from sealed segments' footers and unsealed segments' scans (engine/segments.py). A
-footer is kept as read and searched in place (format/footer.py): opening a sealed segment costs its
-runs, its retirement records and its other entries (forks), not its records, and a lookup bisects
-each footer's rows. Unsealed segments are indexed record by record, in dicts.
-`refresh()` reads only what is new: one listing of segments/, then one small pread at the known end
-of each unsealed segment, and only a batch found there is read and decoded. A segment that vanished
-(compaction replaced it) makes refresh rebuild the index from scratch.
+A sealed segment is read through its footer, kept and searched in place (engine/footers.py): opening
+it costs its runs, retirement records and forks, not its records. An unsealed segment is scanned
+(engine/segments.py) into dicts; `refresh()` then reads only what is new: one listing of segments/,
+one small pread at the known end of each unsealed segment. A segment that vanished (compaction
+replaced it) makes refresh rebuild the index.
 
-Retirement records hide the checkpoints and journal records they name (format 2 never deletes a
-record in place; compaction drops them): they leave the dicts, and footer lookups skip them. A run's
-head is kept, so `head` and `has` cost the same at 10 or 100,000 checkpoints. A record that cannot be
-indexed (a damaged batch, a malformed key) is skipped and named in `problems`; a retirement record
-that does not decode hides nothing (verify reports it). A footer row found damaged when a lookup reads
-it raises IntegrityError naming the segment; `audit` decodes every footer whole, and scans instead
-the segments whose footer does not decode.
+Retirement records hide the checkpoints and journal records they name, wherever they lie (format 2
+never deletes a record in place). Each run's head is kept, so `head` and `has` cost the same at 10 or
+100,000 checkpoints. A record that cannot be indexed (a damaged batch, a malformed key) is skipped and
+named in `problems`; a retirement record that does not decode hides nothing (verify reports it). A
+damaged footer row raises IntegrityError naming the segment when a lookup reads it; `audit` decodes
+every footer whole and scans instead each segment whose footer does not decode.
 """
 
 from __future__ import annotations
@@ -25,11 +22,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from ..errors import AgentFSError, IntegrityError, InvalidName, NotFound
+from ..errors import AgentFSError, IntegrityError, NotFound
 from ..format import kinds
 from ..format import segment as fmt
 from ..format.retirement import decode_retirement
-from ..names import ID, check_name
+from .footers import Footers
 from .segments import Location, SealedSegment, open_indexed, peek, scan_from, segment_ids
 
 
@@ -55,7 +52,7 @@ class Index:
         self.refresh()
 
     def _clear(self) -> None:
-        self.footers: dict[int, fmt.Footer] = {}  # sealed segments, searched in place, oldest first
+        self.footers = Footers()  # sealed segments, searched in place
         # unsealed segments' records (and those of segments sealed since this index first read them)
         self.objects: dict[bytes, Location] = {}
         self.copies: dict[tuple[int, bytes], list[Location]] = {}  # further copies of a key (dedup races, repairs)
@@ -117,7 +114,10 @@ class Index:
             return
         if isinstance(opened, SealedSegment):
             self.segments[segment_id] = Known(True, opened.end)
-            self._add_footer(segment_id, opened.footer)
+            try:
+                self._add_footer(segment_id, opened.footer)
+            except IntegrityError as exc:  # a damaged row among those read at open
+                self._scan_instead(segment_id, exc)
             return
         self.problems.extend(opened.problems)
         self.segments[segment_id] = Known(opened.sealed, opened.end)
@@ -125,17 +125,15 @@ class Index:
 
     def _add_footer(self, segment_id: int, footer: fmt.Footer) -> None:
         """Index a sealed segment by its footer: its heads, forks and retirement records; its rows stay where they are."""
+        retirements = [(run, row) for kind, run in footer.runs if kind == kinds.RETIRED for row in footer.rows(kind, run)]
+        heads = {run: footer.newest(kind, run, self.hidden.get(run, ())) for kind, run in footer.runs if kind == kinds.ENTRY}
         self.footers[segment_id] = footer
-        for kind, run in footer.runs:
-            if kind == kinds.ENTRY:
-                newest = footer.newest(kinds.ENTRY, run, self.hidden.get(run, ()))
-                if newest is not None and newest > self.heads.get(run, ""):
-                    self.heads[run] = newest
+        for run, newest in heads.items():
+            if newest is not None and newest > self.heads.get(run, ""):
+                self.heads[run] = newest
         self._add(segment_id, footer.others)
-        for kind, run in footer.runs:
-            if kind == kinds.RETIRED:
-                for record_id, offset, length in footer.rows(kinds.RETIRED, run):
-                    self._hide(run, record_id, Location(segment_id, offset, length))
+        for run, (record_id, offset, length) in retirements:
+            self._hide(run, record_id, Location(segment_id, offset, length))
 
     def _read_tail(self, segment_id: int, known: Known) -> None:
         """Batches appended after `known.end`: one small pread when there are none."""
@@ -181,12 +179,12 @@ class Index:
                 if entry.kind == kinds.OBJECT:
                     self._add_object(kinds.check_object_key(entry.key, where), location)
                 elif entry.kind in kinds.RUN_KINDS:
-                    run, record_id = split_run_key(entry.key, where, checked=self._valid_runs)
+                    run, record_id = kinds.split_run_key(entry.key, where, checked=self._valid_runs)
                     if entry.kind == kinds.RETIRED:
                         retirements.append((run, record_id, location))
                     self._add_run_record(entry.kind, run, record_id, location)
                 elif entry.kind == kinds.FORK:
-                    source, target = split_run_key(entry.key, where, second="run")
+                    source, target = kinds.split_run_key(entry.key, where, second="run")
                     self.forks.setdefault(source, set()).add(target)
                 # other kinds: a newer writer's; this reader skips them
             except AgentFSError as exc:
@@ -234,16 +232,10 @@ class Index:
 
     def _newest(self, kind: int, run: str) -> str | None:
         """The greatest id of the run's records of `kind` that no retirement hides."""
-        hidden = self.hidden.get(run, set()) if kind != kinds.RETIRED else set()
-        found = [max(self.records[kind][run])] if self.records[kind].get(run) else []
-        for footer in self._footers_with(kind, run):
-            newest = footer.newest(kind, run, hidden)
-            if newest is not None:
-                found.append(newest)
-        return max(found, default=None)
-
-    def _footers_with(self, kind: int, run: str) -> list[fmt.Footer]:
-        return [footer for footer in self.footers.values() if (kind, run) in footer.runs]
+        found = [self.footers.newest(kind, run, self.hidden.get(run, set()) if kind != kinds.RETIRED else ())]
+        if self.records[kind].get(run):
+            found.append(max(self.records[kind][run]))
+        return max((newest for newest in found if newest is not None), default=None)
 
     def _hides(self, kind: int, run: str, record_id: str) -> bool:
         return kind != kinds.RETIRED and record_id in self.hidden.get(run, ())
@@ -255,12 +247,15 @@ class Index:
                 try:
                     footer.entries()
                 except AgentFSError as exc:
-                    self.problems.append(f"{exc}; scanning the segment instead")
-                    del self.footers[segment_id]
-                    view = scan_from(self._path(segment_id), fmt.HEADER.size)
-                    self.problems.extend(view.problems)
-                    self._add(segment_id, view.entries)
-                    self.heads = {run: head for run in self.heads if (head := self._newest(kinds.ENTRY, run)) is not None}
+                    self._scan_instead(segment_id, exc)
+
+    def _scan_instead(self, segment_id: int, damage: AgentFSError) -> None:
+        self.problems.append(f"{damage}; scanning the segment instead")
+        self.footers.pop(segment_id, None)
+        view = scan_from(self._path(segment_id), fmt.HEADER.size)
+        self.problems.extend(view.problems)
+        self._add(segment_id, view.entries)
+        self.heads = {run: head for run in self.heads if (head := self._newest(kinds.ENTRY, run)) is not None}
 
     # lookups (call refresh() first to see other writers' records)
 
@@ -272,28 +267,20 @@ class Index:
             if self._hides(kind, run, record_id):
                 return None
             found = self.records[kind].get(run, {}).get(record_id)
-            if found is not None:
-                return found
-            for segment_id, footer in self.footers.items():
-                rows = footer.find_record(kind, run, record_id)
-                if rows:
-                    return Location(segment_id, *rows[0])
-            return None
+            return found if found is not None else self.footers.first_record(kind, run, record_id)
 
     def ids(self, kind: int, run: str) -> list[str]:
         with self._lock:
-            ids = set(self.records[kind].get(run, ()))
-            for footer in self._footers_with(kind, run):
-                ids.update(footer.ids(kind, run))
-            if kind != kinds.RETIRED:
-                ids -= self.hidden.get(run, set())
-            return sorted(ids)
+            parts = self.footers.ids(kind, run)
+            if run in self.records[kind]:
+                parts.append(list(self.records[kind][run]))
+            ids = parts[0] if len(parts) == 1 else list(set().union(*parts))
+            hidden = self.hidden.get(run) if kind != kinds.RETIRED else None
+            return sorted(ids if not hidden else (i for i in ids if i not in hidden))  # a footer's ids are sorted: timsort's linear case
 
     def runs(self, kind: int) -> list[str]:
         with self._lock:
-            runs = set(self.records[kind])
-            for footer in self.footers.values():
-                runs.update(run for record_kind, run in footer.runs if record_kind == kind)
+            runs = self.footers.runs(kind) | set(self.records[kind])
             return sorted(run for run in runs if run in self.records[kind] or self._newest(kind, run) is not None)
 
     def all_ids(self, kind: int) -> Iterator[tuple[str, str]]:
@@ -309,22 +296,12 @@ class Index:
     def object_location(self, oid: bytes) -> Location | None:
         with self._lock:
             found = self.objects.get(oid)
-            if found is not None:
-                return found
-            for segment_id, footer in self.footers.items():
-                rows = footer.find_object(oid)
-                if rows:
-                    return Location(segment_id, *rows[0])
-            return None
+            return found if found is not None else self.footers.first_object(oid)
 
     def object_locations(self) -> dict[bytes, Location]:
         """Every object and where its first copy lies (all of every footer decoded)."""
         with self._lock:
-            located = dict(self.objects)
-            for segment_id, footer in self.footers.items():
-                for oid, offset, length in footer.object_rows():
-                    located.setdefault(oid, Location(segment_id, offset, length))
-            return located
+            return self.objects | {oid: location for oid, location in self.footers.object_locations().items() if oid not in self.objects}
 
     def object_ids(self) -> list[bytes]:
         return list(self.object_locations())
@@ -337,7 +314,7 @@ class Index:
     def rows_read(self) -> int:
         """Footer rows decoded so far: what this index's lookups cost in sealed segments."""
         with self._lock:
-            return sum(footer.rows_read for footer in self.footers.values())
+            return self.footers.rows_read()
 
     def known_end(self, segment_id: int) -> int:
         with self._lock:
@@ -393,14 +370,11 @@ class Index:
         """Every location of the record `key`: in the unsealed segments, then in every footer."""
         with self._lock:
             if kind == kinds.OBJECT:
-                first = self.objects.get(key)
-                rows = [(segment_id, footer.find_object(key)) for segment_id, footer in self.footers.items()]
+                first, sealed = self.objects.get(key), self.footers.objects(key)
             else:
                 run, record_id = kinds.split_pair_key(key, "lookup")
-                first = self.records[kind].get(run, {}).get(record_id)
-                rows = [(segment_id, footer.find_record(kind, run, record_id)) for segment_id, footer in self.footers.items()]
-            found = [] if first is None else [first, *self.copies.get((kind, key), ())]
-            return found + [Location(segment_id, *row) for segment_id, rows_here in rows for row in rows_here]
+                first, sealed = self.records[kind].get(run, {}).get(record_id), self.footers.records(kind, run, record_id)
+            return ([] if first is None else [first, *self.copies.get((kind, key), ())]) + sealed
 
     def _read_copies(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None) -> bytes:
         others = [location for location in self._copies(kind, key) if location != first]
@@ -431,22 +405,3 @@ class Index:
     def where(self, location: Location) -> str:
         return f"{self._where(location.segment_id)} offset {location.offset}"
 
-
-def split_run_key(key: bytes, where: str, second: str = "id", checked: set[str] | None = None) -> tuple[str, str]:
-    """(run, id) of an ENTRY, JOURNAL or RETIRED key, or (source, target) of a FORK key, checked.
-
-    `checked`: run names already found valid, skipped (a run's name repeats in every record of it);
-    the first name of each key found valid is added."""
-    first, other = kinds.split_pair_key(key, where)
-    try:
-        if checked is None or first not in checked:
-            check_name(first)
-        if second == "run":
-            check_name(other)
-        elif not ID.fullmatch(other):
-            raise InvalidName(f"{other!r} is not a ULID")
-    except InvalidName as exc:
-        raise InvalidName(f"{where}: record key {key[:80]!r}: {exc}") from None
-    if checked is not None:
-        checked.add(first)
-    return first, other

@@ -20,9 +20,8 @@ the frame checksum of the footer covered it, so a bad row means a writer that wr
 
 from __future__ import annotations
 
-import re
 import struct
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterable
 from typing import NamedTuple
 
 from ..errors import FormatError, IntegrityError, InvalidName
@@ -32,10 +31,11 @@ from . import kinds
 HEAD = struct.Struct(">QIII")  # segment id, object rows, run sections, other entries
 OBJECT_ROW = struct.Struct(">32sQI")  # oid, frame offset, frame length
 RUN_SECTION = struct.Struct(">BHI")  # kind, run name length, row count; then the run name
-RUN_ROW = struct.Struct(">26sQI")  # record id, frame offset, frame length
+ID_LENGTH = 26  # a ULID's characters (names.ID)
+RUN_ROW = struct.Struct(f">{ID_LENGTH}sQI")  # record id, frame offset, frame length
 OTHER = struct.Struct(">BHQI")  # kind, key length, frame offset, frame length; then the key
 FIRST_RECORD_KIND = 16  # record kinds are 16..255 (segment frames below that are the format's own)
-ROW_ID = re.compile(ID.pattern.encode())
+ID_ALPHABET = bytes(c for c in range(128) if ID.fullmatch(chr(c) * ID_LENGTH))  # names.ID takes any of them anywhere
 
 
 class IndexEntry(NamedTuple):
@@ -57,15 +57,18 @@ def encode_footer(segment_id: int, entries: Iterable[IndexEntry]) -> bytes:
     objects: list[bytes] = []
     rows: dict[tuple[int, bytes], list[bytes]] = {}
     others: list[IndexEntry] = []
-    valid_runs: set[bytes] = set()
+    valid_runs: set[str] = set()
     for entry in entries:
         if entry.kind == kinds.OBJECT and len(entry.key) == kinds.OID_LENGTH:
             objects.append(OBJECT_ROW.pack(entry.key, entry.offset, entry.length))
             continue
         if entry.kind in kinds.RUN_KINDS:
-            run, nul, record_id = entry.key.partition(b"\0")
-            if nul and ROW_ID.fullmatch(record_id) and _valid_run(run, valid_runs):
-                rows.setdefault((entry.kind, run), []).append(RUN_ROW.pack(record_id, entry.offset, entry.length))
+            try:
+                run, record_id = kinds.split_run_key(entry.key, "", checked=valid_runs)
+            except (FormatError, InvalidName):
+                pass  # malformed: an other entry, which a reader reports
+            else:
+                rows.setdefault((entry.kind, run.encode()), []).append(RUN_ROW.pack(record_id.encode(), entry.offset, entry.length))
                 continue
         others.append(entry)
     sections = sorted(rows)
@@ -78,13 +81,11 @@ def encode_footer(segment_id: int, entries: Iterable[IndexEntry]) -> bytes:
     return b"".join(parts)
 
 
-def _valid_run(run: bytes, valid: set[bytes]) -> bool:
-    if run not in valid:
-        try:
-            check_name(run.decode())
-        except (InvalidName, UnicodeDecodeError):
-            return False
-        valid.add(run)
+def _is_run_name(name: bytes) -> bool:
+    try:
+        check_name(name.decode())
+    except (InvalidName, UnicodeDecodeError):
+        return False
     return True
 
 
@@ -109,7 +110,7 @@ class Footer:
             kind, length, count = RUN_SECTION.unpack_from(payload, position)
             run = payload[position + RUN_SECTION.size : position + RUN_SECTION.size + length]
             position += RUN_SECTION.size + length
-            if kind not in kinds.RUN_KINDS or not count or len(run) != length or not _valid_run(run, set()):
+            if kind not in kinds.RUN_KINDS or not count or len(run) != length or not _is_run_name(run):
                 raise FormatError(f"{where}: the footer's run section {run[:80]!r} of kind {kind} is malformed")
             if table and (kind, run) <= table[-1][:2]:
                 raise FormatError(f"{where}: the footer's run sections are out of order at {run[:80]!r}")
@@ -176,7 +177,7 @@ class Footer:
         return None
 
     def _row_id(self, raw: bytes) -> str:
-        if not ROW_ID.fullmatch(raw):
+        if raw.translate(None, ID_ALPHABET):
             raise IntegrityError(f"{self.where}: a footer row holds {raw!r}, not a ULID (damaged footer)")
         return raw.decode()
 
@@ -193,25 +194,37 @@ class Footer:
         return [] if section is None else [(raw.decode(), offset, length) for raw, offset, length in self._rows(section, RUN_ROW)]
 
     def ids(self, kind: int, run: str) -> list[str]:
-        """The run's record ids here, sorted, each once (kept: a section is decoded once)."""
+        """The run's record ids here, sorted, each once; kept (a section is decoded once). Only the ids are
+        checked: what a caller locates, `find_record` checks."""
         ids = self._ids.get((kind, run))
         if ids is None:
-            ids = self._ids[kind, run] = list(dict.fromkeys(record_id for record_id, _offset, _length in self.rows(kind, run)))
+            section = self.runs.get((kind, run))
+            rows = b"" if section is None else self.payload[section.start : section.start + section.row_count * RUN_ROW.size]
+            self.rows_read += len(rows) // RUN_ROW.size
+            joined = b"".join([rows[at : at + ID_LENGTH] for at in range(0, len(rows), RUN_ROW.size)])
+            if joined.translate(None, ID_ALPHABET):
+                raise IntegrityError(f"{self.where}: a footer row of {run!r} holds no ULID (damaged footer)")
+            text = joined.decode()
+            ids = self._ids[kind, run] = list(dict.fromkeys([text[at : at + ID_LENGTH] for at in range(0, len(text), ID_LENGTH)]))
         return ids
 
-    def object_rows(self) -> Iterator[tuple[bytes, int, int]]:
+    def object_rows(self) -> list[tuple[bytes, int, int]]:
         """(oid, offset, length) of every object row, sorted; each checked."""
         return self._rows(self.objects, OBJECT_ROW)
 
-    def _rows(self, section: Section, row: struct.Struct) -> Iterator[tuple[bytes, int, int]]:
-        end = section.start + section.row_count * row.size
-        previous = (b"", -1)
-        for key, offset, length in row.iter_unpack(self.payload[section.start : end]):
-            self.rows_read += 1
-            if (key, offset) <= previous or (row is RUN_ROW and not ROW_ID.fullmatch(key)):
-                raise IntegrityError(f"{self.where}: footer row {key!r} is out of order or malformed (damaged footer)")
-            previous = key, offset
-            yield key, *self._checked(offset, length)
+    def _rows(self, section: Section, row: struct.Struct) -> list[tuple[bytes, int, int]]:
+        """Every row of a section, checked as a whole (sorted, ids well formed, frames inside the segment)."""
+        rows = list(row.iter_unpack(self.payload[section.start : section.start + section.row_count * row.size]))
+        self.rows_read += len(rows)
+        keys = [key for key, _offset, _length in rows]
+        if rows and (
+            rows != sorted(rows)
+            or (row is RUN_ROW and b"".join(keys).translate(None, ID_ALPHABET))
+            or min(offset for _key, offset, _length in rows) < self.data_start
+            or max(offset + length for _key, offset, length in rows) > self.data_end
+        ):
+            raise IntegrityError(f"{self.where}: a footer section is out of order or names a frame outside the segment (damaged footer)")
+        return rows
 
     def entries(self) -> list[IndexEntry]:
         """Every record the footer indexes, by offset; IntegrityError if any row is damaged."""

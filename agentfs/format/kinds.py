@@ -17,7 +17,8 @@ repaired entry): every copy holds the same content, and a reader takes any intac
 
 from __future__ import annotations
 
-from ..errors import FormatError
+from ..errors import FormatError, InvalidName
+from ..names import ID, check_name
 
 OBJECT, ENTRY, JOURNAL, RETIRED, FORK = 16, 17, 18, 19, 20
 RUN_KINDS = (ENTRY, JOURNAL, RETIRED)  # keyed by run and id
@@ -40,6 +41,25 @@ def split_pair_key(key: bytes, where: str) -> tuple[str, str]:
     except UnicodeDecodeError:
         raise FormatError(f"{where}: record key {key[:80]!r} is not UTF-8") from None
 
+
+def split_run_key(key: bytes, where: str, second: str = "id", checked: set[str] | None = None) -> tuple[str, str]:
+    """(run, id) of an ENTRY, JOURNAL or RETIRED key, or (source, target) of a FORK key, checked.
+
+    `checked`: run names already found valid, skipped (a run's name repeats in every record of it);
+    the first name of each key found valid is added."""
+    first, other = split_pair_key(key, where)
+    try:
+        if checked is None or first not in checked:
+            check_name(first)
+        if second == "run":
+            check_name(other)
+        elif not ID.fullmatch(other):
+            raise InvalidName(f"{other!r} is not a ULID")
+    except InvalidName as exc:
+        raise InvalidName(f"{where}: record key {key[:80]!r}: {exc}") from None
+    if checked is not None:
+        checked.add(first)
+    return first, other
 
 def check_object_key(key: bytes, where: str) -> bytes:
     if len(key) != OID_LENGTH:

@@ -7,8 +7,11 @@ of the medians. (b) ``agentfs.open`` + ``latest()`` in a fresh process (which
 imports agentfs before the clock starts) on a store of ONE run of ``open_long``
 checkpoints and on one of ``open_short``, that run's ``latest()``;
 ``open_rounds`` processes each, alternated; ratio of the medians. Both page
-caches are warm (the stores were just built), as for an agent restarted on its
-own machine.
+caches are warm (the stores were just built and closed), as for an agent
+restarted on its own machine after a clean exit: the long run's segment is
+sealed, so the open reads its footer; the short one's (under 1 MiB) is
+scanned. An unsealed segment (a killed writer's) is scanned whole: at most one
+segment per writer slot (64 MiB), whatever the history.
 
 The histories are built through the public API with ``durability="process"``
 commits of small, new states (setup only; not timed): one run of 100,000 takes
@@ -49,13 +52,13 @@ def build(ctx: Context, name: str, runs: int, per_run: int) -> Path:
     af = ctx.agentfs
     assert af is not None
     path = ctx.new_dir(name)
-    store = af.open(path, durability="process")
     rng = random.Random(runs * per_run)
     t = time.perf_counter()
-    for r in range(runs):
-        run = store.run(run_name(r))
-        for i in range(per_run):
-            run.commit({"step": i, "notes": rng.randbytes(100).hex()})
+    with af.open(path, durability="process") as store:  # closed, as by an agent that exited: a segment over 1 MiB is sealed
+        for r in range(runs):
+            run = store.run(run_name(r))
+            for i in range(per_run):
+                run.commit({"step": i, "notes": rng.randbytes(100).hex()})
     print(f"  (built {runs:,} x {per_run:,} checkpoints in {time.perf_counter() - t:.1f} s)", flush=True)
     return path
 

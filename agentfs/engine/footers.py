@@ -1,0 +1,64 @@
+"""The sealed segments an index reads through their footers, in place (format/footer.py).
+
+A lookup bisects the rows of each footer, oldest segment first: a few rows per sealed segment, whatever
+the number of records. Not thread-safe (the index holds its lock around every call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+from ..format import segment as fmt
+from .segments import Location
+
+
+class Footers(dict[int, fmt.Footer]):
+    """Segment id -> its footer, oldest first."""
+
+    def objects(self, oid: bytes) -> list[Location]:
+        """Every copy of the object in these segments."""
+        return [Location(segment_id, *row) for segment_id, footer in self.items() for row in footer.find_object(oid)]
+
+    def first_object(self, oid: bytes) -> Location | None:
+        for segment_id, footer in self.items():
+            rows = footer.find_object(oid)
+            if rows:
+                return Location(segment_id, *rows[0])
+        return None
+
+    def records(self, kind: int, run: str, record_id: str) -> list[Location]:
+        """Every copy of the run record in these segments."""
+        return [Location(segment_id, *row) for segment_id, footer in self.items() for row in footer.find_record(kind, run, record_id)]
+
+    def first_record(self, kind: int, run: str, record_id: str) -> Location | None:
+        for segment_id, footer in self.items():
+            rows = footer.find_record(kind, run, record_id)
+            if rows:
+                return Location(segment_id, *rows[0])
+        return None
+
+    def holding(self, kind: int, run: str) -> list[fmt.Footer]:
+        return [footer for footer in self.values() if (kind, run) in footer.runs]
+
+    def newest(self, kind: int, run: str, hidden: Container[str]) -> str | None:
+        """The run's greatest id of `kind` in these segments that `hidden` does not hold."""
+        found = [newest for footer in self.holding(kind, run) if (newest := footer.newest(kind, run, hidden)) is not None]
+        return max(found, default=None)
+
+    def ids(self, kind: int, run: str) -> list[list[str]]:
+        """Each footer's sorted ids of the run's records of `kind`."""
+        return [footer.ids(kind, run) for footer in self.holding(kind, run)]
+
+    def runs(self, kind: int) -> set[str]:
+        return {run for footer in self.values() for record_kind, run in footer.runs if record_kind == kind}
+
+    def object_locations(self) -> dict[bytes, Location]:
+        """Every object and its first copy here: every footer's object rows decoded (and checked)."""
+        located: dict[bytes, Location] = {}
+        for segment_id, footer in self.items():
+            for oid, offset, length in footer.object_rows():
+                located.setdefault(oid, Location(segment_id, offset, length))
+        return located
+
+    def rows_read(self) -> int:
+        return sum(footer.rows_read for footer in self.values())
