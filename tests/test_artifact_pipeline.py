@@ -1,0 +1,144 @@
+"""A large artifact is cut, hashed and compressed on the store's pool (issue 10): what is stored must
+be what one thread doing it chunk after chunk stores, also when several threads commit at once and
+when appends of gathered objects overlap; reading back decompresses chunks ahead on the pool.
+
+The expected chunks come from pyfastcdc's own stream chunker run directly on this thread, their ids
+from hashlib and their stored bytes from the codec, one chunk after the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from pyfastcdc.cy import FastCDC
+
+import agentfs
+from agentfs.engine.object_store import ObjectWriter
+from agentfs.format import chunking, codec
+from agentfs.format.refs import TREE, Ref
+from tests.helpers import raw
+
+MIB = 1 << 20
+WORDS = [b"alpha", b"beta", b"gamma", b"delta", b"artifact", b"chunk", b"segment", b"\n"]
+
+
+def mixed(size: int, seed: int) -> bytes:
+    """Blocks of 256 KiB, alternately random (stored raw) and text (zstd), like a real artifact's mix."""
+    rng = random.Random(seed)
+    blocks = []
+    for n in range(size // (256 << 10)):
+        if n % 2 == 0:
+            blocks.append(rng.randbytes(256 << 10))
+        else:
+            blocks.append(b" ".join(rng.choice(WORDS) for _ in range(60_000))[: 256 << 10])
+    return b"".join(blocks)
+
+
+def expected_chunks(data: bytes) -> list[bytes]:
+    params = chunking.LARGE
+    chunker = FastCDC(params.avg_size, min_size=params.min_size, max_size=params.max_size)
+    return [bytes(chunk.data) for chunk in chunker.cut_stream(io.BytesIO(data))]
+
+
+def leaves(store: agentfs.Store, ref: Ref) -> list[bytes]:
+    """The ids of the chunks of a chunked blob, in order, read from its stored tree."""
+    assert ref[0] == TREE, f"expected a chunk tree, got kind {ref[0]}"
+
+    def walk(oid: bytes, depth: int) -> list[bytes]:
+        children = store.db.read_node(oid, "test")
+        if depth == 1:
+            return [child for child, _size in children]
+        return [leaf for child, _size in children for leaf in walk(child, depth - 1)]
+
+    return walk(ref[1], ref[3])
+
+
+def assert_stored_as_one_thread_would(store: agentfs.Store, ref: Ref, data: bytes) -> None:
+    chunks = expected_chunks(data)
+    assert len(chunks) > 20, "the artifact should be many chunks"
+    assert leaves(store, ref) == [hashlib.sha256(chunk).digest() for chunk in chunks]
+    for chunk in chunks:
+        assert raw.object_bytes(store, hashlib.sha256(chunk).digest()) == codec.encode(chunk)
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Appends every few chunks, so pool threads meet an append under way many times per commit."""
+    monkeypatch.setattr(ObjectWriter, "FLUSH_BYTES", 256 << 10)
+    monkeypatch.setattr(ObjectWriter, "MAX_GATHERED", 512 << 10)
+
+
+def test_a_streamed_artifact_stores_the_chunks_ids_and_bytes_of_one_thread(store: agentfs.Store, tmp_path: Path) -> None:
+    data = mixed(8 * MIB, seed=1)
+    source = tmp_path / "big.bin"
+    source.write_bytes(data)
+    run = store.run("big")
+    by_path = run.commit({"n": 0}, artifacts={"big.bin": source})
+    with open(source, "rb") as handle:
+        by_stream = run.commit({"n": 1}, artifacts={"big.bin": handle})
+
+    ref = by_path.artifacts["big.bin"].ref
+    assert_stored_as_one_thread_would(store, ref, data)
+    assert by_stream.artifacts["big.bin"].ref == ref
+    assert by_path.artifacts["big.bin"].read_bytes() == data
+    assert store.verify().ok
+
+
+def test_several_threads_commit_large_artifacts_at_once(store: agentfs.Store, small_batches: None) -> None:
+    shared = mixed(2 * MIB, seed=99)  # in every artifact: the writers race to store the same chunks
+    artifacts = {n: mixed(2 * MIB, seed=n) + shared + mixed(MIB, seed=n + 10) for n in range(4)}
+    refs: dict[int, Ref] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(artifacts))
+
+    def commit(n: int) -> None:
+        try:
+            start.wait()
+            refs[n] = store.run(f"writer-{n}").commit({"n": n}, artifacts={"a.bin": artifacts[n]}).artifacts["a.bin"].ref
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=commit, args=(n,)) for n in artifacts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    for n, data in artifacts.items():
+        assert_stored_as_one_thread_would(store, refs[n], data)
+        cp = store.run(f"writer-{n}").latest()
+        assert cp is not None and cp.artifacts["a.bin"].read_bytes() == data
+    assert store.verify().ok
+
+
+def test_read_ahead_streams_in_order_and_a_stream_closed_early_leaves_the_store_usable(store: agentfs.Store) -> None:
+    data = mixed(6 * MIB, seed=3)
+    run = store.run("read")
+    artifact = run.commit({}, artifacts={"a.bin": data}).artifacts["a.bin"]
+    with artifact.open() as stream:
+        assert stream.read(1000) == data[:1000]  # the chunks after it are being read ahead: dropped at close
+    pieces = []
+    with artifact.open() as stream:
+        while piece := stream.read(300_001):
+            pieces.append(piece)
+    assert b"".join(pieces) == data
+    assert run.commit({"after": True}, artifacts={"a.bin": data[::-1]}).artifacts["a.bin"].read_bytes() == data[::-1]
+
+
+def test_a_corrupt_chunk_read_ahead_fails_the_read_where_it_lies(store: agentfs.Store) -> None:
+    data = mixed(6 * MIB, seed=4)
+    artifact = store.run("read").commit({}, artifacts={"a.bin": data}).artifacts["a.bin"]
+    chunks = expected_chunks(data)
+    damaged = len(chunks) // 2
+    raw.corrupt_object(store, hashlib.sha256(chunks[damaged]).digest())
+    got = bytearray()
+    with pytest.raises(agentfs.IntegrityError), artifact.open() as stream:
+        while piece := stream.read(MIB):
+            got += piece
+    before = sum(len(chunk) for chunk in chunks[:damaged])
+    assert bytes(got) == data[: len(got)] and len(got) <= before  # nothing past the damaged chunk was delivered
