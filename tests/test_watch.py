@@ -187,6 +187,35 @@ def test_rescans_alone_find_commits_when_events_are_lost(tmp_path: Path, monkeyp
     assert max((ns - by_id[cid]) / 1e9 for _run, cid, ns in seen_all) < watch_module.RESCAN + 1.0
 
 
+def test_a_check_reads_what_the_index_added_not_the_whole_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hint costs what is new: listing every entry again would make each commit cost a watcher (and a
+    daemon's on-commit hooks) time in proportion to the history (engine/entry_log.py). New segments
+    sealed before the watcher looked are read from their footers; a compaction makes it list once."""
+    root = tmp_path / "store"
+    with agentfs.open(root) as store, agentfs.open(root) as other:
+        history = other.run("r")
+        for step in range(50):
+            history.commit({"step": step})
+        changes = store.watch(timeout=5)
+        listed = []
+        real_all_ids = store.index.all_ids
+        monkeypatch.setattr(store.index, "all_ids", lambda kind: listed.append(kind) or real_all_ids(kind))
+        commits = [history.commit({"step": 50}).id]
+        assert next(changes).id == commits[0]
+        other.seal_for_compaction()  # the rest lands in a new segment, sealed before the watcher reads it
+        commits += [history.commit({"step": step}).id for step in (51, 52)]
+        other.seal_for_compaction()
+        assert [next(changes).id for _ in range(2)] == commits[1:]
+        assert listed == [] and store.index.footers  # the new segment was read from its footer
+        history.prune(keep_last=5)
+        other.gc(grace=0)  # compaction: every watcher's index is rebuilt
+        commits.append(history.commit({"step": 53}).id)
+        assert next(changes).id == commits[-1]  # once: what the relisting finds again is not repeated
+        assert listed  # the rebuild made it list everything once
+        changes.close()
+        assert store.index.entry_log._marks == {}  # nothing kept for a closed watch
+
+
 def test_closing_or_dropping_a_watch_stops_its_observer(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "store") as store:
         threads = threading.active_count()

@@ -26,6 +26,7 @@ from ..errors import AgentFSError, IntegrityError, NotFound
 from ..format import kinds
 from ..format import segment as fmt
 from ..format.retirement import decode_retirement
+from .entry_log import EntryLog
 from .footers import Footers
 from .segments import Location, SealedSegment, open_indexed, peek, scan_from, segment_ids
 
@@ -48,6 +49,7 @@ class Index:
         self._names: dict[int, str] = {}
         self._valid_runs: set[str] = set()  # run names of indexed keys, found valid once
         self.generation = 0  # grows at every rebuild: locations from before it may be gone
+        self.entry_log = EntryLog()  # what it adds, for watchers
         self._clear()
         self.refresh()
 
@@ -91,6 +93,7 @@ class Index:
             self.close()
             self._clear()
             self.generation += 1
+            self.entry_log.reset()
             for segment_id in segment_ids(self.directory) if present is None else present:
                 self._open(segment_id)
 
@@ -128,6 +131,7 @@ class Index:
         retirements = [(run, row) for kind, run in footer.runs if kind == kinds.RETIRED for row in footer.rows(kind, run)]
         heads = {run: footer.newest(kind, run, self.hidden.get(run, ())) for kind, run in footer.runs if kind == kinds.ENTRY}
         self.footers[segment_id] = footer
+        self.entry_log.add(footer)
         for run, newest in heads.items():
             if newest is not None and newest > self.heads.get(run, ""):
                 self.heads[run] = newest
@@ -205,8 +209,11 @@ class Index:
         first = by_id.setdefault(record_id, location)
         if first != location:
             self.copies.setdefault((kind, kinds.pair_key(run, record_id)), []).append(location)
-        if kind == kinds.ENTRY and record_id > self.heads.get(run, ""):
-            self.heads[run] = record_id
+        if kind == kinds.ENTRY:
+            if first == location:
+                self.entry_log.add((run, record_id))
+            if record_id > self.heads.get(run, ""):
+                self.heads[run] = record_id
 
     def _hide(self, run: str, record_id: str, location: Location) -> None:
         """Apply a retirement record: what it names leaves the index (and stays out if indexed later)."""

@@ -2,8 +2,9 @@
 
 watchdog events on segments/ (an append modifies a segment file) are hints that make the common case
 fast: a commit is reported within milliseconds. inotify drops events when its queue overflows, so the
-index is the truth: it is refreshed (reading only new batches) and listed after each hint, and every
-RESCAN seconds without one.
+index is the truth: it is refreshed (reading only new batches) after each hint, and every RESCAN
+seconds without one, and says what it added since the last look (engine/entry_log.py), so a check
+costs what is new, not the store's history.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class Watcher:
         self._wake = threading.Event()
         self._closed = False
         self._observer = observe(store.segments_dir, _Hints(self))
-        # listed after the observer started: a commit is either in this listing or produces an event
+        # followed, then listed, after the observer started: a commit is in this listing or in what the
+        # log gives later (`seen` drops it there) and produces an event
+        self._following = store.index.entry_log.follow()
         self.seen: set[Location] = set(self._listing())
         self._next_rescan = time.monotonic() + RESCAN
 
@@ -98,6 +101,7 @@ class Watcher:
                 return
             self._closed = True
         self._wake.set()
+        self.store.index.entry_log.unfollow(self._following)
         self._observer.stop()
         self._observer.join(timeout=5)
 
@@ -108,7 +112,13 @@ class Watcher:
         if not hinted and now < self._next_rescan:
             return []
         self._next_rescan = now + RESCAN
-        fresh = sorted(set(self._listing()) - self.seen, key=lambda location: (location[1], location[0]))
+        self.store.index.refresh()
+        added = self.store.index.entry_log.take(self._following)
+        if added is None:  # the index was rebuilt (a compaction): list everything once
+            added = list(self._listing())
+        elif self.run is not None:
+            added = [location for location in added if location[0] == self.run]
+        fresh = sorted(set(added) - self.seen, key=lambda location: (location[1], location[0]))
         self.seen.update(fresh)
         return fresh
 
