@@ -53,8 +53,9 @@ def own_value(commit: Commit, key: str) -> Any:
 
 class CommitValues:
     """`read` for the functions below: small state values (inline or packed in the entry) as agentfs decoded them
-    (sha256 checked, decompressed, msgpack read), the RECENT_VALUES last read kept; a commit never changes, so
-    neither do they. Hazard: callers share what it returns and must not change it. Safe to share between threads."""
+    (sha256 checked, decompressed, msgpack read) or as the saver committed them, the RECENT_VALUES last read or
+    committed kept; a commit never changes, so neither do they. Hazard: callers share what it returns and must not
+    change it. Safe to share between threads."""
 
     def __init__(self) -> None:
         self._recent: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
@@ -71,9 +72,9 @@ class CommitValues:
         return value
 
     def remember(self, commit: Commit, values: dict[str, Any]) -> None:
-        """Keep state values just committed as `commit`, so they are not read back. Each must be what agentfs decodes
-        it to (dicts, lists, str, int, None and bytes, never a bytearray) and owned by the saver, never a caller's
-        object: a caller could change it later."""
+        """Keep state values just committed as `commit`, so they are not read back. Each must be, type for type, what
+        reading it back gives (the saver's records: dicts, lists, str, int, None, bytes) and the saver's own object,
+        never a caller's: a caller could change theirs later."""
         for key, value in values.items():
             self._keep(commit, key, value)
 
