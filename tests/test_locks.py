@@ -110,7 +110,10 @@ def test_another_process_waits_for_a_stripe_this_process_holds(start: str, tmp_p
         child.start()
         with store.appending("r"):
             go.put("go")
-            time.sleep(0.5 if start == "fork" else 2.0)  # spawn imports agentfs first
+            # blocked in flock, or (without the fix) through: either shows within the wait
+            deadline = time.monotonic() + 30
+            while got.empty() and not _blocked_in_flock(child.pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert got.empty(), "the other process took a stripe this process holds"
         assert got.get(timeout=30) == "got it"
         child.join(30)
@@ -162,6 +165,19 @@ def _line(child: subprocess.Popen[str], timeout: float) -> str | None:
     return child.stdout.readline().strip() if ready else None
 
 
+def _blocked_in_flock(pid: int | None) -> bool:
+    """Whether /proc/locks lists `pid` as waiting for a flock ("->" lines are blocked waiters)."""
+    waiting = [line.split() for line in Path("/proc/locks").read_text().splitlines() if " -> FLOCK " in line]
+    return any(fields[5] == str(pid) for fields in waiting)
+
+
+def _wait_until_blocked_in_flock(pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while not _blocked_in_flock(pid):
+        assert time.monotonic() < deadline, f"process {pid} never waited for a lock"
+        time.sleep(0.01)
+
+
 def _tell(child: subprocess.Popen[str], run: str) -> None:
     assert child.stdin is not None
     child.stdin.write(run + "\n")
@@ -187,7 +203,7 @@ def test_a_process_waiting_for_a_writer_slot_holds_no_lock_the_slot_holder_needs
         _tell(holder, "warm-up")  # takes the one free slot, the waiter's
         assert _line(holder, 30) == "committed"
         _tell(waiter, "r")
-        time.sleep(1.0)  # the waiter is now blocked on the holder's slot
+        _wait_until_blocked_in_flock(waiter.pid)  # on the holder's slot
         _tell(holder, "r")
         assert _line(holder, 15) == "committed", "deadlock: the waiter holds the run's lock while it waits for a slot"
         assert holder.stdin is not None

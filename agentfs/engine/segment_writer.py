@@ -204,9 +204,9 @@ class SegmentWriter:
         the fdatasync then writes the inode too. Measured on kernel 6.18 (pwrite of 10 KB into written
         zeros + fdatasync): 0.10-0.11 ms median, 0.13-0.19 ms with an fstat before each write; a small
         commit's fdatasync 0.205 ms with the fstat here, 0.143 ms without. A path lookup (access(2))
-        reads no attributes. It misses a name deleted and then taken again by
-        another writer's new segment of the same id: a deletion by hand is out of the format's rules,
-        and this check is a courtesy, not a guarantee."""
+        reads no attributes. It misses a name deleted and then taken again by another writer's new
+        segment of the same id: a deletion by hand is out of the format's rules, and this check is a
+        courtesy, not a guarantee."""
         return not os.access(self._path, os.F_OK)
 
     def _grow(self, end: int, *, zeros: bool) -> None:
