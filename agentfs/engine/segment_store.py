@@ -22,9 +22,8 @@ from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
 from .locks import EXCLUSIVE, SHARED, LockFiles
-from .segment_writer import Durability, SegmentWriter, seal_orphans
+from .segment_writer import SEAL_AT, Durability, SegmentWriter, seal_orphans
 
-SEAL_ON_CLOSE = 1 << 20  # bytes: a segment this big is sealed on a clean close
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
 KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
 
@@ -52,7 +51,7 @@ class SegmentStore:
     def close_segments(self) -> None:
         with self._lock:
             if self._writer is not None:
-                if self._writer.position >= SEAL_ON_CLOSE:
+                if self._writer.position >= SEAL_AT:
                     self._writer.seal()  # the next open reads its footer instead of scanning its batches
                 self._writer.close()  # an unsealed segment is left for the slot's next writer to continue
                 self._writer = None
