@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 import agentfs
-
 from agentfs.engine.segment_writer import SegmentWriter
 from agentfs.engine.segments import Location, SegmentReader, open_segment, peek, segment_ids
 from agentfs.errors import FormatError, IntegrityError
