@@ -17,6 +17,7 @@ from ..format import codec, kinds
 from ..format.refs import parse_node
 from ..format.segment import Record
 from ..format.walk import Children, Reached
+from ..fsutil import start_writeback
 from .index import Index
 from .segments import Location
 
@@ -89,6 +90,11 @@ class ObjectStore:
         data = codec.decode(blob, oid, where)
         self.append([Record(kinds.OBJECT, oid, blob)], True)
         return data
+
+    def start_writeback(self, locations: Sequence[Location]) -> None:
+        """Start writing one appended, not yet synced, batch to disk (fsutil.start_writeback)."""
+        first, last = locations[0], locations[-1]
+        start_writeback(self.index.descriptor(first.segment_id), first.offset, last.offset + last.length - first.offset)
 
     def read_node(self, oid: bytes, where: str) -> Children:
         """A tree node's children; a corrupt node is an IntegrityError from read, not a malformed one."""
@@ -223,7 +229,9 @@ class ObjectWriter:
                     if self._gathered_bytes < self.FLUSH_BYTES:
                         return  # appended by the thread before
                     batch, self._gathered, self._gathered_bytes = self._gathered, [], 0
-                self.objects.append(batch, False)
+                # the disk writes it while the pool compresses on: the commit's final fdatasync and the
+                # fsync of a segment sealed at a roll-over then wait for little
+                self.objects.start_writeback(self.objects.append(batch, False))
             finally:
                 self._flushing.release()
 
