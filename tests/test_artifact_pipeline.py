@@ -133,6 +133,16 @@ def test_read_ahead_streams_in_order_and_a_stream_closed_early_leaves_the_store_
     assert run.commit({"after": True}, artifacts={"a.bin": data[::-1]}).artifacts["a.bin"].read_bytes() == data[::-1]
 
 
+def test_a_stream_opened_before_the_store_was_closed_reads_on(tmp_path: Path) -> None:
+    data = mixed(3 * MIB, seed=6)
+    store = agentfs.open(tmp_path / "store")
+    artifact = store.run("read").commit({}, artifacts={"a.bin": data}).artifacts["a.bin"]
+    with artifact.open() as stream:
+        head = stream.read(1000)
+        store.close()  # shuts the pool down under the stream's read-ahead
+        assert head + stream.read() == data
+
+
 def test_a_corrupt_chunk_read_ahead_fails_the_read_where_it_lies(store: agentfs.Store) -> None:
     data = mixed(6 * MIB, seed=4)
     artifact = store.run("read").commit({}, artifacts={"a.bin": data}).artifacts["a.bin"]
