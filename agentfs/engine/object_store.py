@@ -134,8 +134,9 @@ class ObjectWriter:
     MAX_IN_FLIGHT = 32
     FLUSH_BYTES = 4 << 20
     # gathered bytes past which a pool thread waits for the append under way instead of going on
-    # compressing: an append that rolls the segment over fsyncs the old one (tens of ms). Peak memory
-    # follows it closely (a 1 GiB artifact: 110 MB at 8 MiB, 230 MB at 24 MiB, with glibc's arenas)
+    # compressing: an append that rolls the segment over fsyncs the old one (tens of ms). Peak RSS
+    # follows it closely, glibc's per-thread arenas keeping what was freed (tests/test_memory.py's
+    # 1 GiB artifact: 135 MB over the baseline at 12 MiB, 230 MB at 24 MiB; its limit is 200 MB)
     MAX_GATHERED = 12 << 20
 
     def __init__(self, objects: ObjectStore, pool: ThreadPoolExecutor) -> None:
