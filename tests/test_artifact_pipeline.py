@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import random
+import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -130,6 +133,16 @@ def test_read_ahead_streams_in_order_and_a_stream_closed_early_leaves_the_store_
     assert run.commit({"after": True}, artifacts={"a.bin": data[::-1]}).artifacts["a.bin"].read_bytes() == data[::-1]
 
 
+def test_a_stream_opened_before_the_store_was_closed_reads_on(tmp_path: Path) -> None:
+    data = mixed(3 * MIB, seed=6)
+    store = agentfs.open(tmp_path / "store")
+    artifact = store.run("read").commit({}, artifacts={"a.bin": data}).artifacts["a.bin"]
+    with artifact.open() as stream:
+        head = stream.read(1000)
+        store.close()  # shuts the pool down under the stream's read-ahead
+        assert head + stream.read() == data
+
+
 def test_a_corrupt_chunk_read_ahead_fails_the_read_where_it_lies(store: agentfs.Store) -> None:
     data = mixed(6 * MIB, seed=4)
     artifact = store.run("read").commit({}, artifacts={"a.bin": data}).artifacts["a.bin"]
@@ -142,3 +155,26 @@ def test_a_corrupt_chunk_read_ahead_fails_the_read_where_it_lies(store: agentfs.
             got += piece
     before = sum(len(chunk) for chunk in chunks[:damaged])
     assert bytes(got) == data[: len(got)] and len(got) <= before  # nothing past the damaged chunk was delivered
+
+
+COMMIT_UNDER_STRACE = """
+import sys
+from pathlib import Path
+import agentfs
+with agentfs.open(sys.argv[1]) as store:
+    store.run("big").commit({}, artifacts={"big.bin": Path(sys.argv[2])})
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_batches_appended_before_the_entry_are_sent_to_disk_before_its_fdatasync(tmp_path: Path) -> None:
+    """Each batch of a large artifact's objects appended ahead of the entry is handed to the disk
+    (sync_file_range) as it is appended, so the commit's one fdatasync has little left to wait for."""
+    source = tmp_path / "big.bin"
+    source.write_bytes(mixed(16 * MIB, seed=5))  # about 11 MiB stored: 2 batches at 4 MiB, then the entry's
+    trace = tmp_path / "trace"
+    command = ["strace", "-f", "-qq", "-e", "trace=sync_file_range,fdatasync", "-o", str(trace)]
+    subprocess.run([*command, sys.executable, "-c", COMMIT_UNDER_STRACE, str(tmp_path / "store"), str(source)], check=True, timeout=60)
+    calls = [line.split()[1].split("(")[0] for line in trace.read_text().splitlines()]
+    assert calls.count("sync_file_range") >= 2, calls
+    assert calls[-1] == "fdatasync" and calls.index("sync_file_range") < len(calls) - 1, calls

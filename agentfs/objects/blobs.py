@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import IO, Any
 
@@ -113,9 +113,10 @@ class BlobReader:
     # chunks read ahead of the caller: at most this many times the largest chunk held (6 MiB with chunking.LARGE)
     READ_AHEAD = 8
 
-    def __init__(self, db: ObjectStore, read_packed: ReadPacked, pool: Executor) -> None:
+    def __init__(self, db: ObjectStore, read_packed: ReadPacked, pool: Callable[[], Executor]) -> None:
         self.db = db
         self.read_packed = read_packed
+        # the store's pool, looked up at each read: a stream opened before the store was closed reads on
         self.pool = pool
 
     def chunks(self, ref: Ref, home: Location, where: str) -> Iterator[bytes]:
@@ -156,7 +157,7 @@ class BlobReader:
         try:
             for oid in oids:
                 held = self.db.index.object_location(oid) is not None
-                ahead.append(self.pool.submit(self.db.read, oid) if held else oid)
+                ahead.append(self.pool().submit(self.db.read, oid) if held else oid)
                 if len(ahead) > self.READ_AHEAD:
                     yield self._result(ahead.popleft())
             while ahead:
@@ -175,4 +176,4 @@ class BlobReader:
 
 def blob_reader(repository: Repository) -> BlobReader:
     """Reads the blobs of `repository`'s checkpoints: loose and tree objects from its object db, packed from its entries."""
-    return BlobReader(repository.db, repository.read_packed, repository.pool)
+    return BlobReader(repository.db, repository.read_packed, lambda: repository.pool)
