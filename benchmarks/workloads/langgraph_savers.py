@@ -9,9 +9,9 @@ Savers: AgentFSSaver on ``agentfs.open(dir)`` (default durability, fsync) and
 on ``agentfs.open(dir, durability="process")``; InMemorySaver, SqliteSaver on
 a file, ObjectStorageSaver on a local directory.
 
-Every saver runs in lockstep with the others (``drive``): step i goes to each
-saver in turn, in an order rotated at every step, so that all see the same
-machine load at the same point of the thread; run one after another, their
+Every saver runs in lockstep with the others (``drive``): step i, and each
+sampling round, goes to every saver in turn, starting one saver later each
+time, so that all see the same machine load at the same point of the thread; run one after another, their
 ratios swung with the load between runs. Goals (issue 12) compare AgentFSSaver
 at its default durability with SqliteSaver, which fsyncs each put and put_writes.
 
@@ -197,7 +197,8 @@ def run(ctx: Context) -> None:
     ctx.report.note(
         f"{W}: {n} steps, final state {final:,} bytes of msgpack; one put and one put_writes per step; "
         f"get_tuple (latest) and list(limit={LIST_LIMIT}) sampled every {max(1, n // SAMPLES)} steps; "
-        "every saver in lockstep (each step to each saver in turn, the order rotated at every step: the same load for all); "
+        "every saver in lockstep (each step, and each sampling round, to every saver in turn, starting one saver later "
+        "each time: the same load for all); "
         "goals only next to SqliteSaver, the one peer that fsyncs like AgentFSSaver's default (fsync: "
         + "; ".join(f"{k}: {v}" for k, v in FSYNCS.items())
         + "; AgentFSSaver: default yes, durability=process no)"
