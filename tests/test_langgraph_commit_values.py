@@ -73,3 +73,23 @@ def test_a_saver_does_not_read_back_the_records_it_just_wrote(tmp_path: Path, mo
     assert decoded == []  # checkpoint, metadata, channel locations and both write batches came from the saver's memory
     assert AgentFSSaver(store).get_tuple(config) is not None
     assert {"checkpoint", "metadata", "blobs", "task_id", "writes"} <= set(decoded)  # a fresh saver reads them
+
+
+def test_the_writes_of_many_tasks_read_no_commit_back_and_another_saver_between_them_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = agentfs.open(tmp_path / "s", durability="process")
+    saver, other = AgentFSSaver(store), AgentFSSaver(store)
+    config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {"step": -1}, {})
+    read: list[str] = []
+    real = agentfs.Run.get
+    monkeypatch.setattr(agentfs.Run, "get", lambda self, commit_id: read.append(commit_id) or real(self, commit_id))
+    for task in range(6):  # without the heads it appended, the k-th task's put_writes reads k commits to find its checkpoint
+        saver.put_writes(config, [("out", task)], f"task-{task}")
+    assert read == []
+    other.put_writes(config, [("out", 6)], "task-6")  # the head moves under the first saver: it reads the new head
+    read.clear()
+    saver.put_writes(config, [("out", 7)], "task-7")
+    assert read
+    got = AgentFSSaver(store).get_tuple(config)
+    assert got is not None and [(task, value) for task, _channel, value in got.pending_writes] == [(f"task-{i}", i) for i in range(8)]

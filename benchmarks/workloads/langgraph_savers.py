@@ -9,9 +9,9 @@ Savers: AgentFSSaver on ``agentfs.open(dir)`` (default durability, fsync) and
 on ``agentfs.open(dir, durability="process")``; InMemorySaver, SqliteSaver on
 a file, ObjectStorageSaver on a local directory.
 
-Every saver runs in lockstep with the others (``drive``): step i goes to each
-saver in turn, in an order rotated at every step, so that all see the same
-machine load at the same point of the thread; run one after another, their
+Every saver runs in lockstep with the others (``drive``): step i, and each
+sampling round, goes to every saver in turn, starting one saver later each
+time, so that all see the same machine load at the same point of the thread; run one after another, their
 ratios swung with the load between runs. Goals (issue 12) compare AgentFSSaver
 at its default durability with SqliteSaver, which fsyncs each put and put_writes.
 
@@ -146,10 +146,12 @@ def drive(savers: dict[str, Driven], states: list[dict[str, Any]], writes: list[
     every = max(1, len(states) // SAMPLES)
     failed: dict[str, str] = {}
 
-    def each(i: int, call: Callable[..., Any], *args: Any) -> dict[str, Any]:
+    def each(turn: int, call: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        """`call` on every saver, starting from a different one at each turn: what runs just before a saver's call
+        (and leaves the machine warm or cold) varies alike for all."""
         done = {}
         keys = list(savers)
-        for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
+        for key in keys[turn % len(keys) :] + keys[: turn % len(keys)]:
             try:
                 done[key] = call(savers[key], *args)
             except Exception as exc:  # one saver failing leaves the others' rows
@@ -162,7 +164,7 @@ def drive(savers: dict[str, Driven], states: list[dict[str, Any]], writes: list[
     for i, state in enumerate(states):
         each(i, Driven.step, i, state, writes[i])
         if i % every == every - 1:
-            each(i, Driven.sample, i)
+            each(i // every, Driven.sample, i)  # not i: with 5 savers sampled every 10 steps, i % 5 would never change
     return each(0, Driven.finish, states[-1]), failed
 
 
@@ -195,7 +197,8 @@ def run(ctx: Context) -> None:
     ctx.report.note(
         f"{W}: {n} steps, final state {final:,} bytes of msgpack; one put and one put_writes per step; "
         f"get_tuple (latest) and list(limit={LIST_LIMIT}) sampled every {max(1, n // SAMPLES)} steps; "
-        "every saver in lockstep (each step to each saver in turn, the order rotated at every step: the same load for all); "
+        "every saver in lockstep (each step, and each sampling round, to every saver in turn, starting one saver later "
+        "each time: the same load for all); "
         "goals only next to SqliteSaver, the one peer that fsyncs like AgentFSSaver's default (fsync: "
         + "; ".join(f"{k}: {v}" for k, v in FSYNCS.items())
         + "; AgentFSSaver: default yes, durability=process no)"

@@ -37,7 +37,7 @@ from ...errors import Conflict
 from ..langgraph_layout import INITIAL_GENERATION, Layout, Namespace, encode, hashed
 from ..langgraph_threads import ThreadRuns, generation_of, write_batch_metadata
 from . import records
-from .namespace_log import NamespaceLog
+from .namespace_log import Heads, NamespaceLog
 
 ATTEMPTS = 8
 RECLAIM_AFTER = 30.0  # seconds a retired generation stays readable
@@ -59,17 +59,19 @@ Plan = dict[str, list[Item]]  # namespace -> checkpoints of the new generation
 
 
 class Generations(ThreadRuns):
-    """`read`: how the logs it opens read small state values (a cache shared by the saver's calls)."""
+    """`read`: how the logs it opens read small state values (a cache shared by the saver's calls); `heads`: the heads
+    the saver appended."""
 
-    def __init__(self, store: Store, layout: Layout, read: records.Read = records.own_value) -> None:
+    def __init__(self, store: Store, layout: Layout, read: records.Read) -> None:
         super().__init__(store, layout)
         self.read = read
+        self.heads = Heads()
 
     def checkpoints(self, where: Namespace) -> Run:
         return self.store.run(self.layout.checkpoints(where))
 
     def log(self, where: Namespace) -> NamespaceLog:
-        return NamespaceLog(self.store, self.layout, where, self.read)
+        return NamespaceLog(self.store, self.layout, where, self.read, self.heads)
 
     def items(self, where: Namespace) -> list[Item]:
         log = self.log(where)

@@ -10,7 +10,9 @@ run `w/<checkpoint>`.
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Iterator
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -23,6 +25,7 @@ from ..langgraph_threads import is_write_batch
 from . import records
 
 RECENT_COMMITS = 64
+RECENT_HEADS = 1024
 
 
 class Tip(NamedTuple):
@@ -33,14 +36,48 @@ class Tip(NamedTuple):
     checkpoint: str | None
 
 
+class Head(NamedTuple):
+    """A checkpoints run's head as its appender knows it: the head's commit and key, and the commit and key of the
+    checkpoint it is or follows (its own commit and key when the head is a checkpoint)."""
+
+    commit: str
+    key: str
+    checkpoint: str
+    checkpoint_key: str
+
+
+class Heads:
+    """The heads this saver appended, for the RECENT_HEADS runs it appended to last: the next put_writes to a
+    checkpoint then reads no commit back to find it (the k-th of a step's tasks would read k). Safe to share between
+    threads."""
+
+    def __init__(self) -> None:
+        self._known: OrderedDict[str, Head] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, run: str, commit: str) -> Head | None:
+        """The head of `run` if `commit` is the one this saver appended there last."""
+        with self._lock:
+            head = self._known.get(run)
+        return head if head is not None and head.commit == commit else None
+
+    def appended(self, run: str, head: Head) -> None:
+        with self._lock:
+            self._known[run] = head
+            self._known.move_to_end(run)
+            if len(self._known) > RECENT_HEADS:
+                self._known.popitem(last=False)
+
+
 class NamespaceLog:
     """`where`'s checkpoints run, listed the first time its ids are needed; `late` is read once, when writes are asked for."""
 
-    def __init__(self, store: Store, layout: Layout, where: Namespace, read: records.Read = records.own_value) -> None:
+    def __init__(self, store: Store, layout: Layout, where: Namespace, read: records.Read, heads: Heads) -> None:
         self.store = store
         self.layout = layout
         self.where = where
         self.read = read
+        self.heads = heads
         self.run: Run = store.run(layout.checkpoints(where))
         self._late: dict[str, list[Commit]] | None = None
         self._commits: dict[int, Commit] = {}
@@ -57,16 +94,26 @@ class NamespaceLog:
         hint = self.store.heads.get(self.run.name) if trust_hint else None
         # knew_entry takes no look at the segments: if the hint was retired since, the commit's parent= check fails
         if hint is not None and self.store.knew_entry(self.run.name, hint):
-            commit = self.run.get(hint)
-            head_key = records.ids(commit)[0]
-            while is_write_batch(commit) and commit.parent is not None:
-                commit = self.run.get(commit.parent)
-            if checkpoint_id is None or records.ids(commit)[0] == checkpoint_id:
-                return Tip(hint, head_key, commit.id if checkpoint_id is not None else None)
+            head = self.heads.get(self.run.name, hint) or self._read_head(hint)
+            if checkpoint_id is None or head.checkpoint_key == checkpoint_id:
+                return Tip(hint, head.key, head.checkpoint if checkpoint_id is not None else None)
         if not self.ids:
             return Tip(None, None, None)
         index = self.find(checkpoint_id) if checkpoint_id is not None else None
         return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
+
+    def _read_head(self, commit_id: str) -> Head:
+        """Commit `commit_id` of this run as a head: read back, and the write commits before it, down to a checkpoint."""
+        commit = self.run.get(commit_id)
+        key = records.ids(commit)[0]
+        while is_write_batch(commit) and commit.parent is not None:
+            commit = self.run.get(commit.parent)
+        return Head(commit_id, key, commit.id, records.ids(commit)[0])
+
+    def appended(self, commit: str, checkpoint_id: str, checkpoint_commit: str) -> None:
+        """Note that this saver appended `commit` (checkpoint `checkpoint_id`, whose commit is `checkpoint_commit`,
+        or a write batch for it) as the run's head."""
+        self.heads.appended(self.run.name, Head(commit, checkpoint_id, checkpoint_commit, checkpoint_id))
 
     def commit(self, index: int) -> Commit:
         """Commit `index`; the RECENT_COMMITS last asked for are kept (with their metadata, decoded on first use), as

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from langgraph.checkpoint.base import SerializerProtocol, writes_sort_key
+from langgraph.checkpoint.base import WRITES_IDX_MAP, SerializerProtocol, writes_sort_key
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...core.checkpoint import Checkpoint as Commit
@@ -91,10 +91,14 @@ def state_of(commit: Commit, read: Read) -> dict[str, Any]:
     return {key: read(commit, key) for key in commit.manifest.state}
 
 
-def owned(serialized: tuple[str, bytes]) -> list[Any]:
-    """A serialized value as a write batch stores it: its data as bytes of its own (serde hands over a bytearray
-    value itself, which its caller may change; read back, either form loads the same)."""
-    return [serialized[0], bytes(serialized[1])]
+def new_write_batch(serde: SerializerProtocol, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> dict[str, Any]:
+    """A put_writes commit's state. Each value's data is bytes of its own: serde hands a bytearray value over as
+    itself, which its caller may change after the saver remembered the batch (read back, either form loads the same)."""
+    rows = []
+    for idx, (channel, value) in enumerate(writes):
+        kind, data = serde.dumps_typed(value)
+        rows.append([WRITES_IDX_MAP.get(channel, idx), channel, [kind, bytes(data)]])
+    return {"task_id": task_id, "task_path": task_path, "writes": rows}
 
 
 def typed(raw: Any, where: str) -> Typed:

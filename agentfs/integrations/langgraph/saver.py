@@ -29,7 +29,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -222,6 +221,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 for channel, remembered in lists.items():
                     self._lists.remember((run.name, commit.id, channel), remembered)
                 self._values.remember(commit, {key: state[key] for key in records.OWN_KEYS})
+                log.appended(commit.id, checkpoint["id"], commit.id)
                 break
         else:
             raise Conflict(f"thread {thread!r}: checkpoint {checkpoint['id']} lost {ATTEMPTS} races with other writers")
@@ -236,11 +236,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
     ) -> None:
         thread, ns = _address(config)
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
-        rows = [
-            [WRITES_IDX_MAP.get(channel, idx), channel, records.owned(self.serde.dumps_typed(value))]
-            for idx, (channel, value) in enumerate(writes)
-        ]
-        batch = {"task_id": task_id, "task_path": task_path, "writes": rows}
+        batch = records.new_write_batch(self.serde, writes, task_id, task_path)
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
                 where = Namespace(thread, self.generations.current(thread)[0], ns)
@@ -254,6 +250,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                         commit = log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
                     except Conflict:
                         continue
+                    if tip.checkpoint is not None:
+                        log.appended(commit.id, checkpoint_id, tip.checkpoint)
                 self._values.remember(commit, batch)
                 return
         raise Conflict(f"thread {thread!r}: writes for checkpoint {checkpoint_id} lost {ATTEMPTS} races with other writers")
