@@ -6,7 +6,6 @@ engine API is listed there.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
@@ -62,6 +61,9 @@ class SegmentStore:
     # appending and durability
 
     def _segment_writer(self) -> SegmentWriter:
+        writer = self._writer  # once made, kept until close: the lock only guards making it
+        if writer is not None:
+            return writer
         with self._lock:
             if self._writer is None:
                 self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
@@ -78,6 +80,11 @@ class SegmentStore:
             with self._lock:
                 self._synced[first.segment_id] = max(self._synced.get(first.segment_id, 0), end)
         return locations
+
+    def refresh_index(self) -> None:
+        """Index other writers' new records (Index.refresh), reading no tail of this process's current segment."""
+        writer = self._writer
+        self.index.refresh(own=None if writer is None else writer.current_segment())
 
     def make_durable(self, location: segments.Location) -> None:
         """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
@@ -193,21 +200,11 @@ class SegmentStore:
     #   records forks (note_fork: no lock) before it takes its one stripe. Two runs on one stripe are one
     #   lock, re-entrant for the thread that holds it.
 
-    @contextlib.contextmanager
-    def _stripe(self, kind: str, run: str) -> Iterator[None]:
+    def _stripe(self, kind: str, run: str) -> AbstractContextManager[None]:
         """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
         self._segment_writer()  # a writer slot before the stripe: see the lock order above
-        path = _stripe_lock_path(self._locks_path, kind, run)
         held: set[str] = self._held.__dict__.setdefault("paths", set())
-        if path in held:
-            yield
-            return
-        with self._lock_files.hold(path, EXCLUSIVE):
-            held.add(path)
-            try:
-                yield
-            finally:
-                held.discard(path)
+        return _StripeHold(self._lock_files, _stripe_lock_path(self._locks_path, kind, run), held)
 
     def appending(self, run: str) -> AbstractContextManager[None]:
         """Held around one append to the run's log: who holds it reads the head and appends after it."""
@@ -240,6 +237,29 @@ class SegmentStore:
     def watched_dir(self) -> Path:
         """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
         return self.segments_dir
+
+
+class _StripeHold:
+    """`with` support for one hold of a stripe (a class, not a generator: it runs once or twice per commit)."""
+
+    __slots__ = ("_held", "_hold", "_lock_files", "_path")
+
+    def __init__(self, lock_files: LockFiles, path: str, held: set[str]) -> None:
+        self._lock_files, self._path, self._held = lock_files, path, held
+        self._hold: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> None:
+        if self._path in self._held:  # this thread holds it already
+            return
+        hold = self._lock_files.hold(self._path, EXCLUSIVE)
+        hold.__enter__()
+        self._held.add(self._path)
+        self._hold = hold
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._hold is not None:
+            self._held.discard(self._path)
+            self._hold.__exit__(None, None, None)  # a lock's release, whatever ended the block
 
 
 @functools.lru_cache(maxsize=4096)

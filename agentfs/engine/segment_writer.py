@@ -194,6 +194,10 @@ class SegmentWriter:
             self.entries.extend(entries)
             return [Location(self.segment_id, entry.offset, entry.length) for entry in entries]
 
+    def current_segment(self) -> int | None:
+        """The id of the segment the next append goes to, if one is open (None after a seal or close)."""
+        return self.segment_id if self._fd >= 0 else None
+
     def _unlinked(self) -> bool:
         """Whether the current segment's name is gone (deleted by hand under its live writer): a segment
         without a name would swallow every later append, so the writer starts a new one.
