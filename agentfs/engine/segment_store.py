@@ -71,15 +71,12 @@ class SegmentStore:
 
     def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
         """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them."""
-        locations = self._segment_writer().append(records, sync=sync)
-        first, last = locations[0], locations[-1]
-        start, end = first.offset - fmt.BEGIN_FRAME, last.offset + last.length + fmt.END_FRAME
-        entries = [fmt.IndexEntry(r.kind, r.key, at.offset, at.length) for r, at in zip(records, locations, strict=True)]
-        self.index.add_batch(first.segment_id, start, end, entries)
+        segment_id, start, end, entries = self._segment_writer().append_batch(records, sync=sync)
+        self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
             with self._lock:
-                self._synced[first.segment_id] = max(self._synced.get(first.segment_id, 0), end)
-        return locations
+                self._synced[segment_id] = max(self._synced.get(segment_id, 0), end)
+        return [segments.Location(segment_id, entry.offset, entry.length) for entry in entries]
 
     def refresh_index(self) -> None:
         """Index other writers' new records (Index.refresh), reading no tail of this process's current segment."""
