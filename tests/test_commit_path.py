@@ -64,3 +64,44 @@ def test_one_listing_of_the_segments_per_commit(tmp_path: Path) -> None:
     assert commits <= len(listings) <= commits + 2, f"{len(listings)} listings of segments/ for {commits} commits"
     locks = re.escape(str(root / "locks"))
     assert not re.findall(rf"openat\([^)]*\"{locks}/", after_start), "a commit opened a lock file: its descriptor is kept open"
+
+
+def test_a_commit_with_parent_sees_what_other_writers_appended_to_segments_new_to_it_and_known_to_it(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    with agentfs.open(root, durability="process") as mine:
+        first = mine.run("r").commit({"i": 0})  # this writer's segment, listed and skipped by its own refreshes
+        with agentfs.open(root, durability="process") as other:  # another writer slot: a segment `mine` never listed
+            theirs = other.run("r").commit({"i": 1}, parent=first.id)
+            with pytest.raises(agentfs.Conflict, match=theirs.id):
+                mine.run("r").commit({"i": 2}, parent=first.id)
+            again = other.run("r").commit({"i": 3}, parent=theirs.id)  # a segment `mine` knows: its tail is read
+            with pytest.raises(agentfs.Conflict, match=again.id):
+                mine.run("r").commit({"i": 4}, parent=theirs.id)
+        made = mine.run("r").commit({"i": 5}, parent=again.id)
+        assert mine.run("r").commit({"i": 6}, parent=made.id).parent == made.id
+        assert [cp.state["i"] for cp in mine.run("r").history()] == [6, 5, 3, 1, 0]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
+def test_a_commit_reads_nothing_back_from_its_own_segment(tmp_path: Path) -> None:
+    commits = 40
+    root = tmp_path / ".agentfs"
+    code = (
+        "import agentfs\n"
+        f"store = agentfs.open({str(root)!r}, durability='process')\n"
+        "run = store.run('r')\n"
+        "run.commit({'i': -1})\n"
+        "print('START', flush=True)\n"
+        f"for i in range({commits}): run.commit({{'i': i, 'messages': ['m'] * i}})\n"
+        "print('END', flush=True)\n"
+        "store.close()\n"
+    )
+    trace_file = tmp_path / "strace.txt"
+    command = ["strace", "-f", "-yy", "-o", str(trace_file), "-e", "trace=pread64,pwrite64,write", sys.executable, "-c", code]
+    subprocess.run(command, env=ENV, check=True, timeout=60, capture_output=True)
+    trace = trace_file.read_text()
+    during = trace[trace.index("START") : trace.index("END")]
+    segment = re.escape(str(root / "segments")) + r"/[0-9a-f]{16}\.seg"
+    assert len(re.findall(rf"pwrite64\(\d+<{segment}>", during)) == commits, "the workload should append once per commit"
+    reads = re.findall(rf"pread64\(\d+<{segment}>", during)
+    assert not reads, f"{len(reads)} reads of the segment for {commits} commits of its only writer"

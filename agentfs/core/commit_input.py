@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from collections.abc import Mapping
@@ -24,12 +25,12 @@ ArtifactSource = ByteSource | Artifact
 def encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:
     """A dict with str keys is stored key by key, so an unchanged key costs nothing next time."""
     if type(state) is dict and all(type(key) is str for key in state):
-        return MAP_STATE, {key: encode_body(value, f"state[{_quoted(key)}]") for key, value in state.items()}
+        return MAP_STATE, {key: encode_body(value, functools.partial(_key_path, key)) for key, value in state.items()}
     return VALUE_STATE, {"": encode_body(state, "state")}
 
 
-def _quoted(key: str) -> str:
-    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _key_path(key: str) -> str:
+    return 'state["' + key.replace("\\", "\\\\").replace('"', '\\"') + '"]'
 
 
 def check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, ArtifactSource]:

@@ -29,6 +29,7 @@ from .schema import Schema
 
 UPDATE_RETRIES = 50
 UPDATE_BACKOFF_MAX = 0.05  # seconds: the longest random pause between two attempts of update()
+NO_METADATA = encode_value({}, "metadata")
 
 
 class _Head:
@@ -116,8 +117,8 @@ class Run:
         if parent is not HEAD and parent is not None:
             check_id(parent)
         kind, values = encode_state(state)
-        encoded_metadata = encode_value(dict(metadata or {}), "metadata")
-        sources = check_artifacts(artifacts or {})
+        encoded_metadata = encode_value(dict(metadata), "metadata") if metadata else NO_METADATA
+        sources = check_artifacts(artifacts) if artifacts else {}
         with self.store.writing():
             # first from what this process last indexed, without a look at the segments: the look under the run
             # lock (the one refresh per commit) then checks that choice; in the rare case that it was stale (a
@@ -155,11 +156,10 @@ class Run:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
         else:  # any earlier entry of the run is as good to borrow from: skip reading the head
             head = hint if hint is not None and known(self.name, hint) else self.head_id()
-        writer = ObjectWriter(self.store.db, self.store.pool)
-        blobs = BlobWriter(writer, self._reusable(head))
+        blobs = BlobWriter(lambda: ObjectWriter(self.store.db, self.store.pool), self._reusable(head))
         state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
         artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
-        objects = writer.finish()
+        objects = blobs.finish()
         schema = None if self.schema is None else self.schema.version
         return self._append(
             parent,

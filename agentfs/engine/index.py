@@ -28,7 +28,7 @@ from ..format import segment as fmt
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
-from .segments import Location, SealedSegment, open_indexed, peek, scan_from, segment_ids
+from .segments import Location, SealedSegment, ids_of, open_indexed, peek, scan_from
 
 
 @dataclasses.dataclass
@@ -44,6 +44,8 @@ class Index:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._directory = os.fspath(directory)
+        self._listed: tuple[list[str], list[int]] = ([], [])  # the last listing of the directory, and its segment ids
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
         self._names: dict[int, str] = {}
@@ -74,19 +76,35 @@ class Index:
 
     # keeping up with the segments
 
-    def refresh(self) -> None:
-        """Index what other writers appended since the last look; rebuild if a segment vanished."""
+    def refresh(self, own: int | None = None) -> None:
+        """Index what other writers appended since the last look; rebuild if a segment vanished.
+
+        `own`: the segment this process's writer appends to now, whose tail is not read. Only this
+        process appends to it (it holds the segment's writer slot), and each of its appends indexes
+        its batch (add_batch) before the append returns: a batch of another thread's append still
+        under way is left out, as it would be had that append started a moment later."""
         with self._lock:
-            present = segment_ids(self.directory)
-            if not set(self.segments) <= set(present):
+            present = self._present()
+            if not self.segments.keys() <= set(present):
                 self.rebuild(present)
                 return
             for segment_id, known in self.segments.items():
-                if not known.sealed:
+                if not known.sealed and segment_id != own:
                     self._read_tail(segment_id, known)
-            for segment_id in present:
-                if segment_id not in self.segments:
-                    self._open(segment_id)
+            if len(present) != len(self.segments):
+                for segment_id in present:
+                    if segment_id not in self.segments:
+                        self._open(segment_id)
+
+    def _present(self) -> list[int]:
+        """The ids of the segments in the directory now, oldest first (names parsed only when the listing changed)."""
+        try:
+            names = os.listdir(self._directory)
+        except FileNotFoundError:
+            names = []
+        if names != self._listed[0]:
+            self._listed = (names, ids_of(names))
+        return self._listed[1]
 
     def rebuild(self, present: list[int] | None = None) -> None:
         with self._lock:
@@ -94,7 +112,7 @@ class Index:
             self._clear()
             self.generation += 1
             self.entry_log.reset()
-            for segment_id in segment_ids(self.directory) if present is None else present:
+            for segment_id in self._present() if present is None else present:
                 self._open(segment_id)
 
     def _path(self, segment_id: int) -> Path:
@@ -145,7 +163,9 @@ class Index:
         if fd is None:
             return
         head = os.pread(fd, fmt.BEGIN_FRAME, known.end)
-        if fmt.batch_length(head, segment_id, known.end) is None:  # zeros, a torn tail or a footer: nothing new
+        if not head.strip(b"\0"):  # the preallocated zeros, or the end of the file: nothing new
+            return
+        if fmt.batch_length(head, segment_id, known.end) is None:  # a torn tail or a footer: nothing new
             if head[fmt.FRAME.size - 1 : fmt.FRAME.size] == bytes([fmt.KIND_FOOTER]):
                 known.sealed = peek(self._path(segment_id))[1]
             return

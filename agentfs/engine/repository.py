@@ -168,7 +168,7 @@ class Repository(SegmentStore):
 
     def head(self, run: str) -> str | None:
         """The greatest id of the run: its head."""
-        self.index.refresh()
+        self.refresh_index()
         local = self.index.head(run)
         if self.source is None:
             return local
@@ -299,7 +299,7 @@ class Repository(SegmentStore):
         `refreshed`: the caller refreshed the index with appending(run) held (it read the head there),
         so no other writer can have added this run's entry since.
         """
-        for location in relies_on:
+        for location in relies_on if self.sync_writes else ():  # make_durable does nothing without syncs
             found = self.index.location(kinds.ENTRY, *location)
             if found is not None:
                 self.make_durable(found)

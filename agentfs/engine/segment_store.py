@@ -6,7 +6,6 @@ engine API is listed there.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
@@ -61,6 +60,9 @@ class SegmentStore:
     # appending and durability
 
     def _segment_writer(self) -> SegmentWriter:
+        writer = self._writer  # once made, kept until close: the lock only guards making it
+        if writer is not None:
+            return writer
         with self._lock:
             if self._writer is None:
                 self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
@@ -68,15 +70,17 @@ class SegmentStore:
 
     def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
         """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them."""
-        locations = self._segment_writer().append(records, sync=sync)
-        first, last = locations[0], locations[-1]
-        start, end = first.offset - fmt.BEGIN_FRAME, last.offset + last.length + fmt.END_FRAME
-        entries = [fmt.IndexEntry(r.kind, r.key, at.offset, at.length) for r, at in zip(records, locations, strict=True)]
-        self.index.add_batch(first.segment_id, start, end, entries)
+        segment_id, start, end, entries = self._segment_writer().append_batch(records, sync=sync)
+        self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
             with self._lock:
-                self._synced[first.segment_id] = max(self._synced.get(first.segment_id, 0), end)
-        return locations
+                self._synced[segment_id] = max(self._synced.get(segment_id, 0), end)
+        return [segments.Location(segment_id, entry.offset, entry.length) for entry in entries]
+
+    def refresh_index(self) -> None:
+        """Index other writers' new records (Index.refresh), reading no tail of this process's current segment."""
+        writer = self._writer
+        self.index.refresh(own=None if writer is None else writer.current_segment())
 
     def make_durable(self, location: segments.Location) -> None:
         """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
@@ -192,21 +196,11 @@ class SegmentStore:
     #   records forks (note_fork: no lock) before it takes its one stripe. Two runs on one stripe are one
     #   lock, re-entrant for the thread that holds it.
 
-    @contextlib.contextmanager
-    def _stripe(self, kind: str, run: str) -> Iterator[None]:
+    def _stripe(self, kind: str, run: str) -> AbstractContextManager[None]:
         """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
         self._segment_writer()  # a writer slot before the stripe: see the lock order above
-        path = _stripe_lock_path(self._locks_path, kind, run)
         held: set[str] = self._held.__dict__.setdefault("paths", set())
-        if path in held:
-            yield
-            return
-        with self._lock_files.hold(path, EXCLUSIVE):
-            held.add(path)
-            try:
-                yield
-            finally:
-                held.discard(path)
+        return _StripeHold(self._lock_files, _stripe_lock_path(self._locks_path, kind, run), held)
 
     def appending(self, run: str) -> AbstractContextManager[None]:
         """Held around one append to the run's log: who holds it reads the head and appends after it."""
@@ -239,6 +233,29 @@ class SegmentStore:
     def watched_dir(self) -> Path:
         """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
         return self.segments_dir
+
+
+class _StripeHold:
+    """`with` support for one hold of a stripe (a class, not a generator: it runs once or twice per commit)."""
+
+    __slots__ = ("_held", "_hold", "_lock_files", "_path")
+
+    def __init__(self, lock_files: LockFiles, path: str, held: set[str]) -> None:
+        self._lock_files, self._path, self._held = lock_files, path, held
+        self._hold: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> None:
+        if self._path in self._held:  # this thread holds it already
+            return
+        hold = self._lock_files.hold(self._path, EXCLUSIVE)
+        hold.__enter__()
+        self._held.add(self._path)
+        self._hold = hold
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._hold is not None:
+            self._held.discard(self._path)
+            self._hold.__exit__(None, None, None)  # a lock's release, whatever ended the block
 
 
 @functools.lru_cache(maxsize=4096)

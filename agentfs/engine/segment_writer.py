@@ -67,7 +67,10 @@ def _acquire_slot(locks: Path, slots: int) -> tuple[int, int]:
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
+    written = os.pwrite(fd, data, offset)
+    if written == len(data):  # as almost always: no view to make
+        return
+    view, offset = memoryview(data)[written:], offset + written
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
@@ -181,6 +184,11 @@ class SegmentWriter:
 
         With `sync=False` no fdatasync: the caller's next synced append to this writer covers the batch
         (the same file; a roll in between seals, and so syncs, the segment it lies in)."""
+        segment_id, _start, _end, entries = self.append_batch(records, sync=sync)
+        return [Location(segment_id, entry.offset, entry.length) for entry in entries]
+
+    def append_batch(self, records: Sequence[fmt.Record], *, sync: bool = True) -> tuple[int, int, int, list[fmt.IndexEntry]]:
+        """append(), returning what an index of the batch needs: (segment id, start, end, the records' index entries)."""
         with self._mutex:
             data, entries = fmt.encode_batch(self.segment_id, self.position, records)
             end = self.position + len(data)
@@ -194,10 +202,15 @@ class SegmentWriter:
             _write_all(self._fd, data + bytes(padding) if padding else data, self.position)
             if self.sync and sync:
                 os.fdatasync(self._fd)
+            start = self.position
             self.position += len(data)
             self.torn_end = max(self.position, self.torn_end)
             self.entries.extend(entries)
-            return [Location(self.segment_id, entry.offset, entry.length) for entry in entries]
+            return self.segment_id, start, self.position, entries
+
+    def current_segment(self) -> int | None:
+        """The id of the segment the next append goes to, if one is open (None after a seal or close)."""
+        return self.segment_id if self._fd >= 0 else None
 
     def _unlinked(self) -> bool:
         """Whether the current segment's name is gone (deleted by hand under its live writer): a segment

@@ -197,6 +197,11 @@ def segment_ids(directory: Path) -> list[int]:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
+    return ids_of(names)
+
+
+def ids_of(names: list[str]) -> list[int]:
+    """The segment ids among the file names `names`, oldest first."""
     return sorted(i for i in map(fmt.segment_id_of, names) if i is not None)
 
 

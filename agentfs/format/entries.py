@@ -36,7 +36,9 @@ class Entry:
 
     def borrowed(self) -> set[Location]:
         """Other entries whose packed objects this checkpoint uses."""
-        return {(ref[3], ref[4]) for _label, ref in self.refs() if ref[0] == PACKED and len(ref) == 5}
+        manifest = self.manifest
+        refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())  # refs() without labels
+        return {(ref[3], ref[4]) for ref in refs if ref[0] == PACKED and len(ref) == 5}
 
     def packed(self, oid: bytes, where: str) -> bytes:
         blob = self.pack.get(oid)

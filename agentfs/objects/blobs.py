@@ -27,27 +27,43 @@ from ..format.refs import (
     encode_node,
     ref_size,
 )
+from ..format.segment import Record
 
 
 class BlobWriter:
-    """Stores the blobs of one commit: tiny inline, small packed into the entry, the rest chunked."""
+    """Stores the blobs of one commit: tiny inline, small packed into the entry, the rest chunked.
 
-    def __init__(self, writer: ObjectWriter, reuse: dict[bytes, Ref]) -> None:
-        self.writer = writer
+    `new_writer` makes the ObjectWriter for chunks and tree nodes, on the first one: a commit of
+    small values writes none, and does not pay for the writer."""
+
+    def __init__(self, new_writer: Callable[[], ObjectWriter], reuse: dict[bytes, Ref]) -> None:
+        self._new_writer = new_writer
+        self._writer: ObjectWriter | None = None
         self.reuse = reuse  # oid -> located ref already in the store (the parent's values)
         self.pack: dict[bytes, bytes] = {}
+
+    @property
+    def writer(self) -> ObjectWriter:
+        if self._writer is None:
+            self._writer = self._new_writer()
+        return self._writer
+
+    def finish(self) -> list[Record]:
+        """Wait for every object; the records the entry's batch must carry (ObjectWriter.finish)."""
+        return [] if self._writer is None else self._writer.finish()
 
     def put(self, data: bytes, params: chunking.ChunkParams | None = None) -> Ref:
         if len(data) <= INLINE_MAX:
             return [INLINE, bytes(data)]
-        if params is None:
-            params = chunking.LARGE if len(data) > chunking.LARGE_VALUE else chunking.SMALL
         if len(data) <= PACK_MAX:
             oid = codec.hash_bytes(data)
             if oid in self.reuse:
                 return self.reuse[oid]
-            self.pack.setdefault(oid, codec.encode(data))
+            if oid not in self.pack:
+                self.pack[oid] = codec.encode(data)
             return [PACKED, oid, len(data)]
+        if params is None:
+            params = chunking.LARGE if len(data) > chunking.LARGE_VALUE else chunking.SMALL
         return self._tree(chunking.cut_bytes(params, data))
 
     def put_stream(self, stream: IO[Any]) -> Ref:

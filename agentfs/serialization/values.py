@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgpack
@@ -16,7 +16,8 @@ LIST_BODY = 1  # a list stored as its items' bytes, without the array header
 MAP_BODY = 2  # a dict stored as its keys' and values' bytes, without the map header
 PLAIN = 0
 MAX_DEPTH = 512
-_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack's bin 8, bin 16 and bin 32 headers
+BIN8, BIN16, BIN32 = b"\xc4", b"\xc5", b"\xc6"  # msgpack's bin headers
+Path = str | Callable[[], str]  # where a value lies, for errors; a callable is called only to word an error
 
 
 class _Unsupported(Exception):
@@ -35,7 +36,7 @@ def _pack(value: Any) -> bytes:
     data = msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True, datetime=False)
     # msgpack wrote a bytearray as bin, which loads as bytes: pack again with it tagged. No bin header byte
     # anywhere in the output means no bin at all: the walk is skipped (it costs more than the pack)
-    if any(marker in data for marker in _BIN_MARKERS) and _holds_bytearray(value):
+    if (BIN8 in data or BIN16 in data or BIN32 in data) and _holds_bytearray(value):
         data = msgpack.packb(_tagged(value), default=_default, strict_types=True, use_bin_type=True, datetime=False)
     return data
 
@@ -181,12 +182,12 @@ def _failing_leaf(value: Any, path: str, depth: int = 0) -> str:
     return path
 
 
-def encode_value(value: Any, path: str = "state") -> bytes:
+def encode_value(value: Any, path: Path = "state") -> bytes:
     """msgpack bytes for `value`; SerializationError names the path of the first unsupported value."""
     try:
         return _pack(value)
     except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError) as exc:  # RecursionError: a cycle through a tuple
-        raise _describe(value, path, exc) from None
+        raise _describe(value, path if isinstance(path, str) else path(), exc) from None
 
 
 def decode_value(data: bytes, where: str) -> Any:
@@ -208,7 +209,7 @@ def _header_size(first: int) -> int:
     raise ValueError(f"not a container header: {first:#x}")
 
 
-def encode_body(value: Any, path: str = "state") -> tuple[int, int, bytes]:
+def encode_body(value: Any, path: Path = "state") -> tuple[int, int, bytes]:
     """(format, item count, bytes) for `value`.
 
     Lists and dicts drop their header, so appending an item changes only the tail of the bytes
