@@ -41,9 +41,8 @@ def test_a_commit_does_not_borrow_from_an_entry_another_process_retired_and_comp
         assert fresh.verify().ok
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
-def test_one_listing_of_the_segments_per_commit(tmp_path: Path) -> None:
-    commits = 40
+def _traced_commits(tmp_path: Path, syscalls: str, commits: int) -> str:
+    """The strace lines (`syscalls`, descriptors named) of `commits` commits by a process, the store's only writer."""
     root = tmp_path / ".agentfs"
     code = (
         "import agentfs\n"
@@ -52,18 +51,26 @@ def test_one_listing_of_the_segments_per_commit(tmp_path: Path) -> None:
         "run.commit({'i': -1})\n"
         "print('START', flush=True)\n"
         f"for i in range({commits}): run.commit({{'i': i, 'messages': ['m'] * i}})\n"
+        "print('END', flush=True)\n"
         "store.close()\n"
     )
     trace_file = tmp_path / "strace.txt"
-    command = ["strace", "-f", "-yy", "-o", str(trace_file), "-e", "trace=openat,write", sys.executable, "-c", code]
+    command = ["strace", "-f", "-yy", "-o", str(trace_file), "-e", f"trace={syscalls},write", sys.executable, "-c", code]
     subprocess.run(command, env=ENV, check=True, timeout=60, capture_output=True)
     trace = trace_file.read_text()
-    after_start = trace[trace.index("START") :]
+    return trace[trace.index("START") : trace.index("END")]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
+def test_one_listing_of_the_segments_per_commit(tmp_path: Path) -> None:
+    commits = 40
+    root = tmp_path / ".agentfs"
+    during = _traced_commits(tmp_path, "openat", commits)
     segments = re.escape(str(root / "segments"))
-    listings = re.findall(rf"openat\([^)]*\"{segments}\", O_RDONLY\|O_NONBLOCK\|O_CLOEXEC\|O_DIRECTORY", after_start)
+    listings = re.findall(rf"openat\([^)]*\"{segments}\", O_RDONLY\|O_NONBLOCK\|O_CLOEXEC\|O_DIRECTORY", during)
     assert commits <= len(listings) <= commits + 2, f"{len(listings)} listings of segments/ for {commits} commits"
     locks = re.escape(str(root / "locks"))
-    assert not re.findall(rf"openat\([^)]*\"{locks}/", after_start), "a commit opened a lock file: its descriptor is kept open"
+    assert not re.findall(rf"openat\([^)]*\"{locks}/", during), "a commit opened a lock file: its descriptor is kept open"
 
 
 def test_a_commit_with_parent_sees_what_other_writers_appended_to_segments_new_to_it_and_known_to_it(tmp_path: Path) -> None:
@@ -85,23 +92,8 @@ def test_a_commit_with_parent_sees_what_other_writers_appended_to_segments_new_t
 @pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
 def test_a_commit_reads_nothing_back_from_its_own_segment(tmp_path: Path) -> None:
     commits = 40
-    root = tmp_path / ".agentfs"
-    code = (
-        "import agentfs\n"
-        f"store = agentfs.open({str(root)!r}, durability='process')\n"
-        "run = store.run('r')\n"
-        "run.commit({'i': -1})\n"
-        "print('START', flush=True)\n"
-        f"for i in range({commits}): run.commit({{'i': i, 'messages': ['m'] * i}})\n"
-        "print('END', flush=True)\n"
-        "store.close()\n"
-    )
-    trace_file = tmp_path / "strace.txt"
-    command = ["strace", "-f", "-yy", "-o", str(trace_file), "-e", "trace=pread64,pwrite64,write", sys.executable, "-c", code]
-    subprocess.run(command, env=ENV, check=True, timeout=60, capture_output=True)
-    trace = trace_file.read_text()
-    during = trace[trace.index("START") : trace.index("END")]
-    segment = re.escape(str(root / "segments")) + r"/[0-9a-f]{16}\.seg"
+    during = _traced_commits(tmp_path, "pread64,pwrite64", commits)
+    segment = re.escape(str(tmp_path / ".agentfs" / "segments")) + r"/[0-9a-f]{16}\.seg"
     assert len(re.findall(rf"pwrite64\(\d+<{segment}>", during)) == commits, "the workload should append once per commit"
     reads = re.findall(rf"pread64\(\d+<{segment}>", during)
     assert not reads, f"{len(reads)} reads of the segment for {commits} commits of its only writer"

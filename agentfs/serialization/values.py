@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +26,10 @@ class _Unsupported(Exception):
         self.obj = obj
 
 
+_PACK_ERRORS = (_Unsupported, TypeError, ValueError, OverflowError, RecursionError)  # RecursionError: a cycle through a tuple
+_packers = threading.local()  # each thread's idle Packer: making one per value (msgpack.packb) costs more than a small pack
+
+
 def _default(obj: Any) -> msgpack.ExtType:
     ext = converters.to_ext(obj, _pack)
     if ext is None:
@@ -33,11 +38,17 @@ def _default(obj: Any) -> msgpack.ExtType:
 
 
 def _pack(value: Any) -> bytes:
-    data = msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True, datetime=False)
-    # msgpack wrote a bytearray as bin, which loads as bytes: pack again with it tagged. No bin header byte
-    # anywhere in the output means no bin at all: the walk is skipped (it costs more than the pack)
-    if (BIN8 in data or BIN16 in data or BIN32 in data) and _holds_bytearray(value):
-        data = msgpack.packb(_tagged(value), default=_default, strict_types=True, use_bin_type=True, datetime=False)
+    # the idle packer is taken while it packs: a value packed from _default (a converter's fields) meanwhile
+    # makes its own. A Packer empties its buffer when a pack raises, so an error leaves it reusable
+    packer = _packers.__dict__.pop("idle", None) or msgpack.Packer(default=_default, strict_types=True, use_bin_type=True, datetime=False)
+    try:
+        data = packer.pack(value)
+        # msgpack wrote a bytearray as bin, which loads as bytes: pack again with it tagged. No bin header byte
+        # anywhere in the output means no bin at all: the walk is skipped (it costs more than the pack)
+        if (BIN8 in data or BIN16 in data or BIN32 in data) and _holds_bytearray(value):
+            data = packer.pack(_tagged(value))
+    finally:
+        _packers.idle = packer
     return data
 
 
@@ -177,7 +188,7 @@ def _failing_leaf(value: Any, path: str, depth: int = 0) -> str:
     for step, child in _children(value):
         try:
             _pack(child)
-        except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError):
+        except _PACK_ERRORS:
             return _failing_leaf(child, path + step, depth + 1)
     return path
 
@@ -186,7 +197,7 @@ def encode_value(value: Any, path: Path = "state") -> bytes:
     """msgpack bytes for `value`; SerializationError names the path of the first unsupported value."""
     try:
         return _pack(value)
-    except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError) as exc:  # RecursionError: a cycle through a tuple
+    except _PACK_ERRORS as exc:
         raise _describe(value, path if isinstance(path, str) else path(), exc) from None
 
 
