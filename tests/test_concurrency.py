@@ -181,3 +181,42 @@ def test_racing_commits_on_the_same_parent_exactly_one_wins(tmp_path: Path) -> N
         assert run.ids() == [head, winners[0]]
         assert run.get(winners[0]).parent == head
         assert store.verify().ok
+
+
+FORKED = """
+import os, sys, agentfs
+store = agentfs.open(sys.argv[1])
+parent = store.run("parent")
+parent.commit({"i": -1, "pad": "p" * 3000})  # this process's writer holds a slot and appends to its segment now
+pid = os.fork()
+if pid == 0:  # the child commits through the same Store object, then closes it (atexit-like), then exits
+    try:
+        child = store.run("child")
+        for i in range(40):
+            child.commit({"i": i, "pad": "c" * 3000})
+        store.close()
+    except BaseException as exc:
+        print(f"child: {exc!r}", flush=True)
+        os._exit(1)
+    os._exit(0)
+for i in range(40):
+    parent.commit({"i": i, "pad": "p" * 3000})
+_, status = os.waitpid(pid, 0)
+for i in range(40, 50):  # after the child closed its copy of the store
+    parent.commit({"i": i, "pad": "p" * 3000})
+store.close()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_child_forked_after_the_store_wrote_commits_through_a_writer_of_its_own(tmp_path: Path) -> None:
+    """multiprocessing's fork start method hands a child the parent's open store: the child's writer must
+    not be the parent's (same slot, same segment, same offsets), and its close must not cut the parent's segment."""
+    root = tmp_path / "store"
+    done = subprocess.run([sys.executable, "-c", FORKED, str(root)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with agentfs.open(root) as store:
+        report = store.verify()
+        assert report.ok, str(report)
+        assert [cp.state["i"] for cp in _check_chain(store.run("parent"))] == list(range(-1, 50))
+        assert [cp.state["i"] for cp in _check_chain(store.run("child"))] == list(range(40))

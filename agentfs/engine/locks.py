@@ -46,6 +46,11 @@ def _count_fork() -> None:
 os.register_at_fork(after_in_child=_count_fork)
 
 
+def forks() -> int:
+    """How many forks made this process from the first one that imported agentfs (0 there)."""
+    return _forks
+
+
 class _LockFile:
     """One lock file's descriptor, and this process's threads that hold its flock.
 

@@ -20,7 +20,7 @@ from ..format.refs import Location
 from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
-from .locks import EXCLUSIVE, SHARED, LockFiles
+from .locks import EXCLUSIVE, SHARED, LockFiles, forks
 from .segment_writer import SEAL_AT, Durability, SegmentWriter, seal_orphans
 
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
@@ -42,12 +42,14 @@ class SegmentStore:
         self._locks_path = os.fspath(self.locks_dir)
         self._gc_lock_path = os.path.join(root, *keys.GC_LOCK)
         self._writer: SegmentWriter | None = None
+        self._writer_forks = 0  # locks.forks() when the writer was made
         self._synced: dict[int, int] = {}  # segment id -> offset up to which this process knows it durable
         self._lock = threading.Lock()
         self._held = threading.local()  # the stripe locks this thread holds: appending() nests
         self._lock_files = LockFiles()  # locks/ descriptors kept open: a commit opens no file for its locks
 
     def close_segments(self) -> None:
+        self._leave_parents_writer()
         with self._lock:
             if self._writer is not None:
                 if self._writer.position >= SEAL_AT:
@@ -61,12 +63,24 @@ class SegmentStore:
 
     def _segment_writer(self) -> SegmentWriter:
         writer = self._writer  # once made, kept until close: the lock only guards making it
-        if writer is not None:
+        if writer is not None and self._writer_forks == forks():
             return writer
+        self._leave_parents_writer()
         with self._lock:
             if self._writer is None:
                 self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
+                self._writer_forks = forks()
             return self._writer
+
+    def _leave_parents_writer(self) -> None:
+        """In a child forked after this store wrote, drop the writer inherited from the parent: it holds the
+        parent's slot and appends at the parent's offsets, so parent and child would overwrite each other's
+        batches (tests/test_concurrency.py, fork). The child takes a slot of its own at its first append."""
+        if self._writer is not None and self._writer_forks != forks():
+            self._writer.abandon()
+            self._lock = threading.Lock()  # a parent's thread may have held it at the fork
+            self._writer = None
+            self._synced.clear()  # what the parent knew synced: the child learns it again
 
     def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
         """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them."""

@@ -284,6 +284,17 @@ class SegmentWriter:
                 os.close(self._lock_fd)
                 self._lock_fd = -1
 
+    def abandon(self) -> None:
+        """Close this process's descriptors and touch nothing else: a forked child's copy of its parent's writer.
+
+        The child's descriptors share their open file descriptions with the parent's: close() would cut the
+        parent's segment back to what the child knew of it, and a LOCK_UN would free the parent's slot; a
+        descriptor closed leaves the flock held by the parent's (tests/test_locks.py, fork)."""
+        for fd in (self._fd, self._lock_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._lock_fd = -1
+
     def __enter__(self) -> SegmentWriter:
         return self
 
