@@ -90,7 +90,7 @@ class Repository(SegmentStore):
         super().__init__(root, durability)
         self.config = self._open_config()
         self.source = source
-        self.db = ObjectStore(self.index, self._append, self.make_durable)
+        self.db = ObjectStore(self.index, self._append, self.make_durable, sync_writes=self.sync_writes)
         if source is not None:
             source.attach(self)
             self.db.fetch = source.fetch_object
