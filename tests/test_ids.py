@@ -47,7 +47,8 @@ def test_an_id_after_a_head_from_a_clock_ahead_takes_the_next_millisecond_with_f
     made = {ids.new_id(after=head) for _ in range(100)}
     assert all(i > head and ids.milliseconds(i) == ahead_ms + 1 for i in made)
     assert len(made) == 100 and len({i[ids.TIME_DIGITS :] for i in made}) == 100, "each takes fresh random bits, never head + 1"
-    later = ids.new_id()  # another run, no head: the clock's time again, not the skewed head's (a suite run of stop 16 failed 4 later tests so)
+    # another run, no head: the clock's time again, not the skewed head's (a suite run failed 4 later tests so)
+    later = ids.new_id()
     assert ids.milliseconds(later) <= time.time_ns() // 1_000_000 + 1
 
 
