@@ -188,9 +188,12 @@ import os, sys, agentfs
 store = agentfs.open(sys.argv[1])
 parent = store.run("parent")
 parent.commit({"i": -1, "pad": "p" * 3000})  # this process's writer holds a slot and appends to its segment now
+ready, go = os.pipe()
 pid = os.fork()
 if pid == 0:  # the child commits through the same Store object, then closes it (atexit-like), then exits
     try:
+        parents_next = os.read(ready, 26).decode()  # committed by the parent after the fork
+        assert (store.run("parent").head_id() or "") >= parents_next, "the child missed the parent's new head"
         child = store.run("child")
         for i in range(40):
             child.commit({"i": i, "pad": "c" * 3000})
@@ -199,7 +202,8 @@ if pid == 0:  # the child commits through the same Store object, then closes it 
         print(f"child: {exc!r}", flush=True)
         os._exit(1)
     os._exit(0)
-for i in range(40):
+os.write(go, parent.commit({"i": 0, "pad": "p" * 3000}).id.encode())
+for i in range(1, 40):
     parent.commit({"i": i, "pad": "p" * 3000})
 _, status = os.waitpid(pid, 0)
 for i in range(40, 50):  # after the child closed its copy of the store

@@ -93,8 +93,9 @@ class SegmentStore:
 
     def refresh_index(self) -> None:
         """Index other writers' new records (Index.refresh), reading no tail of this process's current segment."""
-        writer = self._writer
-        self.index.refresh(own=None if writer is None else writer.current_segment())
+        writer = self._writer  # a forked child's is its parent's, which appends there still: read that tail
+        own = writer.current_segment() if writer is not None and self._writer_forks == forks() else None
+        self.index.refresh(own=own)
 
     def make_durable(self, location: segments.Location) -> None:
         """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
