@@ -34,11 +34,13 @@ class Entry:
         for name, ref in self.manifest.artifacts.items():
             yield f"artifact {name!r}", ref
 
+    def blob_refs(self) -> list[Ref]:
+        """refs() without the labels, which cost a commit more than the refs (each one an f-string)."""
+        return [ref for _fmt, _count, ref in self.manifest.state.values()] + list(self.manifest.artifacts.values())
+
     def borrowed(self) -> set[Location]:
         """Other entries whose packed objects this checkpoint uses."""
-        manifest = self.manifest
-        refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())  # refs() without labels
-        return {(ref[3], ref[4]) for ref in refs if ref[0] == PACKED and len(ref) == 5}
+        return {(ref[3], ref[4]) for ref in self.blob_refs() if ref[0] == PACKED and len(ref) == 5}
 
     def packed(self, oid: bytes, where: str) -> bytes:
         blob = self.pack.get(oid)
