@@ -179,11 +179,11 @@ class Repository(SegmentStore):
         return max(filter(None, [local, remote]), default=None)
 
     def ids(self, run: str) -> list[str]:
-        ids = set(self.local_ids(run))
-        if self.source is not None:
-            # the remote lists only names that are ULIDs; those pruned here stay on it until its gc
-            ids.update(set(self.source.list_ids(run)) - self.retired_ids(run))
-        return sorted(ids)
+        local = self.local_ids(run)  # sorted already
+        if self.source is None:
+            return local
+        # the remote lists only names that are ULIDs; those pruned here stay on it until its gc
+        return sorted(set(local) | (set(self.source.list_ids(run)) - self.retired_ids(run)))
 
     def has_entry(self, run: str, checkpoint_id: str) -> bool:
         """Whether this store holds the entry now (never asks a remote)."""
