@@ -7,6 +7,12 @@ Fetches the installed langgraph's sdist from the package index (once; its tests/
 any test that passed with both stock savers (in-memory and SQLite) did not pass with an agentfs
 variant. Extra arguments go to pytest (e.g. `-k fork`, a test file).
 
+A few of the suite's tests time their own steps (`test_stream_buffering_single_node` expects its first
+event within 0.1 s); on a loaded machine one can miss its window by chance (CI, 2026-11-24: a 0.2 s stall
+before the first event with agentfs_aes, 5 ms here in 3 runs of the same graph). So a test that failed
+with an agentfs variant, where both stock savers pass, runs once more in a fresh pytest; if it passes
+then it is reported as flaky, loudly, and not counted. A test that fails again is a regression.
+
 Postgres and Redis variants are left out (NO_DOCKER=true, the suite's own switch): the suite
 expects those servers already running in docker.
 """
@@ -33,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "langgraph-upstream"
 STOCK = {"sync_checkpointer": ("memory", "sqlite"), "async_checkpointer": ("memory", "sqlite_aio")}
 TEST_TIMEOUT = 120  # seconds a test may take before pytest-timeout fails it
+MAX_RERUNS = 5  # more failures than this are not chance: no rerun
 
 
 def suite(version: str) -> Path:
@@ -61,10 +68,11 @@ def suite(version: str) -> Path:
     return target
 
 
-def run(directory: Path, outcomes: Path, extra: list[str]) -> int:
+def run(directory: Path, outcomes: Path, extra: list[str], targets: list[str] | None = None) -> int:
+    """pytest on the suite's `targets` (all of tests/ by default) with the plugin; its exit code."""
     env = {**os.environ, "NO_DOCKER": "true", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     command = [
-        sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-p", "tests_upstream.plugin",
+        sys.executable, "-m", "pytest", *(targets or ["tests"]), "-q", "-p", "no:cacheprovider", "-p", "tests_upstream.plugin",
         "--agentfs-outcomes", str(outcomes), "--timeout", str(TEST_TIMEOUT), "--snapshot-warn-unused", "--rootdir", str(directory),
         *extra,
     ]  # fmt: skip
@@ -76,6 +84,7 @@ class Comparison:
     counts: dict[str, collections.Counter[str]]  # checkpointer -> outcome -> tests
     skips: collections.Counter[tuple[str, str]]  # (checkpointer, reason) -> tests
     regressions: list[str]  # agentfs variants that did not pass a test both stock savers pass
+    failed: list[str]  # the node ids of those regressions that failed (not skipped): rerun candidates
     also_stock: list[str]  # agentfs variants that failed a test a stock saver did not pass either
 
 
@@ -84,7 +93,7 @@ def compare(tests: dict[str, dict[str, Any]]) -> Comparison:
     variants: dict[str, dict[str, dict[str, Any]]] = collections.defaultdict(dict)
     for nodeid, test in tests.items():
         variants[test["variant_of"]][test["saver"]] = {**test, "nodeid": nodeid}
-    result = Comparison(collections.defaultdict(collections.Counter), collections.Counter(), [], [])
+    result = Comparison(collections.defaultdict(collections.Counter), collections.Counter(), [], [], [])
     for by_saver in variants.values():
         for saver, test in by_saver.items():
             result.counts[saver][test["outcome"]] += 1
@@ -97,9 +106,25 @@ def compare(tests: dict[str, dict[str, Any]]) -> Comparison:
                 continue
             if baseline:
                 result.regressions.append(f"{ours['nodeid']}: {ours['outcome']} {ours['reason']}")
+                if ours["outcome"] == "failed":
+                    result.failed.append(ours["nodeid"])
             elif ours["outcome"] == "failed":
                 result.also_stock.append(f"{ours['nodeid']}: failed, and a stock saver did not pass it either")
     return result
+
+
+def settle(directory: Path, result: Comparison, extra: list[str]) -> list[str]:
+    """Rerun, once and together in a fresh pytest, the regressions that failed; drop those that pass now
+    from `result.regressions` and return them (flaky). A skip is no chance: never rerun."""
+    if not result.failed or len(result.failed) > MAX_RERUNS:
+        return []
+    with tempfile.TemporaryDirectory() as scratch:
+        outcomes = Path(scratch) / "rerun.json"
+        run(directory, outcomes, extra, targets=result.failed)
+        tests = json.loads(outcomes.read_text()) if outcomes.is_file() else {}
+    flaky = [nodeid for nodeid in result.failed if tests.get(nodeid, {}).get("outcome") == "passed"]
+    result.regressions = [line for line in result.regressions if line.split(": ", 1)[0] not in flaky]
+    return flaky
 
 
 def report(result: Comparison) -> None:
@@ -129,7 +154,10 @@ def main(extra: list[str]) -> int:
         print(f"langgraph {version} tests: no test ran with AgentFSSaver (the plugin did not extend the fixtures)", file=sys.stderr)
         return 2
     result = compare(tests)
+    flaky = settle(directory, result, extra)
     report(result)
+    for nodeid in flaky:
+        print(f"FLAKY: {nodeid} failed with AgentFSSaver, then passed when run again (not counted)")
     regressions = result.regressions
     print(f"langgraph {version}: {len(tests)} checkpointer tests in {time.monotonic() - started:.0f} s")
     print("left out: the suite's postgres and redis variants (NO_DOCKER=true: they need servers the suite starts in docker)")
