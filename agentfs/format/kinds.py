@@ -61,6 +61,7 @@ def split_run_key(key: bytes, where: str, second: str = "id", checked: set[str] 
         checked.add(first)
     return first, other
 
+
 def check_object_key(key: bytes, where: str) -> bytes:
     if len(key) != OID_LENGTH:
         raise FormatError(f"{where}: an object record's key is {len(key)} bytes, not {OID_LENGTH}")
