@@ -2,7 +2,7 @@
 long history. A store with H checkpoints (4 KB states, committed with
 ``durability="process"`` to save setup time) is pushed to moto; then a fresh
 directory opens it with ``remote=`` and reads ``latest().state``: the time of
-that, the requests (GETs, all kinds) the S3 server received meanwhile, and the
+that, the requests (GETs, LISTs, all kinds) the S3 server received meanwhile, and the
 files that landed in the new store."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import random
 import time
 from pathlib import Path
 from typing import Any
+
+from agentfs.format import keys
 
 from ..context import Context
 from ..peers import tree_files
@@ -34,14 +36,14 @@ def resume(ctx: Context, url: str) -> tuple[float, Path, Any]:
 
 
 def one_key_list_ms(ctx: Context, url: str) -> float:
-    """The server's own cost of the request a head lookup is made of: a one-key listing of the run's log."""
+    """The server's own cost of the request a head lookup is: a one-key listing of the run's head keys."""
     fs = ctx.moto().fs()
     bucket, _, path = url.removeprefix("s3://").partition("/")
-    prefix = f"{path}/runs/{RUN}/log/"
+    prefix = "/".join([path, *keys.head_dir_key(RUN)]) + "/"
     times = []
     for _ in range(10):
         t = time.perf_counter()
-        fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=prefix, MaxKeys=1)
+        fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=prefix + keys.HEAD_NAMES_AFTER, MaxKeys=1)
         times.append((time.perf_counter() - t) * 1000)
     return sorted(times)[len(times) // 2]
 
@@ -76,6 +78,7 @@ def history(ctx: Context, h: int, warmup: bool = False) -> dict[str, Any]:
         "resume_s": resume_s,
         "push_s": push_s,
         "gets": reads.count("GET"),
+        "lists": reads.count("LIST"),
         "requests": sum(reads.requests.values()),
         "files": tree_files(dst),
     }
@@ -101,6 +104,14 @@ def run(ctx: Context) -> None:
         float(long["gets"]) if long else None,
         f"same with {lo}",
         float(short["gets"]) if short else None,
+    )
+    fig(
+        ctx,
+        W,
+        f"S3 LIST requests during resume, {hi:,} of history",
+        float(long["lists"]) if long else None,
+        f"same with {lo}",
+        float(short["lists"]) if short else None,
     )
     fig(
         ctx,
