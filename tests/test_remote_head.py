@@ -132,8 +132,9 @@ def test_head_lookup_is_one_request_of_one_key_whatever_the_history(tmp_path: Pa
     read = [r for r in seen if r not in listed]
     assert len(read) == 2 and all(r[0] == "GET" for r in read), seen  # the head key, the one pack index it names
 
-    with agentfs.open(tmp_path / "other", remote=spec.url, storage_options=spec.storage_options) as other:
+    with requests() as seen, agentfs.open(tmp_path / "other", remote=spec.url, storage_options=spec.storage_options) as other:
         assert other.run("r").latest().state == {"step": "newest"}  # type: ignore[union-attr]
+    assert len(lists(seen)) == 2, seen  # a resume lists the run's head keys and its retirement records: one request each
 
 
 def pushed_remote(spec: RemoteSpec, tmp_path: Path) -> PackRemote:

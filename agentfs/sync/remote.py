@@ -26,6 +26,7 @@ from ..format.keys import CONFIG
 from .index import PushIndex, remember_url
 
 FILE_LIKE = {"file", "local"}
+OBJECT_STORES = {"s3", "gs"}
 PAGE = 1000  # keys per listing request past the first
 
 
@@ -79,6 +80,7 @@ class Remote:
         self.root = root.rstrip("/")
         self.protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.file_like = bool(FILE_LIKE.intersection(self.protocols))
+        self.object_store = bool(OBJECT_STORES.intersection(self.protocols))  # listed by their own requests (_pages)
         self.index: PushIndex | None = None
         self.config: dict[str, Any] | None = None  # set once identify() has read and checked it
 
@@ -142,7 +144,11 @@ class Remote:
         (self.index.directory / "pulled").touch()
 
     def list_names(self, prefix: str) -> list[str]:
-        """The names directly under `prefix`; none if it does not exist."""
+        """The names of the keys directly under `prefix`; none if it does not exist. On S3 and GCS one
+        request per 1,000 keys (s3fs's and gcsfs's `ls` of an empty prefix ask again whether it exists)."""
+        if self.object_store:
+            with self.failing(f"list {prefix}"):
+                return [name for page in self._pages(prefix, "", PAGE) for name in page if name and "/" not in name]
         self.fs.invalidate_cache(prefix)
         try:
             with self.failing(f"list {prefix}", FileNotFoundError):
@@ -157,12 +163,7 @@ class Remote:
         On S3 and GCS one listing request that asks for one key, whatever the directory holds (more
         only past names `decode` refuses: a damaged or hostile remote); elsewhere one listing of all.
         """
-        if "s3" in self.protocols:
-            pages = self._s3_pages(directory, after)
-        elif "gs" in self.protocols:
-            pages = self._gcs_pages(directory, after)
-        else:
-            pages = iter([self.list_names(directory)])
+        pages = self._pages(directory, after, 1) if self.object_store else iter([self.list_names(directory)])
         with self.failing(f"list {directory}"):
             for names in pages:
                 found = [name for name in names if name > after and decode(name) is not None]
@@ -170,9 +171,14 @@ class Remote:
                     return decode(min(found))
         return None
 
-    def _s3_pages(self, directory: str, after: str) -> Iterator[list[str]]:
+    def _pages(self, directory: str, after: str, first: int) -> Iterator[list[str]]:
+        """The names under `directory` (nested ones with their "/") that sort after `after`, ascending, in
+        a page of `first` keys, then pages of PAGE: S3's ListObjectsV2 or GCS's objects list, called directly."""
         bucket, prefix, _ = self.fs.split_path(directory + "/")
-        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "StartAfter": prefix + after, "MaxKeys": 1}
+        return self._s3_pages(bucket, prefix, after, first) if "s3" in self.protocols else self._gcs_pages(bucket, prefix, after, first)
+
+    def _s3_pages(self, bucket: str, prefix: str, after: str, first: int) -> Iterator[list[str]]:
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "StartAfter": prefix + after, "MaxKeys": first}
         while True:
             page = self.fs.call_s3("list_objects_v2", **request)
             yield [str(item["Key"])[len(prefix) :] for item in page.get("Contents", [])]
@@ -180,9 +186,8 @@ class Remote:
                 return
             request = {**request, "ContinuationToken": page["NextContinuationToken"], "MaxKeys": PAGE}
 
-    def _gcs_pages(self, directory: str, after: str) -> Iterator[list[str]]:
-        bucket, prefix, _ = self.fs.split_path(directory + "/")
-        request: dict[str, Any] = {"prefix": prefix, "startOffset": prefix + after, "maxResults": 1}  # startOffset is inclusive
+    def _gcs_pages(self, bucket: str, prefix: str, after: str, first: int) -> Iterator[list[str]]:
+        request: dict[str, Any] = {"prefix": prefix, "startOffset": prefix + after, "maxResults": first}  # startOffset is inclusive
         while True:
             page = self.fs.call("GET", "b/{}/o", bucket, json_out=True, **request)
             yield [str(item["name"])[len(prefix) :] for item in page.get("items", [])]
