@@ -28,6 +28,7 @@ from ulid import ULID
 import agentfs
 from agentfs.format import keys
 from agentfs.format.pack import encode_head
+from agentfs.ids import new_id
 from agentfs.sync.pack_remote import PackRemote, open_remote
 from agentfs.sync.push import Pusher
 from tests.clock import skewed_env
@@ -92,6 +93,17 @@ def plant_gcs(server: GcsServer, spec: RemoteSpec, objects: dict[str, bytes], mo
 
 def head_keys(run: str, ids: list[str]) -> dict[str, bytes]:
     return {"/".join(keys.head_key(run, checkpoint_id)): encode_head(run, checkpoint_id, []) for checkpoint_id in ids}
+
+
+def test_head_names_sort_in_the_reverse_order_of_ids_and_name_them() -> None:
+    now = time.time()
+    ids = [new_id() for _ in range(50)] + [str(ULID.from_timestamp(now + random.uniform(-1e9, 1e9))) for _ in range(500)]
+    ids += ["0" * 26, "7" + "Z" * 25]  # the least and the greatest ULID
+    assert sorted(ids, key=keys.head_name) == sorted(ids, reverse=True)
+    assert all(keys.head_id_of(keys.head_name(checkpoint_id)) == checkpoint_id for checkpoint_id in ids)
+    assert all(keys.head_name(checkpoint_id) > keys.HEAD_NAMES_AFTER for checkpoint_id in ids)
+    for stray in ("not-an-id", ids[0], f"{keys.head_name(ids[0])}.partial", "R" * 25 + "I", "Q" + "0" * 25):  # an id is not a head name
+        assert keys.head_id_of(stray) is None, stray
 
 
 def lists(requests: list[Request]) -> list[Request]:

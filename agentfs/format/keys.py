@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ..ids import CROCKFORD
 from ..names import ID
 
 CONFIG = "config"
@@ -71,7 +72,6 @@ def head_dir_key(run: str) -> tuple[str, str]:
 # A head key's name is its id with each character mapped to its complement in the Crockford alphabet
 # (0<->Z, 1<->Y, ...): names sort in the reverse order of ids, so the first name of an ascending
 # listing (one request of one key on S3 and GCS) is the greatest id, whatever the history's length.
-CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _COMPLEMENT = str.maketrans(CROCKFORD, CROCKFORD[::-1])
 
 
