@@ -46,7 +46,7 @@ pytest_plugins = ["tests.servers"]
 
 Location = tuple[str, str]
 OBJECT_KEY = r"objects/[0-9a-f]{2}/[0-9a-f]{62}"
-REMOTE_KEY = r"config|packs/[0-9a-f]{16}\.(pack|idx)|heads/[0-9a-f]{64}/[0-9A-HJKMNP-TV-Z]{26}"
+REMOTE_KEY = r"config|packs/[0-9a-f]{16}\.(pack|idx)|heads/[0-9a-f]{64}/[R-TV-Z][0-9A-HJKMNP-TV-Z]{25}"  # keys.head_name
 ENTRY_KEY = r"runs/[A-Za-z0-9._/-]+/log/[0-9A-HJKMNP-TV-Z]{26}"
 SYSTEM = "You are a careful research agent. Cite every source you use. " * 12  # ~700 bytes: packed
 GCS_WORKERS = 4
@@ -377,7 +377,7 @@ class TestRemoteConformance:
         assert stats.entries == len(expected)
         assert stats.objects == len(local) - len(expected)
 
-        # the layout, read raw: config, packs/<16 hex>.pack and .idx, heads/<digest(run)>/<ULID>
+        # the layout, read raw: config, packs/<16 hex>.pack and .idx, heads/<digest(run)>/<inverted ULID>
         for key in raw_files(remote):
             assert re.fullmatch(REMOTE_KEY, key), key
         # and the records the pack indexes name: byte for byte the store's

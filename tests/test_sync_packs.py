@@ -74,7 +74,7 @@ def test_push_puts_packs_then_indexes_then_heads_with_local_record_bytes(tmp_pat
     ranks = [order[kind] for kind in kinds_in_order[1:]]
     assert ranks == sorted(ranks) and set(ranks) == {0, 1, 2}, remote.created
     heads = [key for key in remote.created if key.startswith("heads/")]
-    assert sorted(heads) == sorted(f"heads/{keys.digest(run)}/{store.run(run).head_id()}" for run in store.runs())
+    assert sorted(heads) == sorted("/".join(keys.head_key(run, store.run(run).head_id() or "")) for run in store.runs())
 
     packs = [key for key in remote_keys(tmp_path / "remote") if key.endswith(".pack")]
     assert packs and len(packs) == len([key for key in remote.created if key.endswith(".idx")])
@@ -195,7 +195,7 @@ def test_the_daemon_push_pull_and_clone_work_over_a_format_2_remote(tmp_path: Pa
     states["agent/a"] = cp.state
     with store.sync(url, interval=0.2) as daemon:
         assert daemon.flush(timeout=20)
-    assert (tmp_path / "remote" / keys.HEADS / keys.digest("agent/a") / cp.id).is_file()
+    assert (tmp_path / "remote").joinpath(*keys.head_key("agent/a", cp.id)).is_file()
 
     pulled = cli("pull", url, store=tmp_path / "b" / ".agentfs")
     assert pulled.returncode == 0, pulled.stderr

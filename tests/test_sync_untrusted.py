@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import random
 from pathlib import Path
 from typing import Any, cast
@@ -231,10 +232,10 @@ def test_a_packed_object_that_does_not_match_its_id_is_refused(remote: RemoteSpe
 
 def test_log_keys_that_are_not_ids_are_ignored(remote: RemoteSpec, tmp_path: Path) -> None:
     pushed = push_writer(tmp_path / "writer", remote)
-    heads = "/".join(keys.head_dir_key("good"))
-    junk = get_key(remote, f"{heads}/{pushed.good}")
-    put_key(remote, f"{heads}/not-an-id", junk)
-    put_key(remote, f"{heads}/{pushed.good}.partial", junk)
+    head = "/".join(keys.head_key("good", pushed.good))
+    junk = get_key(remote, head)
+    put_key(remote, f"{posixpath.dirname(head)}/not-an-id", junk)
+    put_key(remote, f"{head}.partial", junk)
     put_key(remote, "packs/not-a-pack.idx", b"junk")
     put_key(remote, "packs/0123456789abcdef.idx.partial", b"junk")
     with open_reader(tmp_path / "reader", remote) as reader:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 
+from ..ids import CROCKFORD
+from ..names import ID
+
 CONFIG = "config"
 LOCKS = "locks"
 TMP = "tmp"
@@ -62,12 +65,33 @@ def pack_index_key(pack_id: str) -> tuple[str, str]:
 
 
 def head_dir_key(run: str) -> tuple[str, str]:
-    """heads/<digest(run)>: one key per head a push moved the run to, named by the head's id."""
+    """heads/<digest(run)>: one key per head a push moved the run to, named by head_name(the head's id)."""
     return (HEADS, digest(run))
 
 
+# A head key's name is its id with each character mapped to its complement in the Crockford alphabet
+# (0<->Z, 1<->Y, ...): names sort in the reverse order of ids, so the first name of an ascending
+# listing (one request of one key on S3 and GCS) is the greatest id, whatever the history's length.
+_COMPLEMENT = str.maketrans(CROCKFORD, CROCKFORD[::-1])
+
+
+def head_name(checkpoint_id: str) -> str:
+    return checkpoint_id.translate(_COMPLEMENT)
+
+
+# An id begins with 0-7 (the top of its 48-bit millisecond), so every head name sorts after this: a
+# listing may start here, past stray keys that would sort first.
+HEAD_NAMES_AFTER = head_name("7")
+
+
+def head_id_of(name: str) -> str | None:
+    """The id a head key's name stands for; None for a name no head key has (a stray or damaged key)."""
+    checkpoint_id = head_name(name)  # the complement is its own inverse
+    return checkpoint_id if name > HEAD_NAMES_AFTER and ID.fullmatch(checkpoint_id) else None
+
+
 def head_key(run: str, checkpoint_id: str) -> tuple[str, str, str]:
-    return (*head_dir_key(run), checkpoint_id)
+    return (*head_dir_key(run), head_name(checkpoint_id))
 
 
 def retired_dir_key(run: str) -> tuple[str, str]:

@@ -275,13 +275,13 @@ class PackRemote(Remote):
         return sorted({run for kind, run in self.ids if kind == kinds.ENTRY})
 
     def head_id(self, run: str) -> str | None:
-        """The id named by the run's newest head key; the packs it names are learnt (their indexes fetched)."""
-        head_dir = self.key(*keys.head_dir_key(check_name(run)))
-        checkpoint_id = self.greatest_id(head_dir)
+        """The id named by the run's newest head key (the first one listed: keys.head_name); the packs it
+        names are learnt (their indexes fetched)."""
+        checkpoint_id = self.first_name(self.key(*keys.head_dir_key(check_name(run))), keys.HEAD_NAMES_AFTER, keys.head_id_of)
         if checkpoint_id is None:
             return None
         where = f"remote {self.url} head key {run}@{checkpoint_id}"
-        data = self.read(f"{head_dir}/{checkpoint_id}", MAX_HEAD)
+        data = self.read(self.key(*keys.head_key(run, checkpoint_id)), MAX_HEAD)
         if data is None:
             raise RemoteError(f"{where} vanished while read")
         self._load_many(pack_id for pack_id in decode_head(data, run, checkpoint_id, where).packs if pack_id not in self._frames)

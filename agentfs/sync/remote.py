@@ -12,24 +12,22 @@ import os
 import posixpath
 import re
 import secrets
-import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import fsspec
-from ulid import ULID
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, RemoteError
 from ..format import keys
 from ..format.config import check_remote_config, encode_config
 from ..format.keys import CONFIG
-from ..names import ID
 from .index import PushIndex, remember_url
 
 FILE_LIKE = {"file", "local"}
-
+OBJECT_STORES = {"s3", "gs"}
+PAGE = 1000  # keys per listing request past the first
 
 
 def modified(info: dict[str, Any]) -> float:
@@ -82,6 +80,7 @@ class Remote:
         self.root = root.rstrip("/")
         self.protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.file_like = bool(FILE_LIKE.intersection(self.protocols))
+        self.object_store = bool(OBJECT_STORES.intersection(self.protocols))  # listed by their own requests (_pages)
         self.index: PushIndex | None = None
         self.config: dict[str, Any] | None = None  # set once identify() has read and checked it
 
@@ -145,7 +144,11 @@ class Remote:
         (self.index.directory / "pulled").touch()
 
     def list_names(self, prefix: str) -> list[str]:
-        """The names directly under `prefix`; none if it does not exist."""
+        """The names of the keys directly under `prefix`; none if it does not exist. On S3 and GCS one
+        request per 1,000 keys (s3fs's and gcsfs's `ls` of an empty prefix ask again whether it exists)."""
+        if self.object_store:
+            with self.failing(f"list {prefix}"):
+                return [name for page in self._pages(prefix, "", PAGE) for name in page if name and "/" not in name]
         self.fs.invalidate_cache(prefix)
         try:
             with self.failing(f"list {prefix}", FileNotFoundError):
@@ -153,56 +156,44 @@ class Remote:
         except FileNotFoundError:
             return []
 
-    def greatest_id(self, directory: str) -> str | None:
-        """The greatest id named directly under the key `directory`. On S3, found by one-key listings
-        that bisect time (ids begin with their millisecond): about 25 small requests with 10 or
-        10,000 ids; elsewhere one listing."""
-        if "s3" in self.protocols:
-            with contextlib.suppress(Exception):  # any surprise from a lookalike endpoint: list it all
-                return self._s3_greatest(directory)
-        ids = [name for name in self.list_names(directory) if ID.fullmatch(name)]
-        return max(ids, default=None)
+    def first_name(self, directory: str, after: str, decode: Callable[[str], str | None]) -> str | None:
+        """decode(name) of the first name, in ascending order, directly under the key `directory` that
+        sorts after `after` and that `decode` accepts (not None); None if there is none.
 
-    def _s3_greatest(self, directory: str) -> str | None:
+        On S3 and GCS one listing request that asks for one key, whatever the directory holds (more
+        only past names `decode` refuses: a damaged or hostile remote); elsewhere one listing of all.
+        """
+        pages = self._pages(directory, after, 1) if self.object_store else iter([self.list_names(directory)])
+        with self.failing(f"list {directory}"):
+            for names in pages:
+                found = [name for name in names if name > after and decode(name) is not None]
+                if found:  # min: a server may ignore the page size (the GCS emulator lists every key)
+                    return decode(min(found))
+        return None
+
+    def _pages(self, directory: str, after: str, first: int) -> Iterator[list[str]]:
+        """The names under `directory` (nested ones with their "/") that sort after `after`, ascending, in
+        a page of `first` keys, then pages of PAGE: S3's ListObjectsV2 or GCS's objects list, called directly."""
         bucket, prefix, _ = self.fs.split_path(directory + "/")
-        now_ms = time.time_ns() // 1_000_000
-        if self._s3_any_from(bucket, prefix, now_ms + 1):  # written by a clock ahead of ours: few, list them
-            return max(self._s3_ids_from(bucket, prefix, now_ms + 1))
-        # no id is from after `high`; step back (100 ms, then 8x further each time) until one is from `low` on
-        high, back_ms = now_ms, 100
+        return self._s3_pages(bucket, prefix, after, first) if "s3" in self.protocols else self._gcs_pages(bucket, prefix, after, first)
+
+    def _s3_pages(self, bucket: str, prefix: str, after: str, first: int) -> Iterator[list[str]]:
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "StartAfter": prefix + after, "MaxKeys": first}
         while True:
-            low = max(0, now_ms - back_ms)
-            if self._s3_any_from(bucket, prefix, low):
-                break
-            if low == 0:
-                return None
-            high, back_ms = low - 1, back_ms * 8
-        while low < high:  # bisect for the last millisecond that has an id
-            middle = (low + high + 1) // 2
-            if self._s3_any_from(bucket, prefix, middle):
-                low = middle
-            else:
-                high = middle - 1
-        return max(self._s3_ids_from(bucket, prefix, low))
-
-    @staticmethod
-    def _after(prefix: str, ms: int) -> str:
-        """The StartAfter key that lists every id from millisecond `ms` on."""
-        return prefix + str(ULID(ms.to_bytes(6, "big") + bytes(10)))[:10] + "0" * 16
-
-    def _s3_any_from(self, bucket: str, prefix: str, ms: int) -> bool:
-        page = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=self._after(prefix, ms), MaxKeys=1)
-        return bool(page.get("Contents"))
-
-    def _s3_ids_from(self, bucket: str, prefix: str, ms: int) -> list[str]:
-        ids: list[str] = []
-        token: dict[str, str] = {}
-        while True:
-            page = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, StartAfter=self._after(prefix, ms), **token)
-            ids.extend(name for item in page.get("Contents", []) if ID.fullmatch(name := item["Key"][len(prefix) :]))
+            page = self.fs.call_s3("list_objects_v2", **request)
+            yield [str(item["Key"])[len(prefix) :] for item in page.get("Contents", [])]
             if not page.get("IsTruncated"):
-                return ids
-            token = {"ContinuationToken": page["NextContinuationToken"]}
+                return
+            request = {**request, "ContinuationToken": page["NextContinuationToken"], "MaxKeys": PAGE}
+
+    def _gcs_pages(self, bucket: str, prefix: str, after: str, first: int) -> Iterator[list[str]]:
+        request: dict[str, Any] = {"prefix": prefix, "startOffset": prefix + after, "maxResults": first}  # startOffset is inclusive
+        while True:
+            page = self.fs.call("GET", "b/{}/o", bucket, json_out=True, **request)
+            yield [str(item["name"])[len(prefix) :] for item in page.get("items", [])]
+            if not page.get("nextPageToken"):
+                return
+            request = {**request, "pageToken": page["nextPageToken"], "maxResults": PAGE}
 
     def delete(self, key: str) -> None:
         try:

@@ -5,14 +5,15 @@ makes a checkpoint reachable (its own, or a later head of the run: a head key
 goes up after the packs and indexes it needs, and from then on a reader
 resumes from it; the server notes the time itself, so no polling loads it)
 minus the moment ``commit`` returned, both wall-clock on this machine. Head
-keys are format 2's ``heads/<sha256 of the run name>/<checkpoint id>``.
+keys are format 2's ``heads/<sha256 of the run name>/<head_name(checkpoint id)>``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any
+
+from agentfs.format import keys
 
 from .. import data
 from ..context import Context
@@ -44,10 +45,11 @@ def agentfs_side(ctx: Context) -> dict[str, Any]:
             commit_ms.append((time.perf_counter() - t) * 1000)
             nxt += 1 / RATE
         flush(ctx, W, daemon, ctx.sizes.flush_timeout)
-    heads = {key.rsplit("/", 1)[-1]: t for key, t in moto.put_times(f"/heads/{hashlib.sha256(RUN.encode()).hexdigest()}/").items()}
+    head_dir = "/" + "/".join(keys.head_dir_key(RUN)) + "/"
+    heads = {keys.head_id_of(key.rsplit("/", 1)[-1]): t for key, t in moto.put_times(head_dir).items()}
     lags = []
     for cp_id, t in commits:
-        times = [ts for head, ts in heads.items() if head >= cp_id]
+        times = [ts for head, ts in heads.items() if head is not None and head >= cp_id]
         if times:
             lags.append(min(times) - t)
     return {"lags": lags, "missing": len(commits) - len(lags), "commit_ms": commit_ms}

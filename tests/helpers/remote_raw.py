@@ -59,8 +59,8 @@ def record_ids(fs: Any, root: str, kind: int, run: str) -> set[str]:
 
 
 def head_ids(fs: Any, root: str, run: str) -> list[str]:
-    """The ids `run`'s head keys name (a push writes one per head it moved the run to, after the packs)."""
-    return _names(fs, posixpath.join(root, *keys.head_dir_key(run)))
+    """The ids `run`'s head keys name (a push writes one per head it moved the run to, after the packs), ascending."""
+    return sorted(filter(None, map(keys.head_id_of, _names(fs, posixpath.join(root, *keys.head_dir_key(run))))))
 
 
 def has_head(fs: Any, root: str, run: str, checkpoint_id: str) -> bool:
