@@ -179,6 +179,20 @@ def test_stray_keys_beside_head_keys_are_passed_over(object_store: Any, tmp_path
     assert 1 <= len(lists(seen)) <= 3, seen  # the first pages of one key hold strays; then a page of many
 
 
+def test_a_head_key_named_by_an_earlier_draft_is_refused_not_read_as_no_head(object_store: Any, tmp_path: Path) -> None:
+    """Head keys of an unreleased draft of format 2 were named by the plain id: a resume from such a remote
+    must not find the run without work; it is refused, naming the key, in the one listing request."""
+    spec, plant, requests = object_store
+    draft = new_id()
+    plant({"/".join((*keys.head_dir_key("r"), draft)): encode_head("r", draft, [])})
+    remote = pushed_remote(spec, tmp_path)
+    with requests() as seen, pytest.raises(agentfs.FormatError, match=f"run 'r': head key {draft} is named as by an unreleased draft"):
+        remote.head_id("r")
+    assert len(lists(seen)) == 1, seen
+    with pytest.raises(agentfs.FormatError, match=draft):
+        agentfs.open(tmp_path / "resumed", remote=spec.url, storage_options=spec.storage_options).run("r").latest()
+
+
 def test_file_remote_lists_its_head_keys_once(tmp_path: Path) -> None:
     spec = make_file_spec(tmp_path)
     with agentfs.open(tmp_path / "s", durability="process") as store:

@@ -277,14 +277,27 @@ class PackRemote(Remote):
     def head_id(self, run: str) -> str | None:
         """The id named by the run's newest head key (the first one listed: keys.head_name); the packs it
         names are learnt (their indexes fetched)."""
-        checkpoint_id = self.first_name(self.key(*keys.head_dir_key(check_name(run))), keys.HEAD_NAMES_AFTER, keys.head_id_of)
+        where = f"remote {self.url} run {check_name(run)!r}"
+
+        def head_of(name: str) -> str | None:
+            # a draft of format 2 (before 2026-11-24) named head keys by the plain id, which sorts before every
+            # head name: the listing starts before them, so such a remote is refused, not read as one without
+            # this run's work
+            if ID.fullmatch(name) and name <= keys.HEAD_NAMES_AFTER:
+                raise FormatError(
+                    f"{where}: head key {name} is named as by an unreleased draft of format 2; this agentfs"
+                    " names head keys by the inverted id: push the store to a new URL"
+                )
+            return keys.head_id_of(name)
+
+        checkpoint_id = self.first_name(self.key(*keys.head_dir_key(run)), "", head_of)
         if checkpoint_id is None:
             return None
-        where = f"remote {self.url} head key {run}@{checkpoint_id}"
         data = self.read(self.key(*keys.head_key(run, checkpoint_id)), MAX_HEAD)
         if data is None:
-            raise RemoteError(f"{where} vanished while read")
-        self._load_many(pack_id for pack_id in decode_head(data, run, checkpoint_id, where).packs if pack_id not in self._frames)
+            raise RemoteError(f"{where} head key {checkpoint_id} vanished while read")
+        head = decode_head(data, run, checkpoint_id, f"{where} head key {checkpoint_id}")
+        self._load_many(pack_id for pack_id in head.packs if pack_id not in self._frames)
         return checkpoint_id
 
     def list_objects(self) -> dict[bytes, tuple[float, int]]:
