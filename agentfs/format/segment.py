@@ -95,15 +95,17 @@ def encode_frame(kind: int, payload: bytes) -> bytes:
     return FRAME.pack(len(payload), zlib.crc32(payload, zlib.crc32(checked)), kind) + payload
 
 
-def decode_frame(data: bytes | memoryview, where: str) -> tuple[int, bytes]:
-    """(kind, payload) of the frame `data` holds exactly, refused unless whole and unaltered."""
+def decode_frame(data: bytes | memoryview, where: str, *, checksum: bool = True) -> tuple[int, bytes]:
+    """(kind, payload) of the frame `data` holds exactly, refused unless whole and unaltered.
+
+    checksum=False skips the crc32, for a caller that checks every byte of the payload itself, as strongly."""
     if len(data) < FRAME.size:
         raise IntegrityError(f"{where}: a frame is cut short ({len(data)} bytes)")
     length, crc, kind = FRAME.unpack_from(data)
     if FRAME.size + length != len(data):
         raise IntegrityError(f"{where}: a frame says {length} payload bytes where {len(data) - FRAME.size} lie")
     payload = bytes(data[FRAME.size :])
-    if zlib.crc32(payload, zlib.crc32(_CHECKED.pack(length, kind))) != crc:
+    if checksum and zlib.crc32(payload, zlib.crc32(_CHECKED.pack(length, kind))) != crc:
         raise IntegrityError(f"{where}: a frame does not match its checksum (torn or corrupt)")
     return kind, payload
 
@@ -200,9 +202,9 @@ def record_overhead(key_length: int) -> int:
     return FRAME.size + KEY_LENGTH.size + key_length
 
 
-def decode_record(data: bytes | memoryview, where: str) -> Record:
-    """The record in the frame `data` holds exactly, refused unless whole and unaltered."""
-    kind, payload = decode_frame(data, where)
+def decode_record(data: bytes | memoryview, where: str, *, checksum: bool = True) -> Record:
+    """The record in the frame `data` holds exactly, refused unless whole and unaltered (checksum: decode_frame)."""
+    kind, payload = decode_frame(data, where, checksum=checksum)
     if kind < FIRST_RECORD_KIND or len(payload) < KEY_LENGTH.size:
         raise FormatError(f"{where}: not a record frame (kind {kind})")
     key_end = KEY_LENGTH.size + KEY_LENGTH.unpack_from(payload)[0]
