@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import agentfs
+from agentfs.engine.object_cache import ObjectCache
 from agentfs.format import codec, kinds, refs
 from agentfs.format import segment as fmt
 from agentfs.serialization import encode_body
@@ -54,6 +55,7 @@ def test_a_byte_flipped_anywhere_in_a_chunks_frame_fails_the_read_or_reads_sound
     with agentfs.open(root, durability="process") as store:
         cp = store.run("r").commit({"messages": MESSAGES})
         oid = first_chunk(root, MESSAGES)
+        sound = store.db.read(oid)
         location = store.db.location(oid)
         assert location is not None
         path = root / "segments" / fmt.segment_name(location.segment_id)
@@ -66,8 +68,8 @@ def test_a_byte_flipped_anywhere_in_a_chunks_frame_fails_the_read_or_reads_sound
                 original = os.pread(segment.fileno(), 1, location.offset + position)
                 os.pwrite(segment.fileno(), bytes([original[0] ^ 0xFF]), location.offset + position)
                 try:
-                    value = store.run("r").get(cp.id).value("messages")
-                    assert value == MESSAGES, f"a flip at byte {position} of the frame returned other bytes"
+                    data = store.db.read(oid)  # the store's read, beneath its checkpoint readers' cache
+                    assert data == sound, f"a flip at byte {position} of the frame returned other bytes"
                     outcomes["sound"].append(position)
                 except agentfs.IntegrityError:
                     outcomes["refused"].append(position)
@@ -88,3 +90,38 @@ def test_a_damaged_first_copy_is_passed_over_for_a_sound_one(tmp_path: Path) -> 
             store.run("r").get(cp.id).value("messages")
         store.db.install(oid, sound, "test")  # a second copy, as a repair from a remote appends
         assert store.run("r").get(cp.id).value("messages") == MESSAGES
+
+
+def test_a_checkpoint_read_again_comes_from_the_cache_and_verify_still_reads_the_disk(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    state = {"messages": MESSAGES, "scratch": {f"k{i}": "v" * 40 for i in range(100)}}  # scratch: a packed object
+    with agentfs.open(root) as store:
+        cp = store.run("r").commit(state)
+        assert store.run("r").get(cp.id).state == state
+        objects = raw.object_ids(root)
+        assert len(objects) > 10
+        for oid in objects:
+            raw.corrupt_object(root, oid)
+        assert store.run("r").get(cp.id).state == state  # every object kept: none read from disk again
+        report = store.verify()
+        assert not report.ok and all(any(oid.hex() in str(problem) for problem in report.problems) for oid in objects)
+    with agentfs.open(root) as fresh, pytest.raises(agentfs.IntegrityError):
+        fresh.run("r").get(cp.id).state  # noqa: B018 (the property reads and verifies)
+
+
+def test_the_cache_keeps_small_objects_up_to_its_capacity_dropping_the_least_recently_used() -> None:
+    cache = ObjectCache(capacity=3_000, largest=2_000)
+    reads: list[bytes] = []
+
+    def read(oid: bytes) -> bytes:
+        reads.append(oid)
+        return oid * 1000  # 1,000 bytes per letter of the id
+
+    for oid in [b"a", b"b", b"c", b"a", b"dddd", b"dddd", b"e"]:
+        assert cache.get(oid, read) == oid * 1000
+    assert reads == [b"a", b"b", b"c", b"dddd", b"dddd", b"e"], "a kept, dddd (4,000 bytes) larger than the cache keeps"
+    assert cache.held_bytes() == 3_000
+    reads.clear()
+    for oid in [b"a", b"c", b"e", b"b"]:
+        assert cache.get(oid, read) == oid * 1000
+    assert reads == [b"b"], "a, used lately, was kept; b, the least recently used, was dropped for e"

@@ -20,6 +20,7 @@ from ..format.segment import Record, decode_record
 from ..format.walk import Children, Reached
 from ..fsutil import start_writeback
 from .index import Index
+from .object_cache import ObjectCache
 from .segments import Location
 
 Fetch = Callable[[bytes], bytes | None]
@@ -27,6 +28,9 @@ Fetch = Callable[[bytes], bytes | None]
 # than a trip through the pool (an appended-to value repeats almost all of its small chunks)
 WORK_HERE = 32 << 10
 Append = Callable[[Sequence[Record], bool], list[Location]]  # records, sync -> their locations
+# the objects checkpoint readers keep (ObjectCache): every chunk of a value (chunking.SMALL: 16 KiB at most),
+# packed objects (16 KiB) and tree nodes (22 KiB at most), up to 16 MiB in all per store
+CACHE_BYTES, CACHED_OBJECT_MAX = 16 << 20, 32 << 10
 log = logging.getLogger("agentfs")
 
 
@@ -39,6 +43,7 @@ class ObjectStore:
         self.make_durable = make_durable
         self.sync_writes = sync_writes  # durability "power": the commit's fdatasync will wait for these bytes
         self.fetch: Fetch | None = None  # set by a store with a remote: returns verified object blobs
+        self.cache = ObjectCache(CACHE_BYTES, CACHED_OBJECT_MAX)  # for checkpoint readers only (object_cache.py)
 
     def location(self, oid: bytes) -> Location | None:
         location = self.index.object_location(oid)

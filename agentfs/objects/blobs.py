@@ -25,6 +25,7 @@ from ..format.refs import (
     ReadPacked,
     Ref,
     encode_node,
+    parse_node,
     ref_size,
 )
 from ..format.segment import Record
@@ -124,7 +125,10 @@ class _Prepended:
 
 
 class BlobReader:
-    """Reads blobs, verified; a tree's large chunks are read and decompressed READ_AHEAD ahead on `pool`."""
+    """Reads blobs, verified; a tree's large chunks are read and decompressed READ_AHEAD ahead on `pool`.
+
+    Small objects (a value's chunks, tree nodes, packed objects) come through the store's ObjectCache: a
+    checkpoint read again, or the next one of a growing conversation, reads from disk only what is new."""
 
     # chunks read ahead of the caller: at most this many times the largest chunk held (6 MiB with chunking.LARGE)
     READ_AHEAD = 8
@@ -155,15 +159,16 @@ class BlobReader:
             yield ref[1]
         elif kind == PACKED:
             location = (ref[3], ref[4]) if len(ref) == 5 else home
-            yield self.read_packed(ref[1], location)
+            yield self.db.cache.get(ref[1], lambda oid: self.read_packed(oid, location))
         elif kind == LOOSE:
-            yield self.db.read(ref[1])
+            yield self.db.cache.get(ref[1], self.db.read)
         else:
             yield from self._read_ahead(self._leaves(ref[1], ref[3], where))
 
     def _leaves(self, oid: bytes, depth: int, where: str) -> Iterator[tuple[bytes, int]]:
         """(id, size) of a tree's chunks, in order."""
-        for child_oid, size in self.db.read_node(oid, where):
+        # a corrupt node is an IntegrityError from the read, not a malformed one (as ObjectStore.read_node)
+        for child_oid, size in parse_node(self.db.cache.get(oid, self.db.read), oid, where):
             if depth == 1:
                 yield child_oid, size
             else:
@@ -189,7 +194,7 @@ class BlobReader:
                     pending.cancel()
 
     def _result(self, pending: bytes | Future[bytes]) -> bytes:
-        return pending.result() if isinstance(pending, Future) else self.db.read(pending)
+        return pending.result() if isinstance(pending, Future) else self.db.cache.get(pending, self.db.read)
 
     def read(self, ref: Ref, home: Location, where: str) -> bytes:
         return b"".join(self.chunks(ref, home, where))
