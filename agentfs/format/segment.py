@@ -41,6 +41,7 @@ _CHECKED = struct.Struct(">IB")  # the frame fields the crc32 covers before the 
 BEGIN = struct.Struct(">8sQQII")  # batch magic, segment id, offset of this frame, batch length, record count
 END = struct.Struct(">QI")  # offset of the batch's BEGIN frame, record count
 KEY_LENGTH = struct.Struct(">H")  # a record's payload: key length, key, body
+KEYED_FRAME = struct.Struct(">IIBH")  # FRAME then KEY_LENGTH: the fixed head of a record's frame
 TRAILER = struct.Struct(">8sQII")  # trailer magic, footer offset, footer frame length, crc32 of what precedes it
 
 KIND_BEGIN, KIND_END, KIND_FOOTER = 1, 2, 3
@@ -95,17 +96,15 @@ def encode_frame(kind: int, payload: bytes) -> bytes:
     return FRAME.pack(len(payload), zlib.crc32(payload, zlib.crc32(checked)), kind) + payload
 
 
-def decode_frame(data: bytes | memoryview, where: str, *, checksum: bool = True) -> tuple[int, bytes]:
-    """(kind, payload) of the frame `data` holds exactly, refused unless whole and unaltered.
-
-    checksum=False skips the crc32, for a caller that checks every byte of the payload itself, as strongly."""
+def decode_frame(data: bytes | memoryview, where: str) -> tuple[int, bytes]:
+    """(kind, payload) of the frame `data` holds exactly, refused unless whole and unaltered."""
     if len(data) < FRAME.size:
         raise IntegrityError(f"{where}: a frame is cut short ({len(data)} bytes)")
     length, crc, kind = FRAME.unpack_from(data)
     if FRAME.size + length != len(data):
         raise IntegrityError(f"{where}: a frame says {length} payload bytes where {len(data) - FRAME.size} lie")
     payload = bytes(data[FRAME.size :])
-    if checksum and zlib.crc32(payload, zlib.crc32(_CHECKED.pack(length, kind))) != crc:
+    if zlib.crc32(payload, zlib.crc32(_CHECKED.pack(length, kind))) != crc:
         raise IntegrityError(f"{where}: a frame does not match its checksum (torn or corrupt)")
     return kind, payload
 
@@ -202,15 +201,28 @@ def record_overhead(key_length: int) -> int:
     return FRAME.size + KEY_LENGTH.size + key_length
 
 
-def decode_record(data: bytes | memoryview, where: str, *, checksum: bool = True) -> Record:
-    """The record in the frame `data` holds exactly, refused unless whole and unaltered (checksum: decode_frame)."""
-    kind, payload = decode_frame(data, where, checksum=checksum)
+def decode_record(data: bytes | memoryview, where: str) -> Record:
+    """The record in the frame `data` holds exactly, refused unless whole and unaltered."""
+    kind, payload = decode_frame(data, where)
     if kind < FIRST_RECORD_KIND or len(payload) < KEY_LENGTH.size:
         raise FormatError(f"{where}: not a record frame (kind {kind})")
     key_end = KEY_LENGTH.size + KEY_LENGTH.unpack_from(payload)[0]
     if key_end > len(payload):
         raise FormatError(f"{where}: a record's key runs past its frame")
     return Record(kind, payload[KEY_LENGTH.size : key_end], payload[key_end:])
+
+
+def record_body_unchecked(data: bytes, kind: int, key: bytes, where: str) -> memoryview:
+    """The body of the record (kind, key) whose frame `data` holds exactly, the frame's crc32 not computed:
+    for a caller that checks every byte of the body as strongly (an object's sha256 of its decompressed
+    body). The frame's length, kind and key are compared here; IntegrityError if it is not that record's."""
+    body = KEYED_FRAME.size + len(key)
+    if len(data) < body:
+        raise IntegrityError(f"{where}: a frame is cut short ({len(data)} bytes)")
+    length, _crc, found_kind, key_length = KEYED_FRAME.unpack_from(data)
+    if FRAME.size + length != len(data) or found_kind != kind or key_length != len(key) or data[KEYED_FRAME.size : body] != key:
+        raise IntegrityError(f"{where}: the frame there is not record {key.hex()} of kind {kind}")
+    return memoryview(data)[body:]
 
 
 def find_batch_magic(data: bytes, start: int) -> int:
