@@ -41,6 +41,7 @@ _CHECKED = struct.Struct(">IB")  # the frame fields the crc32 covers before the 
 BEGIN = struct.Struct(">8sQQII")  # batch magic, segment id, offset of this frame, batch length, record count
 END = struct.Struct(">QI")  # offset of the batch's BEGIN frame, record count
 KEY_LENGTH = struct.Struct(">H")  # a record's payload: key length, key, body
+KEYED_FRAME = struct.Struct(">IIBH")  # FRAME then KEY_LENGTH: the fixed head of a record's frame
 TRAILER = struct.Struct(">8sQII")  # trailer magic, footer offset, footer frame length, crc32 of what precedes it
 
 KIND_BEGIN, KIND_END, KIND_FOOTER = 1, 2, 3
@@ -209,6 +210,19 @@ def decode_record(data: bytes | memoryview, where: str) -> Record:
     if key_end > len(payload):
         raise FormatError(f"{where}: a record's key runs past its frame")
     return Record(kind, payload[KEY_LENGTH.size : key_end], payload[key_end:])
+
+
+def record_body_unchecked(data: bytes, kind: int, key: bytes, where: str) -> memoryview:
+    """The body of the record (kind, key) whose frame `data` holds exactly, the frame's crc32 not computed:
+    for a caller that checks every byte of the body as strongly (an object's sha256 of its decompressed
+    body). The frame's length, kind and key are compared here; IntegrityError if it is not that record's."""
+    body = KEYED_FRAME.size + len(key)
+    if len(data) < body:
+        raise IntegrityError(f"{where}: a frame is cut short ({len(data)} bytes)")
+    length, _crc, found_kind, key_length = KEYED_FRAME.unpack_from(data)
+    if FRAME.size + length != len(data) or found_kind != kind or key_length != len(key) or data[KEYED_FRAME.size : body] != key:
+        raise IntegrityError(f"{where}: the frame there is not record {key.hex()} of kind {kind}")
+    return memoryview(data)[body:]
 
 
 def find_batch_magic(data: bytes, start: int) -> int:

@@ -25,6 +25,7 @@ from ..format.refs import (
     ReadPacked,
     Ref,
     encode_node,
+    parse_node,
     ref_size,
 )
 from ..format.segment import Record
@@ -124,10 +125,18 @@ class _Prepended:
 
 
 class BlobReader:
-    """Reads blobs, verified; a tree's chunks are read and decompressed READ_AHEAD ahead on `pool`."""
+    """Reads blobs, verified; a tree's large chunks are read and decompressed READ_AHEAD ahead on `pool`.
+
+    Small objects (a value's chunks, tree nodes, packed objects) come through the store's ObjectCache: a
+    checkpoint read again, or the next one of a growing conversation, reads from disk only what is new."""
 
     # chunks read ahead of the caller: at most this many times the largest chunk held (6 MiB with chunking.LARGE)
     READ_AHEAD = 8
+    # bytes: a chunk this big or smaller (every chunk of a value cut with chunking.SMALL) is read by the caller's
+    # thread: its read costs less than a trip through the pool, and a cold pool first starts its threads
+    # (a 1,000-message conversation's 105 chunks: 2.7 ms through the pool once its threads ran, 1.7 ms here;
+    # starting the threads took up to 11 ms more on a loaded 2-core machine)
+    READ_HERE = 32 << 10
 
     def __init__(self, db: ObjectStore, read_packed: ReadPacked, pool: Callable[[], Executor]) -> None:
         self.db = db
@@ -150,30 +159,31 @@ class BlobReader:
             yield ref[1]
         elif kind == PACKED:
             location = (ref[3], ref[4]) if len(ref) == 5 else home
-            yield self.read_packed(ref[1], location)
+            yield self.db.cache.get(ref[1], lambda oid: self.read_packed(oid, location))
         elif kind == LOOSE:
-            yield self.db.read(ref[1])
+            yield self.db.cache.get(ref[1], self.db.read)
         else:
             yield from self._read_ahead(self._leaves(ref[1], ref[3], where))
 
-    def _leaves(self, oid: bytes, depth: int, where: str) -> Iterator[bytes]:
-        """The ids of a tree's chunks, in order."""
-        for child_oid, _size in self.db.read_node(oid, where):
+    def _leaves(self, oid: bytes, depth: int, where: str) -> Iterator[tuple[bytes, int]]:
+        """(id, size) of a tree's chunks, in order."""
+        # a corrupt node is an IntegrityError from the read, not a malformed one (as ObjectStore.read_node)
+        for child_oid, size in parse_node(self.db.cache.get(oid, self.db.read), oid, where):
             if depth == 1:
-                yield child_oid
+                yield child_oid, size
             else:
                 yield from self._leaves(child_oid, depth - 1, where)
 
-    def _read_ahead(self, oids: Iterator[bytes]) -> Iterator[bytes]:
-        """The objects' bytes in order; those held here are read and verified on the pool, READ_AHEAD ahead.
+    def _read_ahead(self, leaves: Iterator[tuple[bytes, int]]) -> Iterator[bytes]:
+        """The objects' bytes in order; large ones held here are read and verified on the pool, READ_AHEAD ahead.
 
-        One this process's index does not place is read by the caller's thread when its turn comes
-        (ObjectStore.read refreshes the index, else fetches it from the remote), one at a time as before."""
+        A small one, or one this process's index does not place, is read by the caller's thread when its
+        turn comes (ObjectStore.read refreshes the index, else fetches it from the remote)."""
         ahead: deque[bytes | Future[bytes]] = deque()
         try:
-            for oid in oids:
-                held = self.db.index.object_location(oid) is not None
-                ahead.append(self.pool().submit(self.db.read, oid) if held else oid)
+            for oid, size in leaves:
+                on_pool = size > self.READ_HERE and self.db.index.object_location(oid) is not None
+                ahead.append(self.pool().submit(self.db.read, oid) if on_pool else oid)
                 if len(ahead) > self.READ_AHEAD:
                     yield self._result(ahead.popleft())
             while ahead:
@@ -184,7 +194,7 @@ class BlobReader:
                     pending.cancel()
 
     def _result(self, pending: bytes | Future[bytes]) -> bytes:
-        return pending.result() if isinstance(pending, Future) else self.db.read(pending)
+        return pending.result() if isinstance(pending, Future) else self.db.cache.get(pending, self.db.read)
 
     def read(self, ref: Ref, home: Location, where: str) -> bytes:
         return b"".join(self.chunks(ref, home, where))

@@ -1,0 +1,48 @@
+"""A bounded cache of objects' verified bytes, by id, for the readers of checkpoints.
+
+Serving from it is safe because objects are content-addressed: an id is the sha256 of the very bytes
+kept under it, checked when they were read. Only checkpoint readers use it; verify, push and gc read
+the disk every time, which is what they are for.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+
+class ObjectCache:
+    """Objects of `largest` bytes or fewer, the least recently used dropped past `capacity` bytes in all."""
+
+    def __init__(self, capacity: int, largest: int) -> None:
+        self.capacity = capacity
+        self.largest = largest
+        self._held: OrderedDict[bytes, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, oid: bytes, read: Callable[[bytes], bytes]) -> bytes:
+        """The object's bytes: kept ones, else what `read(oid)` returns verified (kept if small enough)."""
+        with self._lock:
+            data = self._held.get(oid)
+            if data is not None:
+                self._held.move_to_end(oid)
+                return data
+        data = read(oid)  # outside the lock: other threads' hits do not wait for this read
+        if len(data) <= self.largest:
+            self._keep(oid, data)
+        return data
+
+    def _keep(self, oid: bytes, data: bytes) -> None:
+        with self._lock:
+            if oid in self._held:  # another thread read it meanwhile
+                return
+            self._held[oid] = data
+            self._bytes += len(data)
+            while self._bytes > self.capacity:
+                self._bytes -= len(self._held.popitem(last=False)[1])
+
+    def held_bytes(self) -> int:
+        with self._lock:
+            return self._bytes
