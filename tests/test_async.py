@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import gc
+import io
 import os
 import subprocess
 import sys
@@ -84,6 +85,24 @@ class SlowReader:
         with SlowReader.lock:
             SlowReader.active -= 1
         return data
+
+
+class PacedReader(io.RawIOBase):
+    """`data` read at most `piece` bytes at a time, each read pausing `pause` seconds first (blocking, as a
+    network stream does): a commit from it takes at least len(data) / piece * pause, however fast the machine."""
+
+    def __init__(self, data: bytes, piece: int, pause: float) -> None:
+        self.data, self.piece, self.pause, self.offset = memoryview(data), piece, pause, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        time.sleep(self.pause)
+        size = min(len(buffer), self.piece, len(self.data) - self.offset)
+        buffer[:size] = self.data[self.offset : self.offset + size]
+        self.offset += size
+        return size
 
 
 # the twins agree with the blocking calls
@@ -162,7 +181,8 @@ def test_loop_keeps_serving_other_tasks_during_a_large_commit(store: agentfs.Sto
         task = asyncio.create_task(ticker())
         await asyncio.sleep(4 * TICK)  # the ticker is running
         started = time.perf_counter()
-        cp = await run.acommit({"n": 1}, artifacts={"big.bin": data})
+        # 96 reads paced 5 ms apart: at least 0.48 s (a 96 MiB commit from memory took 0.19-0.27 s, too short to show a stall)
+        cp = await run.acommit({"n": 1}, artifacts={"big.bin": PacedReader(data, 1 << 20, TICK)})
         took = time.perf_counter() - started
         done.set()
         await task
