@@ -14,6 +14,7 @@ from ..api import Store
 from ..core.checkpoint import Checkpoint
 from ..errors import FormatError
 from .langgraph_layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, decode
+from .langgraph_view import StoreView
 
 DEFAULT_PREFIX = "langgraph"
 
@@ -43,10 +44,10 @@ class ThreadRuns:
         self.store = store
         self.layout = layout
 
-    def current(self, thread: str) -> tuple[str, str | None]:
-        """(current generation of `thread`, the commit of its ctl run that chose it)."""
+    def current(self, thread: str, view: StoreView | None = None) -> tuple[str, str | None]:
+        """(current generation of `thread`, the commit of its ctl run that chose it), as `view` sees it (or as now)."""
         control = self.store.run(self.layout.control(thread))
-        head = control.head_id()
+        head = (view or StoreView(self.store)).head(control.name)
         if head is None:
             return INITIAL_GENERATION, None
         return generation_of(control.get(head)), head

@@ -46,6 +46,7 @@ from ...engine.repository import Durability
 from ...errors import Conflict
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import write_batch_metadata
+from ..langgraph_view import StoreView
 from . import records, tuples
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
 from .list_values import ListValues
@@ -104,7 +105,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread, ns = _address(config)
-        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
+        log = self._log(thread, ns)
         checkpoint_id = get_checkpoint_id(config)
         if not checkpoint_id:
             latest = log.latest_checkpoint()
@@ -120,20 +121,21 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Newest first; reads only the checkpoints it yields or tests against `filter`."""
+        """Newest first; reads only the checkpoints it yields or tests against `filter`, from one look at the store."""
+        view = StoreView(self.store)
         if config is None:
             spaces = self.generations.spaces(self.store.runs())
         else:
             thread, ns = _address(config)
             if config["configurable"].get("checkpoint_ns") is None:
-                spaces = self.generations.spaces(self.store.runs(), thread, self.generations.current(thread)[0])
+                spaces = self.generations.spaces(self.store.runs(), thread, self.generations.current(thread, view)[0])
             else:
-                spaces = [Namespace(thread, self.generations.current(thread)[0], ns)]
+                spaces = [Namespace(thread, self.generations.current(thread, view)[0], ns)]
         only = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
         left = limit
         for where in spaces:
-            log = self.generations.log(where)
+            log = self.generations.log(where, view)
             if only:
                 found = log.find(only)
                 indexes = [found] if found is not None and (before_id is None or only < before_id) else []
@@ -152,6 +154,11 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     left -= 1
                 yield self._tuple(log, commit, log.write_batches(index), metadata)
 
+    def _log(self, thread: str, ns: str) -> NamespaceLog:
+        """The log of (thread, ns) in its current generation, from one look at the store."""
+        view = StoreView(self.store)
+        return self.generations.log(Namespace(thread, self.generations.current(thread, view)[0], ns), view)
+
     def _tuple(self, log: NamespaceLog, commit: Commit, batches: Batches, metadata: Any = None) -> CheckpointTuple:
         return tuples.checkpoint_tuple(self.serde, self._lists, self._values, log, commit, batches, metadata)
 
@@ -160,7 +167,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         if not channels:
             return {}
         thread, ns = _address(config)
-        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
+        log = self._log(thread, ns)
         return tuples.delta_channel_history(self.serde, self._lists, self._values, log, get_checkpoint_id(config), channels)
 
     # writing
@@ -183,9 +190,10 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):  # in this process, appends to a namespace take turns
-                generation, control_head = self.generations.current(thread)
+                view = StoreView(self.store)
+                generation, control_head = self.generations.current(thread, view)
                 where = Namespace(thread, generation, ns)
-                log = self.generations.log(where)
+                log = self.generations.log(where, view)
                 run = log.run
                 tip = log.tip(parent_id, trust_hint=attempt == 0)
                 previous: records.Blobs = {}
@@ -239,8 +247,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         batch = records.new_write_batch(self.serde, writes, task_id, task_path)
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
-                where = Namespace(thread, self.generations.current(thread)[0], ns)
-                log = self.generations.log(where)
+                log = self._log(thread, ns)
+                where = log.where
                 tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
                 if tip.head_key != checkpoint_id:
                     # not the head: appending here would break the run's id order that binary search relies on
