@@ -22,7 +22,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 import agentfs
+from agentfs.errors import FormatError
 from agentfs.integrations.langgraph import AgentFSSaver
+from agentfs.integrations.langgraph_layout import INITIAL_GENERATION, Namespace
 
 THREAD: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
@@ -131,4 +133,22 @@ def test_a_read_looks_at_the_segments_once(tmp_path: Path, monkeypatch: pytest.M
         assert read()
         assert looks.count(segments) == 1, f"{name} looked at segments/ {looks.count(segments)} times"
     assert ("late-task", "step", 99) in saver.get_tuple(configs[1]).pending_writes  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_channel_its_checkpoint_holds_no_value_for_is_a_format_error(tmp_path: Path) -> None:
+    store = agentfs.open(tmp_path / "store", durability="process")
+    saver = AgentFSSaver(store)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"step": 1}
+    checkpoint["channel_versions"] = {"step": 1}
+    saver.put(THREAD, checkpoint, {}, {"step": 1})
+    run = saver.generations.checkpoints(Namespace("t", INITIAL_GENERATION, ""))
+    head = run.get(run.head_id() or "")
+    state = dict(head.state)
+    state["blobs"] = {"step": [1, None], "lost": [1, None]}  # names a channel whose value it does not hold
+    later = empty_checkpoint()
+    run.commit(state, metadata={**head.metadata, "checkpoint_id": later["id"], "parent_checkpoint_id": checkpoint["id"]})
+    with pytest.raises(FormatError, match=f"{run.name}@.* holds no value for channel 'lost'"):
+        saver.get_tuple(THREAD)
     store.close()
