@@ -75,6 +75,13 @@ class Generations(ThreadRuns):
         """`where`'s log as `view` sees the store (default: as it is now)."""
         return NamespaceLog(self.store, self.layout, where, self.read, self.heads, view or StoreView(self.store))
 
+    def current_log(self, thread: str, ns: str) -> tuple[NamespaceLog, str | None]:
+        """The log of (thread, ns) in the thread's current generation, and the ctl commit that chose that generation,
+        from one look at the store."""
+        view = StoreView(self.store)
+        generation, control_head = self.current(thread, view)
+        return self.log(Namespace(thread, generation, ns), view), control_head
+
     def items(self, where: Namespace) -> list[Item]:
         log = self.log(where)
         return [_item(log, index) for index in log.checkpoints()]

@@ -9,7 +9,8 @@
   does not hold at the same version (a copy-fork), each serialized with `self.serde`, and records for
   every other channel the commit that holds its value, so a checkpoint costs what changed; a list
   that grew is stored as a delta of its new items (see list_values.py: one msgpack call per list).
-- Reading (see tuples.py): a commit and its write batches become a CheckpointTuple.
+- Reading (see tuples.py): a commit and its write batches become a CheckpointTuple; a call takes every head and
+  id list from one look at the store (see ../langgraph_view.py).
 - Channel versions: integers; a thread written by a stock saver (string versions) keeps their form.
 - Pending writes (see namespace_log.py): commits in the checkpoints run right after their
   checkpoint, so a thread is a handful of runs however long; read back deduplicated by
@@ -105,7 +106,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread, ns = _address(config)
-        log = self._log(thread, ns)
+        log = self.generations.current_log(thread, ns)[0]
         checkpoint_id = get_checkpoint_id(config)
         if not checkpoint_id:
             latest = log.latest_checkpoint()
@@ -154,11 +155,6 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     left -= 1
                 yield self._tuple(log, commit, log.write_batches(index), metadata)
 
-    def _log(self, thread: str, ns: str) -> NamespaceLog:
-        """The log of (thread, ns) in its current generation, from one look at the store."""
-        view = StoreView(self.store)
-        return self.generations.log(Namespace(thread, self.generations.current(thread, view)[0], ns), view)
-
     def _tuple(self, log: NamespaceLog, commit: Commit, batches: Batches, metadata: Any = None) -> CheckpointTuple:
         return tuples.checkpoint_tuple(self.serde, self._lists, self._values, log, commit, batches, metadata)
 
@@ -167,7 +163,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         if not channels:
             return {}
         thread, ns = _address(config)
-        log = self._log(thread, ns)
+        log = self.generations.current_log(thread, ns)[0]
         return tuples.delta_channel_history(self.serde, self._lists, self._values, log, get_checkpoint_id(config), channels)
 
     # writing
@@ -190,10 +186,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):  # in this process, appends to a namespace take turns
-                view = StoreView(self.store)
-                generation, control_head = self.generations.current(thread, view)
-                where = Namespace(thread, generation, ns)
-                log = self.generations.log(where, view)
+                log, control_head = self.generations.current_log(thread, ns)
+                where = log.where
                 run = log.run
                 tip = log.tip(parent_id, trust_hint=attempt == 0)
                 previous: records.Blobs = {}
@@ -219,7 +213,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 }
                 if tip.head_key is not None and tip.head_key >= checkpoint["id"]:
                     item = Item(where, checkpoint["id"], parent_id, state=state)
-                    if self.generations.rebuild(thread, control_head, self.generations.insert(thread, generation, item), "put"):
+                    if self.generations.rebuild(thread, control_head, self.generations.insert(thread, where.generation, item), "put"):
                         break
                     continue
                 try:
@@ -247,7 +241,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         batch = records.new_write_batch(self.serde, writes, task_id, task_path)
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
-                log = self._log(thread, ns)
+                log, _control_head = self.generations.current_log(thread, ns)
                 where = log.where
                 tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
                 if tip.head_key != checkpoint_id:
