@@ -112,6 +112,8 @@ def test_a_read_looks_at_the_segments_once(tmp_path: Path, monkeypatch: pytest.M
         saver.put_writes(config, [("step", step + 1)], f"task-{step}")
         configs.append(config)
     saver.put_writes(configs[1], [("step", 99)], "late-task")  # not the head: its batch lands in the namespace's late run
+    for thread in ("u", "v"):
+        saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
     segments = os.fspath(store.segments_dir)
     looks: list[str] = []
     listdir = os.listdir
@@ -121,17 +123,20 @@ def test_a_read_looks_at_the_segments_once(tmp_path: Path, monkeypatch: pytest.M
         return listdir(path)
 
     monkeypatch.setattr(os, "listdir", counted)
-    reads: dict[str, Callable[[], Any]] = {
-        "get_tuple": lambda: saver.get_tuple(THREAD),
-        "get_tuple by id": lambda: saver.get_tuple(configs[1]),
-        "list": lambda: list(saver.list(THREAD, limit=10)),
-        "list before": lambda: list(saver.list(THREAD, before=configs[2])),
-        "delta history": lambda: saver.get_delta_channel_history(config=THREAD, channels=["step"]),
+    reads: dict[str, tuple[Callable[[], Any], int]] = {
+        "get_tuple": (lambda: saver.get_tuple(THREAD), 1),
+        "get_tuple by id": (lambda: saver.get_tuple(configs[1]), 1),
+        "list": (lambda: list(saver.list(THREAD, limit=10)), 1),
+        "list before": (lambda: list(saver.list(THREAD, before=configs[2])), 1),
+        "delta history": (lambda: saver.get_delta_channel_history(config=THREAD, channels=["step"]), 1),
+        # the listing of runs, then one view for every thread's ctl run and namespaces
+        "list of every thread": (lambda: list(saver.list(None)), 2),
+        "list of every namespace": (lambda: list(saver.list({"configurable": {"thread_id": "t"}})), 2),
     }
-    for name, read in reads.items():
+    for name, (read, wanted) in reads.items():
         looks.clear()
         assert read()
-        assert looks.count(segments) == 1, f"{name} looked at segments/ {looks.count(segments)} times"
+        assert looks.count(segments) == wanted, f"{name} looked at segments/ {looks.count(segments)} times"
     assert ("late-task", "step", 99) in saver.get_tuple(configs[1]).pending_writes  # type: ignore[union-attr]
     store.close()
 

@@ -125,7 +125,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         """Newest first; reads only the checkpoints it yields or tests against `filter`, from one look at the store."""
         view = StoreView(self.store)
         if config is None:
-            spaces = self.generations.spaces(self.store.runs())
+            spaces = self.generations.spaces(self.store.runs(), view=view)
         else:
             thread, ns = _address(config)
             if config["configurable"].get("checkpoint_ns") is None:
