@@ -199,6 +199,15 @@ class Repository(SegmentStore):
         """Whether the entry was here at this process's last look (no refresh: another process may have retired it since)."""
         return self.index.has(kinds.ENTRY, run, checkpoint_id)
 
+    def known_head(self, run: str) -> str | None:
+        """The greatest local id of the run at this process's last look (no refresh): after one refresh_index(), a
+        reader's several lookups cost no further look at the segments and see every append made before that look."""
+        return self.index.head(run)
+
+    def known_ids(self, run: str) -> list[str]:
+        """The ids of the run's local entries at this process's last look, oldest first (no refresh; see known_head)."""
+        return self.index.ids(kinds.ENTRY, run)
+
     def _body(self, kind: int, run: str, record_id: str) -> tuple[bytes, str] | None:
         """(a record's body, where it lies) or None. Of several copies (a repair), one that decodes;
         IntegrityError if every copy's frame is damaged."""

@@ -14,6 +14,7 @@ from ..api import Store
 from ..core.checkpoint import Checkpoint
 from ..errors import FormatError
 from .langgraph_layout import GENERATION, INITIAL_GENERATION, Layout, Namespace, Parsed, decode
+from .langgraph_view import StoreView
 
 DEFAULT_PREFIX = "langgraph"
 
@@ -43,16 +44,19 @@ class ThreadRuns:
         self.store = store
         self.layout = layout
 
-    def current(self, thread: str) -> tuple[str, str | None]:
-        """(current generation of `thread`, the commit of its ctl run that chose it)."""
+    def current(self, thread: str, view: StoreView | None = None) -> tuple[str, str | None]:
+        """(current generation of `thread`, the commit of its ctl run that chose it), as `view` sees it (or as now)."""
         control = self.store.run(self.layout.control(thread))
-        head = control.head_id()
+        head = (view or StoreView(self.store)).head(control.name)
         if head is None:
             return INITIAL_GENERATION, None
         return generation_of(control.get(head)), head
 
-    def spaces(self, runs: list[str], thread: str | None = None, generation: str | None = None) -> list[Namespace]:
-        """The namespaces among `runs` of `thread` (or of every thread) in `generation` (or the current one)."""
+    def spaces(
+        self, runs: list[str], thread: str | None = None, generation: str | None = None, view: StoreView | None = None
+    ) -> list[Namespace]:
+        """The namespaces among `runs` of `thread` (or of every thread) in `generation` (or the current one, as `view`
+        sees it: default, one look at the store, when a current generation is needed)."""
         root = None if thread is None else self.layout.thread_root(thread) + "/"
         current: dict[str, str] = {}
         spaces = []
@@ -61,8 +65,11 @@ class ThreadRuns:
             if parsed is None:
                 continue
             where = self._named(name, parsed)
-            if where.thread not in current:
-                current[where.thread] = generation if generation is not None else self.current(where.thread)[0]
+            if where.thread not in current and generation is not None:
+                current[where.thread] = generation
+            elif where.thread not in current:
+                view = view or StoreView(self.store)  # one look for every thread's ctl run
+                current[where.thread] = self.current(where.thread, view)[0]
             if where.generation == current[where.thread]:
                 spaces.append(where)
         return spaces

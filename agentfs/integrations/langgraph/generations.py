@@ -36,6 +36,7 @@ from ...core.run import Run
 from ...errors import Conflict
 from ..langgraph_layout import INITIAL_GENERATION, Layout, Namespace, encode, hashed
 from ..langgraph_threads import ThreadRuns, generation_of, write_batch_metadata
+from ..langgraph_view import StoreView
 from . import records
 from .namespace_log import Heads, NamespaceLog
 
@@ -70,8 +71,16 @@ class Generations(ThreadRuns):
     def checkpoints(self, where: Namespace) -> Run:
         return self.store.run(self.layout.checkpoints(where))
 
-    def log(self, where: Namespace) -> NamespaceLog:
-        return NamespaceLog(self.store, self.layout, where, self.read, self.heads)
+    def log(self, where: Namespace, view: StoreView | None = None) -> NamespaceLog:
+        """`where`'s log as `view` sees the store (default: as it is now)."""
+        return NamespaceLog(self.store, self.layout, where, self.read, self.heads, view or StoreView(self.store))
+
+    def current_log(self, thread: str, ns: str) -> tuple[NamespaceLog, str | None]:
+        """The log of (thread, ns) in the thread's current generation, and the ctl commit that chose that generation,
+        from one look at the store."""
+        view = StoreView(self.store)
+        generation, control_head = self.current(thread, view)
+        return self.log(Namespace(thread, generation, ns), view), control_head
 
     def items(self, where: Namespace) -> list[Item]:
         log = self.log(where)

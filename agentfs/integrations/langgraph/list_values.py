@@ -76,13 +76,21 @@ class ListValues:
                 lists[channel] = Listed(stored, items, known.depth + 1, packed)
         return state, lists
 
-    def recall(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
-        """The list `channel` holds in a commit; None if it holds the channel whole."""
-        key = (run.name, commit_id, channel)
+    def kept(self, run: str, commit_id: str, channel: str) -> Listed | None:
+        """The list `channel` holds in a commit if it is among those kept, else None (nothing is read)."""
+        key = (run, commit_id, channel)
         with self._lock:
             if key in self._recent:
                 self._recent.move_to_end(key)
                 return self._recent[key]
+        return None
+
+    def recall(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
+        """The list `channel` holds in a commit; None if it holds the channel whole."""
+        known = self.kept(run.name, commit_id, channel)
+        if known is not None:
+            return known
+        key = (run.name, commit_id, channel)
         if hops > 4 * records.SNAPSHOT_EVERY:
             raise FormatError(f"{run.name}@{commit_id}: chain of list deltas is too long")
         commit = run.get(commit_id)

@@ -22,6 +22,7 @@ from ...core.checkpoint import Checkpoint as Commit
 from ...core.run import Run
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import is_write_batch
+from ..langgraph_view import StoreView
 from . import records
 
 RECENT_COMMITS = 64
@@ -70,21 +71,23 @@ class Heads:
 
 
 class NamespaceLog:
-    """`where`'s checkpoints run, listed the first time its ids are needed; `late` is read once, when writes are asked for."""
+    """`where`'s checkpoints run as `view` sees it, listed the first time its ids are needed; `late` is read once, when
+    writes are asked for."""
 
-    def __init__(self, store: Store, layout: Layout, where: Namespace, read: records.Read, heads: Heads) -> None:
+    def __init__(self, store: Store, layout: Layout, where: Namespace, read: records.Read, heads: Heads, view: StoreView) -> None:
         self.store = store
         self.layout = layout
         self.where = where
         self.read = read
         self.heads = heads
+        self.view = view
         self.run: Run = store.run(layout.checkpoints(where))
         self._late: dict[str, list[Commit]] | None = None
         self._commits: dict[int, Commit] = {}
 
     @cached_property
     def ids(self) -> list[str]:
-        return self.run.ids()
+        return self.view.ids(self.run.name)
 
     def tip(self, checkpoint_id: str | None, *, trust_hint: bool) -> Tip:
         """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
@@ -156,7 +159,7 @@ class NamespaceLog:
 
     def latest_checkpoint(self) -> tuple[Commit, list[Any]] | None:
         """The newest checkpoint and its write batches, found from the head back without listing the whole log."""
-        head = self.run.head_id()
+        head = self.view.head(self.run.name)
         if head is None:
             return None
         commit = self.run.get(head)
@@ -181,7 +184,7 @@ class NamespaceLog:
         batches = [*inline, *self.late().get(checkpoint_id, [])]
         if not records.inline_writes(commit):
             legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
-            batches += [legacy.get(commit_id) for commit_id in legacy.ids()]
+            batches += [legacy.get(commit_id) for commit_id in self.view.ids(legacy.name)]
         return [records.state_of(batch, self.read) for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
 
     def late(self) -> dict[str, list[Commit]]:
@@ -189,7 +192,7 @@ class NamespaceLog:
         if self._late is None:
             run = self.store.run(self.layout.late(self.where))
             self._late = {}
-            for commit_id in run.ids():
+            for commit_id in self.view.ids(run.name):
                 commit = run.get(commit_id)
                 self._late.setdefault(records.ids(commit)[0], []).append(commit)
         return self._late

@@ -9,7 +9,8 @@
   does not hold at the same version (a copy-fork), each serialized with `self.serde`, and records for
   every other channel the commit that holds its value, so a checkpoint costs what changed; a list
   that grew is stored as a delta of its new items (see list_values.py: one msgpack call per list).
-- Reading (see tuples.py): a commit and its write batches become a CheckpointTuple.
+- Reading (see tuples.py): a commit and its write batches become a CheckpointTuple; a call takes every head and
+  id list from one look at the store (see ../langgraph_view.py).
 - Channel versions: integers; a thread written by a stock saver (string versions) keeps their form.
 - Pending writes (see namespace_log.py): commits in the checkpoints run right after their
   checkpoint, so a thread is a handful of runs however long; read back deduplicated by
@@ -46,6 +47,7 @@ from ...engine.repository import Durability
 from ...errors import Conflict
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import write_batch_metadata
+from ..langgraph_view import StoreView
 from . import records, tuples
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
 from .list_values import ListValues
@@ -104,7 +106,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread, ns = _address(config)
-        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
+        log = self.generations.current_log(thread, ns)[0]
         checkpoint_id = get_checkpoint_id(config)
         if not checkpoint_id:
             latest = log.latest_checkpoint()
@@ -120,20 +122,21 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Newest first; reads only the checkpoints it yields or tests against `filter`."""
+        """Newest first; reads only the checkpoints it yields or tests against `filter`, from one look at the store."""
+        view = StoreView(self.store)
         if config is None:
-            spaces = self.generations.spaces(self.store.runs())
+            spaces = self.generations.spaces(self.store.runs(), view=view)
         else:
             thread, ns = _address(config)
             if config["configurable"].get("checkpoint_ns") is None:
-                spaces = self.generations.spaces(self.store.runs(), thread, self.generations.current(thread)[0])
+                spaces = self.generations.spaces(self.store.runs(), thread, self.generations.current(thread, view)[0])
             else:
-                spaces = [Namespace(thread, self.generations.current(thread)[0], ns)]
+                spaces = [Namespace(thread, self.generations.current(thread, view)[0], ns)]
         only = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
         left = limit
         for where in spaces:
-            log = self.generations.log(where)
+            log = self.generations.log(where, view)
             if only:
                 found = log.find(only)
                 indexes = [found] if found is not None and (before_id is None or only < before_id) else []
@@ -160,7 +163,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         if not channels:
             return {}
         thread, ns = _address(config)
-        log = self.generations.log(Namespace(thread, self.generations.current(thread)[0], ns))
+        log = self.generations.current_log(thread, ns)[0]
         return tuples.delta_channel_history(self.serde, self._lists, self._values, log, get_checkpoint_id(config), channels)
 
     # writing
@@ -183,9 +186,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):  # in this process, appends to a namespace take turns
-                generation, control_head = self.generations.current(thread)
-                where = Namespace(thread, generation, ns)
-                log = self.generations.log(where)
+                log, control_head = self.generations.current_log(thread, ns)
+                where = log.where
                 run = log.run
                 tip = log.tip(parent_id, trust_hint=attempt == 0)
                 previous: records.Blobs = {}
@@ -211,7 +213,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 }
                 if tip.head_key is not None and tip.head_key >= checkpoint["id"]:
                     item = Item(where, checkpoint["id"], parent_id, state=state)
-                    if self.generations.rebuild(thread, control_head, self.generations.insert(thread, generation, item), "put"):
+                    if self.generations.rebuild(thread, control_head, self.generations.insert(thread, where.generation, item), "put"):
                         break
                     continue
                 try:
@@ -239,8 +241,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         batch = records.new_write_batch(self.serde, writes, task_id, task_path)
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
-                where = Namespace(thread, self.generations.current(thread)[0], ns)
-                log = self.generations.log(where)
+                log, _control_head = self.generations.current_log(thread, ns)
+                where = log.where
                 tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
                 if tip.head_key != checkpoint_id:
                     # not the head: appending here would break the run's id order that binary search relies on

@@ -45,10 +45,13 @@ def channel_value(
     serde: SerializerProtocol, lists: ListValues, read: records.Read, run: Run, commit: Commit, channel: str, holder: str | None
 ) -> Any:
     """The value of `channel` at checkpoint `commit`, whose channel locations name `holder` for it."""
-    listed = lists.recall(serde, run, holder or commit.id, channel)
-    if listed is not None:
-        return list_values.load(serde, listed)
-    return serde.loads_typed(records.typed(records.whole(run.get(holder or commit.id), channel, read), str(commit)))
+    listed = lists.kept(run.name, holder or commit.id, channel)
+    if listed is None:
+        source = commit if holder is None else run.get(holder)
+        listed = None if records.VALUE + channel in source.manifest.state else lists.recall(serde, run, source.id, channel)
+        if listed is None:
+            return serde.loads_typed(records.typed(records.whole(source, channel, read), str(commit)))
+    return list_values.load(serde, listed)
 
 
 def delta_channel_history(

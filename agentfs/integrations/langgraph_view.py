@@ -1,0 +1,28 @@
+"""What one LangGraph saver call sees of a store: one look at its segments, then every head and id list from it.
+
+A call reads several runs (the thread's ctl run, a namespace's checkpoints and late runs); asking the
+store for each head or id list would look at segments/ each time (a listing and a read of every
+unsealed segment's tail). A view looks once, when it is made: every append acknowledged before the
+call started, by any process, is in that look, and what this process appends later is indexed as it
+appends. A store with a remote is asked each time instead (its heads are on the remote).
+"""
+
+from __future__ import annotations
+
+from ..api import Store
+
+
+class StoreView:
+    """`store` as of one look at its segments, taken when the view is made, or a later one (by another call)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._local = store.source is None
+        if self._local:
+            store.refresh_index()
+
+    def head(self, run: str) -> str | None:
+        return self.store.known_head(run) if self._local else self.store.head(run)
+
+    def ids(self, run: str) -> list[str]:
+        return self.store.known_ids(run) if self._local else self.store.ids(run)
