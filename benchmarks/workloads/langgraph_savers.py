@@ -38,7 +38,7 @@ from .. import data
 from ..context import Context
 from ..peers import tree_files, tree_size
 from ..peers_langgraph import InMemoryPeer, LangGraphPeer, ObjectStoragePeer, SqlitePeer
-from .common import at_most, fig, median, p99
+from .common import at_most, fig, in_turn, median, p99
 
 W = "9 langgraph savers"
 THREAD = "bench-lg"
@@ -150,8 +150,7 @@ def drive(savers: dict[str, Driven], states: list[dict[str, Any]], writes: list[
         """`call` on every saver, starting from a different one at each turn: what runs just before a saver's call
         (and leaves the machine warm or cold) varies alike for all."""
         done = {}
-        keys = list(savers)
-        for key in keys[turn % len(keys) :] + keys[: turn % len(keys)]:
+        for key in in_turn(turn, list(savers)):
             try:
                 done[key] = call(savers[key], *args)
             except Exception as exc:  # one saver failing leaves the others' rows
