@@ -20,21 +20,13 @@ HEADER_SIZE = 5
 # zstd must save at least this fraction to be kept; otherwise the raw bytes are stored
 MIN_SAVING = 1 / 32
 # Objects up to this size (a state value's every chunk, chunking.SMALL.max_size; a small state key) are
-# compressed with SMALL_PARAMETERS, larger ones at level 3. Below it a compression's fixed cost dominates and
+# compressed at zstd level 1, larger ones at level 3. Below it a compression's fixed cost dominates and
 # level 1 keeps the ratio; measured on the benchmarks' msgpack'd conversation text (zstandard 0.25):
 # 10 KB 32 us at level 1 against 49 us at level 3 (4781 against 4819 bytes), 16 KiB 55 against 79 us
 # (ratio 0.446 against 0.452), but 32 KiB 0.427 against 0.407: from there level 3 saves bytes.
-# Readers are unaffected: a zstd frame decodes the same whatever its parameters.
+# Readers are unaffected: a zstd frame decodes the same whatever its level.
 SMALL_OBJECT = 16 << 10
-LARGE_LEVEL = 3
-# Level 1's parameters for inputs of at most 16 KiB (a 16 KiB window, the "fast" strategy), but matches of at
-# least 6 bytes (level 1: 5) found through a hash table of 2^13 entries (level 1: 2^15, 128 KiB, which also
-# evicts the commit's other data from the CPU caches). Measured on the small-commit benchmark's 10 KB states
-# (zstandard 0.25, best of 25 rounds): 27.0 us against 31.4 us at level 1, 0.4826 against 0.4750 of the input;
-# the conversation's 4 KiB chunks 0.5267 against 0.5240, its 10 KB scratch value 0.4994 against 0.4959.
-SMALL_PARAMETERS = zstandard.ZstdCompressionParameters(
-    window_log=14, hash_log=13, chain_log=14, search_log=1, min_match=6, target_length=0, strategy=zstandard.STRATEGY_FAST
-)
+SMALL_LEVEL, LARGE_LEVEL = 1, 3
 
 _local = threading.local()
 
@@ -42,7 +34,7 @@ _local = threading.local()
 def _compressor(size: int) -> zstandard.ZstdCompressor:
     # ZstdCompressor is not safe to share between threads
     if not hasattr(_local, "small"):
-        _local.small = zstandard.ZstdCompressor(compression_params=SMALL_PARAMETERS)
+        _local.small = zstandard.ZstdCompressor(level=SMALL_LEVEL)
         _local.large = zstandard.ZstdCompressor(level=LARGE_LEVEL)
     return _local.small if size <= SMALL_OBJECT else _local.large
 
