@@ -219,6 +219,7 @@ def big_store(tmp_path: Path) -> Iterator[tuple[Path, agentfs.Checkpoint, dict[s
                 "messages": [{"role": "user", "text": text[i : i + 400].decode()} for i in range(0, 120_000, 400)],
                 "step": 3,
                 "packed": b"p" * 1000,
+                "notes": text[:10_000].decode(),  # packed too: the entry's zstd parameters and level 1 compress it differently
             },
             artifacts=artifacts,
             metadata={"source": "loop"},
@@ -256,21 +257,29 @@ def test_incompressible_chunks_are_stored_raw_and_text_compressed(big_store: tup
             assert records[(OBJECT, oid)][4] == expected_codec, name
 
 
-def test_small_objects_are_compressed_at_zstd_level_1_and_larger_ones_at_level_3(
+def test_small_objects_are_compressed_at_zstd_level_1_larger_ones_at_level_3_and_packed_ones_for_speed(
     big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]],
 ) -> None:
     root, cp, _artifacts = big_store
     records = stored_records(root)
     _manifest, pack_list = msgpack.unpackb(records[(ENTRY, f"fmt\0{cp.id}".encode())][36:], raw=False)  # see read_entry
-    blobs = [body for (kind, _key), body in records.items() if kind == OBJECT] + [blob for _oid, blob in pack_list]
-    levels = set()
-    for blob in blobs:
+    # FORMAT.md, Object files: an object packed into an entry with level 1's parameters for 16 KiB, but a minimum
+    # match of 6 bytes and a hash table of 2^13 entries; an object record at level 1 up to 16 KiB, else level 3
+    in_entry = zstandard.ZstdCompressionParameters.from_level(1, source_size=16384, min_match=6, hash_log=13)
+    compressors = {
+        "in entry": zstandard.ZstdCompressor(compression_params=in_entry),
+        "level 1": zstandard.ZstdCompressor(level=1),
+        "level 3": zstandard.ZstdCompressor(level=3),
+    }
+    blobs = [(body, False) for (kind, _key), body in records.items() if kind == OBJECT] + [(blob, True) for _oid, blob in pack_list]
+    used = set()
+    for blob, packed in blobs:
         codec, data = decode_object_file(blob)
         if codec == 1:
-            level = 1 if len(data) <= 16384 else 3  # FORMAT.md, Object files
-            assert blob[5:] == zstandard.ZstdCompressor(level=level).compress(data), f"{len(data)} bytes"
-            levels.add(level)
-    assert levels == {1, 3}
+            name = "in entry" if packed else "level 1" if len(data) <= 16384 else "level 3"
+            assert blob[5:] == compressors[name].compress(data), f"{name}: {len(data)} bytes"
+            used.add(name)
+    assert used == {"in entry", "level 1", "level 3"}
 
 
 def _leaf_oids(root: Path, oid: bytes, depth: int) -> Iterator[bytes]:

@@ -45,7 +45,8 @@ class Index:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._directory = os.fspath(directory)
-        self._listed: tuple[list[str], list[int]] = ([], [])  # the last listing of the directory, and its segment ids
+        # the last listing of the directory, its segment ids and their set
+        self._listed: tuple[list[str], list[int], frozenset[int]] = ([], [], frozenset())
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
         self._names: dict[int, str] = {}
@@ -84,8 +85,8 @@ class Index:
         its batch (add_batch) before the append returns: a batch of another thread's append still
         under way is left out, as it would be had that append started a moment later."""
         with self._lock:
-            present = self._present()
-            if not self.segments.keys() <= set(present):
+            present, present_set = self._present()
+            if not self.segments.keys() <= present_set:
                 self.rebuild(present)
                 return
             for segment_id, known in self.segments.items():
@@ -96,15 +97,22 @@ class Index:
                     if segment_id not in self.segments:
                         self._open(segment_id)
 
-    def _present(self) -> list[int]:
-        """The ids of the segments in the directory now, oldest first (names parsed only when the listing changed)."""
+    def _present(self) -> tuple[list[int], frozenset[int]]:
+        """The ids of the segments in the directory now, oldest first, and as a set (made only when the listing changed).
+
+        One listdir per refresh, so per commit: a new segment (another writer's first, a roll-over, a compaction's)
+        holds records a commit must see, and only a listing finds it for sure. A stat of segments/ (its mtime)
+        would cost half as much but misses a segment made within the timestamp granularity of the last look
+        (coarse timestamps: a clock tick), or after the clock stepped back; inotify would need a watch kept by
+        every process that commits."""
         try:
             names = os.listdir(self._directory)
         except FileNotFoundError:
             names = []
         if names != self._listed[0]:
-            self._listed = (names, ids_of(names))
-        return self._listed[1]
+            ids = ids_of(names)
+            self._listed = (names, ids, frozenset(ids))
+        return self._listed[1], self._listed[2]
 
     def rebuild(self, present: list[int] | None = None) -> None:
         with self._lock:
@@ -112,7 +120,7 @@ class Index:
             self._clear()
             self.generation += 1
             self.entry_log.reset()
-            for segment_id in self._present() if present is None else present:
+            for segment_id in self._present()[0] if present is None else present:
                 self._open(segment_id)
 
     def _path(self, segment_id: int) -> Path:

@@ -55,24 +55,17 @@ class _LockFile:
     """One lock file's descriptor, and this process's threads that hold its flock.
 
     `_resource` is held by an exclusive holder, or by the sharers together (taken by the first, released
-    by the last: a threading.Lock may be released by another thread than the one that took it)."""
+    by the last: a threading.Lock may be released by another thread than the one that took it).
+    `holds`: the context manager of each mode, made once (a hold keeps no state of its own)."""
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._resource = threading.Lock()
         self._counting = threading.Lock()
         self._sharers = 0
+        self.holds: dict[int, AbstractContextManager[None]] = {SHARED: _Shared(self), EXCLUSIVE: _Exclusive(self)}
 
-    def acquire(self, mode: int) -> None:
-        if mode == SHARED:
-            with self._counting:  # a second sharer waits here until the first has the flock
-                if self._sharers == 0:
-                    self._take(SHARED)
-                self._sharers += 1
-        else:
-            self._take(EXCLUSIVE)
-
-    def _take(self, mode: int) -> None:
+    def take(self, mode: int) -> None:
         self._resource.acquire()
         try:
             fcntl.flock(self.fd, mode)
@@ -80,29 +73,51 @@ class _LockFile:
             self._resource.release()
             raise
 
-    def release(self, mode: int) -> None:
-        if mode == SHARED:
-            with self._counting:
-                self._sharers -= 1
-                if self._sharers:
-                    return
+    def give_back(self) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         self._resource.release()
 
+    def share(self) -> None:
+        with self._counting:  # a second sharer waits here until the first has the flock
+            if self._sharers == 0:
+                self.take(SHARED)
+            self._sharers += 1
 
-class _Hold:
-    """`with` support for one hold (a class, not a generator: it runs twice per lock per commit)."""
+    def unshare(self) -> None:
+        with self._counting:
+            self._sharers -= 1
+            if self._sharers == 0:
+                self.give_back()
 
-    __slots__ = ("_file", "_mode")
 
-    def __init__(self, lock_file: _LockFile, mode: int) -> None:
-        self._file, self._mode = lock_file, mode
+class _Exclusive:
+    """`with` support for an exclusive hold (a class, not a generator: a commit takes one)."""
+
+    __slots__ = ("_file",)
+
+    def __init__(self, lock_file: _LockFile) -> None:
+        self._file = lock_file
 
     def __enter__(self) -> None:
-        self._file.acquire(self._mode)
+        self._file.take(EXCLUSIVE)
 
     def __exit__(self, *exc_info: object) -> None:
-        self._file.release(self._mode)
+        self._file.give_back()
+
+
+class _Shared:
+    """`with` support for a shared hold."""
+
+    __slots__ = ("_file",)
+
+    def __init__(self, lock_file: _LockFile) -> None:
+        self._file = lock_file
+
+    def __enter__(self) -> None:
+        self._file.share()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._file.unshare()
 
 
 class LockFiles:
@@ -125,7 +140,7 @@ class LockFiles:
                 lock_file = self._files.get(path)
                 if lock_file is None:
                     lock_file = self._files[path] = _LockFile(path)
-        return _Hold(lock_file, mode)
+        return lock_file.holds[mode]
 
     def close(self) -> None:
         with self._guard:

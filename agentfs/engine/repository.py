@@ -316,7 +316,7 @@ class Repository(SegmentStore):
             self.index.refresh()
         if self.index.has(kinds.ENTRY, run, checkpoint_id):
             return False
-        self._append([*objects, fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)
+        self._append_batch([*objects, fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)
         return True
 
     def read_packed(self, oid: bytes, location: Location) -> bytes:

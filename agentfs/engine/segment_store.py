@@ -83,13 +83,18 @@ class SegmentStore:
             self._synced.clear()  # what the parent knew synced: the child learns it again
 
     def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
-        """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them."""
+        """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them; where they lie."""
+        segment_id, entries = self._append_batch(records, sync)
+        return [segments.Location(segment_id, entry.offset, entry.length) for entry in entries]
+
+    def _append_batch(self, records: Sequence[fmt.Record], sync: bool) -> tuple[int, list[fmt.IndexEntry]]:
+        """_append, for a caller that needs no Location: (the segment's id, the records' index entries)."""
         segment_id, start, end, entries = self._segment_writer().append_batch(records, sync=sync)
         self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
             with self._lock:
                 self._synced[segment_id] = max(self._synced.get(segment_id, 0), end)
-        return [segments.Location(segment_id, entry.offset, entry.length) for entry in entries]
+        return segment_id, entries
 
     def refresh_index(self) -> None:
         """Index other writers' new records (Index.refresh), reading no tail of this process's current segment."""
@@ -214,7 +219,10 @@ class SegmentStore:
     def _stripe(self, kind: str, run: str) -> AbstractContextManager[None]:
         """Hold `run`'s stripe lock of `kind`; a thread that holds it already (a nested append) just goes on."""
         self._segment_writer()  # a writer slot before the stripe: see the lock order above
-        held: set[str] = self._held.__dict__.setdefault("paths", set())
+        try:
+            held: set[str] = self._held.paths
+        except AttributeError:  # this thread's first stripe
+            held = self._held.paths = set()
         return _StripeHold(self._lock_files, _stripe_lock_path(self._locks_path, kind, run), held)
 
     def appending(self, run: str) -> AbstractContextManager[None]:

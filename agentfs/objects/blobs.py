@@ -61,7 +61,7 @@ class BlobWriter:
             if oid in self.reuse:
                 return self.reuse[oid]
             if oid not in self.pack:
-                self.pack[oid] = codec.encode(data)
+                self.pack[oid] = codec.encode(data, in_entry=True)
             return [PACKED, oid, len(data)]
         if params is None:
             params = chunking.LARGE if len(data) > chunking.LARGE_VALUE else chunking.SMALL

@@ -48,6 +48,25 @@ def timed(fn: Callable[[Any], object], items: Iterable[Any]) -> list[float]:
     return out
 
 
+def in_turn(turn: int, items: list[T]) -> list[T]:
+    """`items` starting from the one at `turn` (modulo their number): called in this order at each turn, each item
+    goes first as often as the others, and what ran just before its call (leaving the machine warm or cold) varies
+    alike for all."""
+    start = turn % len(items)
+    return items[start:] + items[:start]
+
+
+def lockstep(calls: dict[str, Callable[[Any], object]], items: Iterable[Any]) -> dict[str, list[float]]:
+    """Each item to every call in turn, the order rotated at every item (``in_turn``); each call's latencies in ms."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for turn, item in enumerate(items):
+        for name in in_turn(turn, list(calls)):
+            t = time.perf_counter()
+            calls[name](item)
+            times[name].append((time.perf_counter() - t) * 1000)
+    return times
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 
