@@ -50,8 +50,8 @@ def timed(fn: Callable[[Any], object], items: Iterable[Any]) -> list[float]:
 
 def in_turn(turn: int, items: list[T]) -> list[T]:
     """`items` starting from the one at `turn` (modulo their number): called in this order at each turn, each item
-    goes first as often as the others, and what ran just before its call (leaving the machine warm or cold) varies
-    alike for all."""
+    goes first as often as the others. With two items what ran just before each call (leaving the machine warm or
+    cold) alternates alike for both; with more, a rotation keeps each item's predecessor (workload 9 shuffles)."""
     start = turn % len(items)
     return items[start:] + items[:start]
 
