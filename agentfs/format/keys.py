@@ -79,8 +79,8 @@ def head_name(checkpoint_id: str) -> str:
     return checkpoint_id.translate(_COMPLEMENT)
 
 
-# An id begins with 0-7 (the top of its 48-bit millisecond), so every head name sorts after this: a
-# listing may start here, past stray keys that would sort first.
+# An id begins with 0-7 (the top of its 48-bit millisecond), so every head name sorts after this, and
+# a name at or before it that is an id is a draft's head key (PackRemote.head_id refuses it).
 HEAD_NAMES_AFTER = head_name("7")
 
 
