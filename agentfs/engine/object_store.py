@@ -135,8 +135,9 @@ class ObjectWriter:
     Several threads may each commit through their own ObjectWriter on the one pool at once.
     """
 
-    # chunks handed to the pool and not yet gathered: enough that the pool never waits for the committing
-    # thread to cut the next (32 of 128 KiB on average, 24 MiB at most with chunking.LARGE)
+    # jobs handed to the pool and not yet done: enough that the pool never waits for the committing thread
+    # to cut the next (32 chunks of a value, 176 KB on average with chunking.LARGE; a stream's jobs are
+    # bounded by its blocks first, objects/blobs.py)
     MAX_IN_FLIGHT = 32
     FLUSH_BYTES = 4 << 20
     # gathered bytes past which a pool thread waits for the append under way instead of going on
@@ -179,13 +180,18 @@ class ObjectWriter:
 
     def add_later(self, data: bytes | memoryview) -> bytes | Future[bytes]:
         """Like add(); a large chunk's hashing is done on the pool too (its id is then a future): the
-        caller only cuts and copies."""
+        caller only cuts. `data` is handed to the pool uncopied: it must not change until finish()."""
         if len(data) <= WORK_HERE:
             return self.add(data)
-        return self._submit(self._hash_and_write, bytes(data))
+        return self._submit(self._hash_and_write, data)
+
+    def add_all_later(self, chunks: list[memoryview], done: Callable[[], None]) -> Future[list[bytes]]:
+        """Store each chunk unless the store holds it, in one job on the pool: their ids, in order. The
+        chunks are handed over uncopied: they must not change until `done` is called, once all are stored."""
+        return self._submit(self._store_all, chunks, done)
 
     def _submit(self, job: Callable[..., Any], *args: Any) -> Future[Any]:
-        self.slots.acquire()  # bounds memory: at most MAX_IN_FLIGHT chunks are held at once
+        self.slots.acquire()  # bounds memory: at most MAX_IN_FLIGHT jobs are held at once
         try:
             future = self.pool.submit(job, *args)
         except BaseException:
@@ -194,14 +200,24 @@ class ObjectWriter:
         self.futures.append(future)
         return future
 
-    def _hash_and_write(self, data: bytes) -> bytes:
+    def _hash_and_write(self, data: bytes | memoryview) -> bytes:
         try:
-            oid = codec.hash_bytes(data)
-            if self._is_new(oid):
-                self._gather(oid, data)
-            return oid
+            return self._store(data)
         finally:
             self.slots.release()
+
+    def _store_all(self, chunks: list[memoryview], done: Callable[[], None]) -> list[bytes]:
+        try:
+            return [self._store(chunk) for chunk in chunks]
+        finally:
+            self.slots.release()
+            done()
+
+    def _store(self, data: bytes | memoryview) -> bytes:
+        oid = codec.hash_bytes(data)
+        if self._is_new(oid):
+            self._gather(oid, data)
+        return oid
 
     def _write(self, oid: bytes, data: bytes) -> None:
         try:
@@ -209,7 +225,7 @@ class ObjectWriter:
         finally:
             self.slots.release()
 
-    def _gather(self, oid: bytes, data: bytes) -> None:
+    def _gather(self, oid: bytes, data: bytes | memoryview) -> None:
         record = Record(kinds.OBJECT, oid, codec.encode(data))
         with self._lock:
             self._gathered.append(record)
