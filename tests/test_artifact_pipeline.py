@@ -227,3 +227,21 @@ def test_batches_appended_before_the_entry_are_sent_to_disk_before_its_fdatasync
     calls = [line.split()[1].split("(")[0] for line in trace.read_text().splitlines()]
     assert calls.count("sync_file_range") >= 2, calls
     assert calls[-1] == "fdatasync" and calls.index("sync_file_range") < len(calls) - 1, calls
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_batches_on_disk_are_dropped_from_the_page_cache_two_batches_later(tmp_path: Path) -> None:
+    """A large artifact does not leave its records in the page cache: each batch sent to disk is dropped
+    (POSIX_FADV_DONTNEED) once CACHED_BATCHES more are appended, its range exactly that batch's."""
+    source = tmp_path / "big.bin"
+    source.write_bytes(mixed(32 * MIB, seed=9))  # about 22 MiB stored: 5 batches at 4 MiB before the entry's
+    trace = tmp_path / "trace"
+    command = ["strace", "-f", "-qq", "-e", "trace=sync_file_range,fadvise64", "-o", str(trace)]
+    subprocess.run([*command, sys.executable, "-c", COMMIT_UNDER_STRACE, str(tmp_path / "store"), str(source)], check=True, timeout=60)
+    sent, dropped = [], []
+    for line in trace.read_text().splitlines():
+        call, _, args = line.split(maxsplit=1)[1].partition("(")
+        offset, length = (int(arg) for arg in args.split(", ")[1:3])
+        (sent if call == "sync_file_range" else dropped).append((offset, length))
+    assert len(sent) >= 4, sent
+    assert dropped == sent[: len(sent) - ObjectWriter.CACHED_BATCHES], (sent, dropped)
