@@ -49,6 +49,13 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
         _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
+def drop_cached(fd: int, offset: int, length: int) -> None:
+    """Let the kernel drop these bytes of the file from its page cache (POSIX_FADV_DONTNEED), where it has
+    written them to disk already: dirty pages and pages under writeback stay. Only a hint, as above."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
 def _dir_key(path: Path) -> tuple[int, int] | None:
     try:
         stat = os.stat(path)

@@ -119,16 +119,21 @@ def zstd_throughput(path: Path, level: int = 3) -> dict[str, float]:
     }
 
 
-def zstd_threaded_throughput(path: Path, threads: int, level: int = 3) -> float:
+def zstd_threaded_throughput(path: Path, threads: int, level: int = 3, passes: int = 3) -> float:
     """MB/s of zstd compression on ``threads`` worker threads (``zstd -3 -T2``),
-    streaming from the file as a store would."""
+    streaming from the file as a store would: the best of ``passes``, as for the
+    large-artifact commit compared with it (the machine is shared: one pass may
+    lose a core to another process, in either)."""
     size = path.stat().st_size
-    obj = zstandard.ZstdCompressor(level=level, threads=threads).compressobj()
-    t = time.perf_counter()
-    for chunk in _chunks(path):
-        obj.compress(chunk)
-    obj.flush()
-    return size / MB / (time.perf_counter() - t)
+    best = float("inf")
+    for _ in range(passes):
+        obj = zstandard.ZstdCompressor(level=level, threads=threads).compressobj()
+        t = time.perf_counter()
+        for chunk in _chunks(path):
+            obj.compress(chunk)
+        obj.flush()
+        best = min(best, time.perf_counter() - t)
+    return size / MB / best
 
 
 def sha256_throughput(path: Path) -> float:

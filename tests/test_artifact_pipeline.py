@@ -24,6 +24,7 @@ import agentfs
 from agentfs.engine.object_store import ObjectWriter
 from agentfs.format import chunking, codec
 from agentfs.format.refs import TREE, Ref
+from agentfs.objects import blobs
 from tests.helpers import raw
 
 MIB = 1 << 20
@@ -89,6 +90,54 @@ def test_a_streamed_artifact_stores_the_chunks_ids_and_bytes_of_one_thread(store
     assert_stored_as_one_thread_would(store, ref, data)
     assert by_stream.artifacts["big.bin"].ref == ref
     assert by_path.artifacts["big.bin"].read_bytes() == data
+    assert store.verify().ok
+
+
+class ShortReads(io.RawIOBase):
+    """A binary stream that hands out at most `most` bytes per read, as a pipe or a socket may."""
+
+    def __init__(self, data: bytes, most: int) -> None:
+        self.data = memoryview(data)
+        self.most = most
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        count = min(len(buffer), self.most, len(self.data))
+        buffer[:count] = self.data[:count]
+        self.data = self.data[count:]
+        return count
+
+
+class ReadOnly:
+    """A stream with read() and no readinto()."""
+
+    def __init__(self, data: bytes) -> None:
+        self.stream = io.BytesIO(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self.stream.read(size)
+
+
+@pytest.mark.parametrize("block", [2 * MIB, 3 * MIB + 12345])
+def test_a_stream_read_into_few_blocks_is_cut_and_stored_as_one_thread_would(
+    store: agentfs.Store, small_batches: None, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """Blocks are read into again as soon as the pool has stored their chunks (2 here, so each is reused
+    while the other's chunks are stored): a block overwritten early would store other bytes under a chunk's
+    id (caught by the comparison and by verify). Cuts across a block's end are those of one pass."""
+    monkeypatch.setattr(blobs, "STREAM_BLOCK", block)
+    monkeypatch.setattr(blobs, "STREAM_BLOCKS", 2)
+    monkeypatch.setattr(blobs, "STREAM_GROUP", 256 << 10)
+    data = mixed(20 * MIB, seed=7) + mixed(MIB, seed=8)[: 777_777]
+    run = store.run("blocks")
+    streams = {"short": ShortReads(data, 100_003), "read only": ReadOnly(data), "file": io.BufferedReader(ShortReads(data, 1 << 30))}
+    refs = {name: run.commit({"n": name}, artifacts={"a.bin": stream}).artifacts["a.bin"] for name, stream in streams.items()}
+    first = refs["short"]
+    assert_stored_as_one_thread_would(store, first.ref, data)
+    assert all(artifact.ref == first.ref for artifact in refs.values())
+    assert first.read_bytes() == data
     assert store.verify().ok
 
 
@@ -178,3 +227,21 @@ def test_batches_appended_before_the_entry_are_sent_to_disk_before_its_fdatasync
     calls = [line.split()[1].split("(")[0] for line in trace.read_text().splitlines()]
     assert calls.count("sync_file_range") >= 2, calls
     assert calls[-1] == "fdatasync" and calls.index("sync_file_range") < len(calls) - 1, calls
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_batches_on_disk_are_dropped_from_the_page_cache_two_batches_later(tmp_path: Path) -> None:
+    """A large artifact does not leave its records in the page cache: each batch sent to disk is dropped
+    (POSIX_FADV_DONTNEED) once CACHED_BATCHES more are appended, its range exactly that batch's."""
+    source = tmp_path / "big.bin"
+    source.write_bytes(mixed(32 * MIB, seed=9))  # about 22 MiB stored: 5 batches at 4 MiB before the entry's
+    trace = tmp_path / "trace"
+    command = ["strace", "-f", "-qq", "-e", "trace=sync_file_range,fadvise64", "-o", str(trace)]
+    subprocess.run([*command, sys.executable, "-c", COMMIT_UNDER_STRACE, str(tmp_path / "store"), str(source)], check=True, timeout=60)
+    sent, dropped = [], []
+    for line in trace.read_text().splitlines():
+        call, _, args = line.split(maxsplit=1)[1].partition("(")
+        offset, length = (int(arg) for arg in args.split(", ")[1:3])
+        (sent if call == "sync_file_range" else dropped).append((offset, length))
+    assert len(sent) >= 4, sent
+    assert dropped == sent[: len(sent) - ObjectWriter.CACHED_BATCHES], (sent, dropped)

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,7 @@ def test_a_segment_of_another_version_is_refused(tmp_path: Path) -> None:
     fields = header[:-4]
     segment = only_segment(tmp_path)
     data = segment.read_bytes()
-    segment.write_bytes(fields + fmt.zlib.crc32(fields).to_bytes(4, "big") + data[fmt.HEADER.size :])
+    segment.write_bytes(fields + zlib.crc32(fields).to_bytes(4, "big") + data[fmt.HEADER.size :])
     reader = SegmentReader(tmp_path / "segments")
     assert list(reader.records()) == []
     assert reader.problems == [f"{segment} has segment format version 3; this agentfs reads 2"]

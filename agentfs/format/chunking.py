@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Protocol
 
 from pyfastcdc.cy import FastCDC
 
@@ -35,11 +34,19 @@ def cut_bytes(params: ChunkParams, data: bytes | memoryview) -> Iterator[memoryv
         yield view[chunk.offset : chunk.offset + chunk.length]
 
 
-class Readable(Protocol):
-    def readinto(self, buffer: memoryview) -> int: ...
+def cut_block(params: ChunkParams, data: memoryview, ended: bool) -> tuple[list[memoryview], int]:
+    """The chunks at the start of `data` (a stream's next bytes) whose cuts are final, and the bytes they cover.
 
-
-def cut_stream(params: ChunkParams, stream: Readable) -> Iterator[memoryview]:
-    """Chunks of a binary stream; each view is valid only until the next one is produced."""
-    for chunk in params.chunker().cut_stream(stream):
-        yield chunk.data
+    A cut is final where max_size bytes or more follow its chunk's start (all the chunker looks at) or
+    where the stream has `ended`: so a stream read block by block is cut as pyfastcdc's own stream
+    chunker cuts it. The bytes past the last final cut (under max_size) begin the next block."""
+    chunker = params.chunker().cut_buf(data)
+    chunks: list[memoryview] = []
+    covered = 0
+    while ended or len(data) - covered >= params.max_size:
+        chunk = next(chunker, None)
+        if chunk is None:
+            break
+        chunks.append(chunk.data)
+        covered += chunk.length
+    return chunks, covered

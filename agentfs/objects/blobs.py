@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
@@ -73,11 +75,44 @@ class BlobWriter:
             raise SerializationError(f"artifact stream returned {type(head).__name__}, not bytes: open the file in binary mode")
         if len(head) <= PACK_MAX:
             return self.put(head, chunking.LARGE)
-        return self._tree(chunking.cut_stream(chunking.LARGE, _Prepended(head, stream)))
+        return self._root(self._stream_chunks(stream, head))
+
+    def _stream_chunks(self, stream: IO[Any], head: bytes) -> list[list[Any]]:
+        """[id, size] of each chunk of `stream` (whose first bytes, `head`, were read from it already).
+
+        It is read into STREAM_BLOCKS blocks in turn; each block's chunks are stored on the pool, in
+        jobs of STREAM_GROUP bytes or more, straight from the block (never copied), and the block is
+        read into again once they are: memory stays bounded and the pool busy."""
+        params = chunking.LARGE
+        blocks = _Blocks(first=2 * params.max_size)
+        stored: list[tuple[Future[list[bytes]], list[int]]] = []
+        carry: bytes | memoryview = head  # the bytes past the previous block's last cut
+        previous: _Block | None = None
+        ended = False
+        while not ended:
+            block = blocks.take()
+            block.hold()  # until the bytes past its last cut are copied into the next block
+            block.view[: len(carry)] = carry
+            filled = len(carry) + _fill(stream, block.view[len(carry) :])
+            if previous is not None:
+                previous.release()
+            ended = filled < len(block.view)
+            chunks, covered = chunking.cut_block(params, block.view[:filled], ended)
+            for group in _groups(chunks):
+                block.hold()
+                stored.append((self.writer.add_all_later(group, block.release), [len(chunk) for chunk in group]))
+            carry, previous = block.view[covered:filled], block
+        if previous is not None:
+            previous.release()
+        return [[oid, size] for future, sizes in stored for oid, size in zip(future.result(), sizes, strict=True)]
 
     def _tree(self, chunks: Iterator[memoryview]) -> Ref:
+        """A chunk tree of views of immutable bytes (cut_bytes): handed to the pool uncopied."""
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
-        level: list[list[Any]] = [[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending]
+        return self._root([[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending])
+
+    def _root(self, level: list[list[Any]]) -> Ref:
+        """The ref of a blob whose chunks are `level` ([id, size] each, in order): LOOSE or a tree above them."""
         size = sum(child[1] for child in level)
         if len(level) == 1:
             return [LOOSE, level[0][0], size]
@@ -104,24 +139,80 @@ class BlobWriter:
         return [self.writer.add(encode_node(children)), sum(child[1] for child in children)]
 
 
-class _Prepended:
-    """A stream that first replays bytes already read from it."""
+# a stream is read STREAM_BLOCK bytes at a time into one of STREAM_BLOCKS blocks, and its chunks stored in
+# jobs of STREAM_GROUP bytes or more: 16 MiB held, and at the end of a stream a job short enough that
+# the pool's threads finish together
+STREAM_BLOCK = 4 << 20
+STREAM_BLOCKS = 4
+STREAM_GROUP = 1 << 20
 
-    def __init__(self, head: bytes, stream: IO[Any]) -> None:
-        self.head = memoryview(head)
-        self.stream = stream
 
-    def readinto(self, buffer: memoryview) -> int:
-        if self.head:
-            count = min(len(buffer), len(self.head))
-            buffer[:count] = self.head[:count]
-            self.head = self.head[count:]
-            return count
-        if hasattr(self.stream, "readinto"):
-            return self.stream.readinto(buffer) or 0
-        data = self.stream.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+class _Block:
+    """A buffer a stream is read into, read into again only once nobody holds it: each pool job storing
+    chunks cut from it, and the reader until it has copied the bytes past its last cut."""
+
+    def __init__(self, size: int, free: queue.SimpleQueue[_Block]) -> None:
+        self.view = memoryview(bytearray(size))
+        self._free = free
+        self._holders = 0
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        with self._lock:
+            self._holders += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders:
+                return
+        self._free.put(self)
+
+
+class _Blocks:
+    """The blocks one stream is read into, made as they are needed (at most STREAM_BLOCKS). A short stream
+    makes one, of `first` bytes: room for what is left past a block's last cut (under a chunk's greatest
+    size) and a chunk of the greatest size, so that each block read holds a cut."""
+
+    def __init__(self, first: int) -> None:
+        self.free: queue.SimpleQueue[_Block] = queue.SimpleQueue()
+        self.sizes = [first] + [STREAM_BLOCK] * (STREAM_BLOCKS - 1)  # of the blocks not made yet
+
+    def take(self) -> _Block:
+        if self.sizes and self.free.empty():
+            return _Block(self.sizes.pop(0), self.free)
+        return self.free.get()  # waits for the pool to store the chunks of a block
+
+
+def _fill(stream: IO[Any], buffer: memoryview) -> int:
+    """Read into `buffer` until it is full or the stream ends; the bytes read."""
+    readinto = getattr(stream, "readinto", None)
+    filled = 0
+    while filled < len(buffer):
+        if readinto is not None:
+            count = readinto(buffer[filled:]) or 0
+        else:
+            data = stream.read(len(buffer) - filled)
+            count = len(data)
+            buffer[filled : filled + count] = data
+        if count == 0:
+            return filled
+        filled += count
+    return filled
+
+
+def _groups(chunks: list[memoryview]) -> Iterator[list[memoryview]]:
+    """Runs of consecutive chunks of STREAM_GROUP bytes or more (the last one may be less)."""
+    group: list[memoryview] = []
+    size = 0
+    for chunk in chunks:
+        group.append(chunk)
+        size += len(chunk)
+        if size >= STREAM_GROUP:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
 
 
 class BlobReader:

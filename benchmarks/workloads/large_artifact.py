@@ -2,8 +2,13 @@
 
 Runs in a child process (``python -m benchmarks.workloads.large_artifact
 STORE FILE``) so that its peak RSS is its own: baseline is the RSS after
-importing agentfs and opening the store (the peak is reset there through
+importing agentfs and opening the stores (the peak is reset there through
 /proc/self/clear_refs); the figure is the peak (VmHWM) over it.
+
+The artifact is committed COMMITS times, each into a new store, and the
+fastest commit is the figure, as the best of as many passes is for the
+zstd -T2 peer (limits.zstd_threaded_throughput): 2 cores shared with other
+work can lose one to it for a pass, on either side.
 """
 
 from __future__ import annotations
@@ -58,38 +63,50 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
+COMMITS = 3
+
+
+def _commit(store: Any, file: str) -> tuple[float, float]:
+    """(seconds, CPU seconds) of committing `file` to a new run of `store`."""
+    cpu = _cpu_s()
+    t = time.perf_counter()
+    store.run("bench/large").commit({"step": 0}, artifacts={"big.bin": Path(file)})
+    return time.perf_counter() - t, _cpu_s() - cpu
+
+
 def child(store_dir: str, file: str) -> dict[str, Any]:
     import agentfs
 
     size = Path(file).stat().st_size
-    store = agentfs.open(store_dir)
-    run = store.run("bench/large")
-    base = _baseline_mb()
-    cpu = _cpu_s()
-    t = time.perf_counter()
-    run.commit({"step": 0}, artifacts={"big.bin": Path(file)})
-    commit_s = time.perf_counter() - t
-    commit_cpu_s = _cpu_s() - cpu
-    cp = run.latest()
-    assert cp is not None
-    t = time.perf_counter()
-    got = read_through(cp.artifacts["big.bin"])
-    read_s = time.perf_counter() - t
-    assert got == size, f"read back {got} bytes of {size}"
+    with agentfs.open(Path(store_dir) / "store-0") as store:
+        base = _baseline_mb()
+        commits = [_commit(store, file)]
+        cp = store.run("bench/large").latest()
+        assert cp is not None
+        t = time.perf_counter()
+        got = read_through(cp.artifacts["big.bin"])
+        read_s = time.perf_counter() - t
+        assert got == size, f"read back {got} bytes of {size}"
+    peak = _peak_mb()  # of the first commit and its read: the others only time more commits
+    for n in range(1, COMMITS):
+        with agentfs.open(Path(store_dir) / f"store-{n}") as store:
+            commits.append(_commit(store, file))
+    commit_s, commit_cpu_s = min(commits)
     return {
         "size": size,
         "commit_s": commit_s,
         "commit_cpu_s": commit_cpu_s,
+        "commits_s": [seconds for seconds, _cpu in commits],
         "read_s": read_s,
         "base_rss_mb": base,
-        "peak_rss_mb": _peak_mb(),
+        "peak_rss_mb": peak,
     }
 
 
 def agentfs_side(ctx: Context) -> dict[str, Any]:
     store = ctx.new_dir("w3-agentfs")
     res = child_json(["-m", "benchmarks.workloads.large_artifact", str(store), str(ctx.big_file())], timeout=1200)
-    res["store_bytes"] = tree_size(store)
+    res["store_bytes"] = tree_size(store / "store-0")
     return res
 
 
@@ -121,7 +138,8 @@ def run(ctx: Context) -> None:
         z2,
         ">= 0.8x",
         lambda v: v >= 0.8 * z2,
-        "issue 10; the zstandard package's compressor with threads=2 on the same file",
+        f"issue 10; the zstandard package's compressor with threads=2 on the same file; each the best of {COMMITS}"
+        + (f" (commits: {', '.join(f'{mb(size) / s:.0f}' for s in res['commits_s'])} MB/s)" if res else ""),
     )
     fig(
         ctx,
@@ -130,7 +148,7 @@ def run(ctx: Context) -> None:
         res["commit_cpu_s"] if res else None,
         "zstd -3 compress alone",
         mb(size) / z["compress_mbps"],
-        note="what both cores share (chunking, sha256, zstd, appends): throughput follows it when the machine is busy",
+        note="of the fastest commit; what both cores share (chunking, sha256, zstd, appends): throughput follows it on a busy machine",
     )
     fig(ctx, W, f"read throughput, {label}, open() stream (MB/s)", read, "zstd decompress alone", z["decompress_mbps"])
     rss = res["peak_rss_mb"] - res["base_rss_mb"] if res else None
