@@ -173,7 +173,8 @@ class ObjectWriter:
     # gathered bytes past which a pool thread waits for the append under way instead of going on
     # compressing: an append that rolls the segment over fsyncs the old one (tens of ms). Peak RSS
     # follows it closely, glibc's per-thread arenas keeping what was freed (tests/test_memory.py's
-    # 1 GiB artifact: 135 MB over the baseline at 12 MiB, 230 MB at 24 MiB; its limit is 200 MB)
+    # 1 GiB artifact: 135 MB over the baseline at 12 MiB, 230 MB at 24 MiB, before a stream was read into
+    # 4 reused blocks and jobs were limited to the cores; 17 MB over it now; its limit is 200 MB)
     MAX_GATHERED = 12 << 20
     # batches sent to disk whose pages stay cached until this many more are appended, then are dropped
     # (_flush). Why: a large artifact otherwise leaves all its records in the page cache, each write

@@ -67,7 +67,7 @@ def encode(data: bytes | memoryview, *, in_entry: bool = False) -> bytes:
         packed = _compressor(len(data), in_entry).compress(data)
         if len(packed) <= len(data) * (1 - MIN_SAVING):
             return MAGIC + bytes((VERSION, ZSTD)) + packed
-    return MAGIC + bytes((VERSION, RAW)) + bytes(data)
+    return b"".join((MAGIC, bytes((VERSION, RAW)), data))  # one copy of a view (+ bytes() would make two)
 
 
 def decode(blob: bytes | memoryview, oid: bytes, where: str) -> bytes:
