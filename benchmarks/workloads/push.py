@@ -4,7 +4,10 @@
 pushed by one sync daemon until ``flush`` returns; compared with s3fs
 uploading the same checkpoints one object each, sequentially (and, for
 context, with s3fs's own batching). (b) One commit with the large artifact,
-pushed the same way; compared with s3fs ``put_file`` of the file. (c) That
+pushed the same way to a fresh URL in each of ``LARGE_ROUNDS`` rounds, each next to an s3fs
+``put_file`` of the file, who goes first alternating; the medians compared (moto's speed drifts
+over a run: the machine-limit s3fs figure, taken at the start, was 62.6 MB/s in one full run and
+99.9 in the next, and one push timed alone swung the ratio between 1.7x and 3.2x). (c) That
 artifact resumed on a fresh machine: a new store opened with ``remote=``,
 ``latest()``, the artifact read whole; the requests moto counted meanwhile.
 """
@@ -16,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from ..context import Context
-from .common import agentfs_part, fig, flush, mb, read_through, require_sync
+from ..limits import s3_large_put
+from .common import agentfs_part, fig, flush, in_turn, mb, median, read_through, require_sync
 
 W = "6 push throughput"
 LARGE_RUN = "bench/push-large"
 RESUME_REQUESTS = 100  # issue 10: resume of the artifact in <= 100 requests
+LARGE_ROUNDS = 3
 
 
 def push(ctx: Context, store_dir: Path, name: str) -> tuple[float, int, int]:
@@ -55,12 +60,28 @@ def small_side(ctx: Context) -> dict[str, Any]:
 
 
 def large_side(ctx: Context) -> dict[str, Any]:
+    """MB/s of pushing the large artifact's store and of s3fs ``put_file`` of the file: the medians of
+    LARGE_ROUNDS rounds, each round one of each, who goes first alternating; the first push's URL is
+    the one resume_large reads."""
     af = ctx.agentfs
     assert af is not None
     path = ctx.new_dir("w6-large")
     af.open(path).run(LARGE_RUN).commit({"v": 1}, artifacts={"big.bin": ctx.big_file()})
-    elapsed, keys, _requests = push(ctx, path, "large")
-    return {"mbps": mb(ctx.big_file().stat().st_size) / elapsed, "keys": keys}
+    moto = ctx.moto()
+    bucket = moto.bucket("bench-w6-s3fs").removeprefix("s3://")
+    size = mb(ctx.big_file().stat().st_size)
+    ours: list[float] = []
+    theirs: list[float] = []
+    keys = 0
+    for turn in range(LARGE_ROUNDS):
+        for side in in_turn(turn, ["agentfs", "s3fs"]):
+            if side == "agentfs":
+                elapsed, pushed_keys, _requests = push(ctx, path, "large" if turn == 0 else f"large-{turn}")
+                keys = keys or pushed_keys
+                ours.append(size / elapsed)
+            else:
+                theirs.append(s3_large_put(moto.fs(), bucket, ctx.big_file()))
+    return {"mbps": median(ours), "s3fs_mbps": median(theirs), "keys": keys}
 
 
 def resume_large(ctx: Context) -> dict[str, Any]:
@@ -100,8 +121,8 @@ def run(ctx: Context) -> None:
     fig(ctx, W, f"push {n} x 4 KB checkpoints (checkpoints/s)", rate, "s3fs put of all files, batched", s3["batched_per_s"])
     fig(ctx, W, "remote keys per checkpoint", res["keys"] / n if res else None, "1 object per checkpoint", 1.0)
     fig(ctx, W, "S3 requests per checkpoint (all kinds)", res["requests"] / n if res else None, "1 object per checkpoint", 1.0)
-    large = ctx.limits.s3_large()
     res2 = agentfs_part(ctx, W, "push of a large artifact", lambda: large_side(ctx))
+    large = res2["s3fs_mbps"] if res2 else None
     fig(
         ctx,
         W,
@@ -110,7 +131,8 @@ def run(ctx: Context) -> None:
         "s3fs put_file of the file",
         large,
         ">= 2x",
-        lambda v: v >= 2 * large,
+        lambda v: large is not None and v >= 2 * large,
+        f"medians of {LARGE_ROUNDS} rounds, each one push and one put_file, who goes first alternating",
     )
     res3 = agentfs_part(ctx, W, "resume of the large artifact", lambda: resume_large(ctx)) if res2 else None
     fig(
