@@ -145,7 +145,9 @@ class Remote:
 
     def list_names(self, prefix: str) -> list[str]:
         """The names of the keys directly under `prefix`; none if it does not exist. On S3 and GCS one
-        request per 1,000 keys (s3fs's and gcsfs's `ls` of an empty prefix ask again whether it exists)."""
+        request per 1,000 keys (s3fs's and gcsfs's `ls` of an empty prefix ask again whether it exists);
+        those requests list nested keys too (and drop them here), so call it on flat directories only
+        (gc/, retired/<digest>/): under packs/ or heads/ it would page through every key below."""
         if self.object_store:
             with self.failing(f"list {prefix}"):
                 return [name for page in self._pages(prefix, "", PAGE) for name in page if name and "/" not in name]
@@ -166,9 +168,9 @@ class Remote:
         pages = self._pages(directory, after, 1) if self.object_store else iter([self.list_names(directory)])
         with self.failing(f"list {directory}"):
             for names in pages:
-                found = [name for name in names if name > after and decode(name) is not None]
+                found = {name: decoded for name in names if name > after and (decoded := decode(name)) is not None}
                 if found:  # min: a server may ignore the page size (the GCS emulator lists every key)
-                    return decode(min(found))
+                    return found[min(found)]
         return None
 
     def _pages(self, directory: str, after: str, first: int) -> Iterator[list[str]]:
