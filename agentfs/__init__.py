@@ -4,6 +4,7 @@ from .api import Store, open_store
 from .core.checkpoint import Artifact, Checkpoint
 from .core.run import Run
 from .core.schema import Schema
+from .engine.keyslots import Encryption
 from .errors import (
     AgentFSError,
     Conflict,
@@ -16,6 +17,7 @@ from .errors import (
     RemoteError,
     SchemaError,
     SerializationError,
+    WrongKey,
 )
 from .serialization import register
 
@@ -28,6 +30,7 @@ __all__ = [
     "Artifact",
     "Checkpoint",
     "Conflict",
+    "Encryption",
     "FormatError",
     "InFlight",
     "IntegrityError",
@@ -40,6 +43,7 @@ __all__ = [
     "SchemaError",
     "SerializationError",
     "Store",
+    "WrongKey",
     "open",
     "register",
 ]

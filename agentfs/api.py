@@ -14,6 +14,7 @@ from .core.schema import Schema
 from .core.stats import LocalStats, local_stats
 from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
+from .engine.keyslots import EncryptionArg, as_encryption
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.repository import Durability, Repository
 from .names import check_name
@@ -107,8 +108,14 @@ def open_store(
     remote: str | None = None,
     storage_options: dict[str, Any] | None = None,
     durability: Durability = "power",
+    encryption: EncryptionArg = None,
 ) -> Store:
-    """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there."""
+    """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there.
+
+    `encryption`: an `agentfs.Encryption` (passphrase or key file), a passphrase str, or True (the
+    passphrase from AGENTFS_PASSWORD or AGENTFS_PASSWORD_FILE). A new store is then created encrypted;
+    an existing encrypted store is unlocked with it (without it, from the environment); a wrong one
+    raises `WrongKey`."""
     root = Path(path).absolute()
     source = None if remote is None else open_remote(remote, storage_options or {})  # a typo'd remote is refused here
-    return Store(root, durability=durability, source=source)
+    return Store(root, durability=durability, source=source, encryption=as_encryption(encryption))

@@ -48,3 +48,7 @@ class SchemaError(AgentFSError, ValueError):
 
 class RemoteError(AgentFSError, OSError):
     """A remote operation that failed after its retries."""
+
+
+class WrongKey(AgentFSError, PermissionError):
+    """An encrypted store or remote that the passphrase or key file given does not unlock (or none was given)."""

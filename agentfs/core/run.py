@@ -156,7 +156,7 @@ class Run:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
         else:  # any earlier entry of the run is as good to borrow from: skip reading the head
             head = hint if hint is not None and known(self.name, hint) else self.head_id()
-        blobs = BlobWriter(lambda: ObjectWriter(self.store.db, self.store.pool), self._reusable(head))
+        blobs = BlobWriter(lambda: ObjectWriter(self.store.db, self.store.pool), self._reusable(head), self.store.hasher)
         state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
         artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
         objects = blobs.finish()
@@ -396,7 +396,7 @@ class Run:
                 forked_from=forked_from,
                 schema=schema,
             )
-            data, entry = encode_entry(manifest, pack)
+            data, entry = encode_entry(manifest, pack, self.store.hasher)
             relies_on = set(entry.borrowed())  # made durable first: this entry is unreadable without them
             if chosen_at is not None and (
                 chosen_at != self.store.index_generation or not all(self.store.knew_entry(*home) for home in relies_on)

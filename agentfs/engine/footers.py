@@ -9,11 +9,20 @@ from __future__ import annotations
 from collections.abc import Container
 
 from ..format import segment as fmt
+from ..format.crypto import Sealer
 from .segments import Location
 
 
 class Footers(dict[int, fmt.Footer]):
-    """Segment id -> its footer, oldest first."""
+    """Segment id -> its footer, oldest first. Takes and returns run names; with a `sealer` (an encrypted
+    store) the footers hold the runs' stored names (format/crypto.py), translated here."""
+
+    def __init__(self, sealer: Sealer | None = None) -> None:
+        super().__init__()
+        self.sealer = sealer
+
+    def _stored(self, run: str) -> str:
+        return run if self.sealer is None else self.sealer.stored_run(run)
 
     def objects(self, oid: bytes) -> list[Location]:
         """Every copy of the object in these segments."""
@@ -28,29 +37,34 @@ class Footers(dict[int, fmt.Footer]):
 
     def records(self, kind: int, run: str, record_id: str) -> list[Location]:
         """Every copy of the run record in these segments."""
+        run = self._stored(run)
         return [Location(segment_id, *row) for segment_id, footer in self.items() for row in footer.find_record(kind, run, record_id)]
 
     def first_record(self, kind: int, run: str, record_id: str) -> Location | None:
+        run = self._stored(run)
         for segment_id, footer in self.items():
             rows = footer.find_record(kind, run, record_id)
             if rows:
                 return Location(segment_id, *rows[0])
         return None
 
-    def holding(self, kind: int, run: str) -> list[fmt.Footer]:
-        return [footer for footer in self.values() if (kind, run) in footer.runs]
+    def _holding(self, kind: int, stored: str) -> list[fmt.Footer]:
+        return [footer for footer in self.values() if (kind, stored) in footer.runs]
 
     def newest(self, kind: int, run: str, hidden: Container[str]) -> str | None:
         """The run's greatest id of `kind` in these segments that `hidden` does not hold."""
-        found = [newest for footer in self.holding(kind, run) if (newest := footer.newest(kind, run, hidden)) is not None]
+        stored = self._stored(run)
+        found = [newest for footer in self._holding(kind, stored) if (newest := footer.newest(kind, stored, hidden)) is not None]
         return max(found, default=None)
 
     def ids(self, kind: int, run: str) -> list[list[str]]:
         """Each footer's sorted ids of the run's records of `kind`."""
-        return [footer.ids(kind, run) for footer in self.holding(kind, run)]
+        stored = self._stored(run)
+        return [footer.ids(kind, stored) for footer in self._holding(kind, stored)]
 
     def runs(self, kind: int) -> set[str]:
-        return {run for footer in self.values() for record_kind, run in footer.runs if record_kind == kind}
+        stored = {run for footer in self.values() for record_kind, run in footer.runs if record_kind == kind}
+        return stored if self.sealer is None else {self.sealer.run_name(run, "a footer") for run in stored}
 
     def object_locations(self) -> dict[bytes, Location]:
         """Every object and its first copy here: every footer's object rows decoded (and checked)."""

@@ -12,6 +12,9 @@ never deletes a record in place). Each run's head is kept, so `head` and `has` c
 named in `problems`; a retirement record that does not decode hides nothing (verify reports it). A
 damaged footer row raises IntegrityError naming the segment when a lookup reads it; `audit` decodes
 every footer whole and scans instead each segment whose footer does not decode.
+
+An encrypted store (`sealer`): segments hold stored run names and sealed bodies (format/crypto.py); the
+index takes and returns run names and plaintext keys, and `read` authenticates a body before it returns it.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from ..errors import AgentFSError, IntegrityError, NotFound
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
 from ..format import kinds
 from ..format import segment as fmt
+from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
@@ -42,8 +46,9 @@ class Known:
 class Index:
     """Where every record of the segments in `directory` lies. Thread-safe; `refresh()` to see other writers."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, sealer: Sealer | None = None) -> None:
         self.directory = directory
+        self.sealer = sealer
         self._directory = os.fspath(directory)
         # the last listing of the directory, its segment ids and their set
         self._listed: tuple[list[str], list[int], frozenset[int]] = ([], [], frozenset())
@@ -57,7 +62,7 @@ class Index:
         self.refresh()
 
     def _clear(self) -> None:
-        self.footers = Footers()  # sealed segments, searched in place
+        self.footers = Footers(self.sealer)  # sealed segments, searched in place
         # unsealed segments' records (and those of segments sealed since this index first read them)
         self.objects: dict[bytes, Location] = {}
         self.copies: dict[tuple[int, bytes], list[Location]] = {}  # further copies of a key (dedup races, repairs)
@@ -145,7 +150,7 @@ class Index:
             self.segments[segment_id] = Known(True, opened.end)
             try:
                 self._add_footer(segment_id, opened.footer)
-            except IntegrityError as exc:  # a damaged row among those read at open
+            except (IntegrityError, FormatError) as exc:  # a damaged row among those read at open; a run name no key of ours made
                 self._scan_instead(segment_id, exc)
             return
         self.problems.extend(opened.problems)
@@ -154,8 +159,9 @@ class Index:
 
     def _add_footer(self, segment_id: int, footer: fmt.Footer) -> None:
         """Index a sealed segment by its footer: its heads, forks and retirement records; its rows stay where they are."""
-        retirements = [(run, row) for kind, run in footer.runs if kind == kinds.RETIRED for row in footer.rows(kind, run)]
-        heads = {run: footer.newest(kind, run, self.hidden.get(run, ())) for kind, run in footer.runs if kind == kinds.ENTRY}
+        names = {stored: self._run_name(stored, segment_id) for _kind, stored in footer.runs}
+        retirements = [(names[run], row) for kind, run in footer.runs if kind == kinds.RETIRED for row in footer.rows(kind, run)]
+        heads = {names[run]: footer.newest(kind, run, self.hidden.get(names[run], ())) for kind, run in footer.runs if kind == kinds.ENTRY}
         self.footers[segment_id] = footer
         self.entry_log.add(footer)
         for run, newest in heads.items():
@@ -164,6 +170,9 @@ class Index:
         self._add(segment_id, footer.others)
         for run, (record_id, offset, length) in retirements:
             self._hide(run, record_id, Location(segment_id, offset, length))
+
+    def _run_name(self, stored: str, segment_id: int) -> str:
+        return stored if self.sealer is None else self.sealer.run_name(stored, self._where(segment_id))
 
     def _read_tail(self, segment_id: int, known: Known) -> None:
         """Batches appended after `known.end`: one small pread when there are none."""
@@ -211,12 +220,14 @@ class Index:
                 if entry.kind == kinds.OBJECT:
                     self._add_object(kinds.check_object_key(entry.key, where), location)
                 elif entry.kind in kinds.RUN_KINDS:
-                    run, record_id = kinds.split_run_key(entry.key, where, checked=self._valid_runs)
+                    key = entry.key if self.sealer is None else self.sealer.plain_key(entry.kind, entry.key, where)
+                    run, record_id = kinds.split_run_key(key, where, checked=self._valid_runs)
                     if entry.kind == kinds.RETIRED:
                         retirements.append((run, record_id, location))
                     self._add_run_record(entry.kind, run, record_id, location)
                 elif entry.kind == kinds.FORK:
-                    source, target = kinds.split_run_key(entry.key, where, second="run")
+                    key = entry.key if self.sealer is None else self.sealer.plain_key(entry.kind, entry.key, where)
+                    source, target = kinds.split_run_key(key, where, second="run")
                     self.forks.setdefault(source, set()).add(target)
                 # other kinds: a newer writer's; this reader skips them
             except AgentFSError as exc:
@@ -379,7 +390,12 @@ class Index:
         """The record at `location`, its frame verified; IntegrityError if damaged."""
         fd = self.descriptor(location.segment_id)
         data = os.pread(fd, location.length, location.offset)
-        return fmt.decode_record(data, f"{self._where(location.segment_id)} offset {location.offset}")
+        where = f"{self._where(location.segment_id)} offset {location.offset}"
+        record = fmt.decode_record(data, where)
+        if self.sealer is None or record.kind not in kinds.KNOWN:
+            return record
+        body = self.sealer.open(record.kind, record.key, record.body, where)  # authenticated before anything decodes it
+        return fmt.Record(record.kind, self.sealer.plain_key(record.kind, record.key, where), body)
 
     def read_body(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None = None) -> bytes:
         """The body of the record `key` whose first copy lies at `first`, and where it lies now if its

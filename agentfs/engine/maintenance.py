@@ -62,13 +62,13 @@ class GcReport:
     damaged: list[str] = dataclasses.field(default_factory=list)  # entries that could not be read: no object was deleted
 
 
-def _check_object(index: Index, oid: bytes, location: segments.Location) -> Problem | None:
+def _check_object(index: Index, hasher: codec.Hasher, oid: bytes, location: segments.Location) -> Problem | None:
     where = f"object {oid.hex()} ({index.where(location)})"
     try:
-        blob = index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where))  # a repaired copy if any
+        blob = index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where, hasher))  # a repaired copy if any
         if not blob:
             return Problem("empty", where, f"object {oid.hex()} has an empty record")
-        codec.decode(blob, oid, where)
+        codec.decode(blob, oid, where, hasher)
     except NotFound:
         return None  # compacted away while we listed
     except AgentFSError as exc:
@@ -79,14 +79,15 @@ def _check_object(index: Index, oid: bytes, location: segments.Location) -> Prob
 def verify(store: Repository) -> VerifyReport:
     """Read every segment (a fresh index: damaged batches, malformed keys), every object, entry and record, and the closures."""
     report = VerifyReport()
-    index = Index(store.segments_dir)
+    index = Index(store.segments_dir, store.sealer)
     try:
         index.audit()
         report.problems.extend(Problem("corrupt", str(store.segments_dir), problem) for problem in index.problems)
         located = list(index.object_locations().items())
         report.objects = len(located)
         good = {oid for oid, _location in located}
-        for (oid, _location), problem in zip(located, store.pool.map(lambda item: _check_object(index, *item), located), strict=True):
+        checked = store.pool.map(lambda item: _check_object(index, store.hasher, *item), located)
+        for (oid, _location), problem in zip(located, checked, strict=True):
             if problem is not None:
                 good.discard(oid)
                 report.problems.append(problem)

@@ -40,8 +40,17 @@ log = logging.getLogger("agentfs")
 class ObjectStore:
     """The store's objects: `index` says where they lie, `append` adds records, `make_durable` syncs another writer's."""
 
-    def __init__(self, index: Index, append: Append, make_durable: Callable[[Location], None], *, sync_writes: bool) -> None:
+    def __init__(
+        self,
+        index: Index,
+        append: Append,
+        make_durable: Callable[[Location], None],
+        *,
+        sync_writes: bool,
+        hasher: codec.Hasher = codec.hash_bytes,
+    ) -> None:
         self.index = index
+        self.hasher = hasher  # data -> its oid: sha256, or an encrypted store's keyed id
         self.append = append
         self.make_durable = make_durable
         self.sync_writes = sync_writes  # durability "power": the commit's fdatasync will wait for these bytes
@@ -63,7 +72,7 @@ class ObjectStore:
         location = self.location(oid)
         if location is None:
             return self._fetch(oid)[0]
-        return self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, f"object {oid.hex()}"))
+        return self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, f"object {oid.hex()}", self.hasher))
 
     def read(self, oid: bytes) -> bytes:
         location = self.location(oid)
@@ -94,11 +103,14 @@ class ObjectStore:
         The frame's crc32 is not computed: the sha256 check covers every byte it would (the frame's length
         is the index's, its kind and key are compared here, its body is decompressed and hashed)."""
         data = os.pread(self.index.descriptor(location.segment_id), location.length, location.offset)
-        return codec.decode(record_body_unchecked(data, kinds.OBJECT, oid, where), oid, where)
+        body = record_body_unchecked(data, kinds.OBJECT, oid, where)
+        if self.index.sealer is not None:  # authenticated before it is decompressed
+            body = memoryview(self.index.sealer.open(kinds.OBJECT, oid, body, where))
+        return codec.decode(body, oid, where, self.hasher)
 
     def _decoded(self, oid: bytes, location: Location, where: str) -> bytes:
-        blob = self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where))
-        return codec.decode(blob, oid, where)
+        blob = self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where, self.hasher))
+        return codec.decode(blob, oid, where, self.hasher)
 
     def _fetch(self, oid: bytes) -> tuple[bytes, bytes]:
         """(blob, its bytes) fetched from the remote, verified and stored."""
@@ -109,7 +121,7 @@ class ObjectStore:
 
     def install(self, oid: bytes, blob: bytes, where: str) -> bytes:
         """Verify a blob from elsewhere (a remote), append it durably, and return its bytes."""
-        data = codec.decode(blob, oid, where)
+        data = codec.decode(blob, oid, where, self.hasher)
         self.append([Record(kinds.OBJECT, oid, blob)], True)
         return data
 
@@ -212,7 +224,7 @@ class ObjectWriter:
 
     def add(self, data: bytes | memoryview) -> bytes:
         """Store `data` unless the store already holds it; returns its id."""
-        oid = codec.hash_bytes(data)
+        oid = self.objects.hasher(data)
         if self._is_new(oid):
             if len(data) <= WORK_HERE:
                 self._gather(oid, bytes(data))
@@ -257,7 +269,7 @@ class ObjectWriter:
             done()
 
     def _store(self, data: bytes | memoryview) -> bytes:
-        oid = codec.hash_bytes(data)
+        oid = self.objects.hasher(data)
         if self._is_new(oid):
             self._gather(oid, data)
         return oid

@@ -42,13 +42,16 @@ from ..aio import Offloader
 from ..errors import FormatError, IntegrityError, NotFound
 from ..format import keys, kinds
 from ..format import segment as fmt
-from ..format.config import encode_config, new_config, read_config
+from ..format.config import ENCRYPTED_HASH, encode_config, encrypted, encryption_config, new_config, read_config
+from ..format.crypto import Sealer, new_master
+from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import RETIRED
 from ..format.refs import Location
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
+from .keyslots import Encryption, Unlocked, new_slot, read_slots, unlock, write_slot
 from .locks import EXCLUSIVE, flock
 from .object_store import ObjectStore
 from .segment_store import KIND, SegmentStore
@@ -84,13 +87,27 @@ class Source(Protocol):
 class Repository(SegmentStore):
     """A local agentfs store's storage. Safe to share between threads and between processes."""
 
-    def __init__(self, root: Path, *, durability: Durability = "power", source: Source | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        durability: Durability = "power",
+        source: Source | None = None,
+        encryption: Encryption | None = None,
+        adopt: Unlocked | None = None,
+    ) -> None:
+        """`encryption`: how to unlock an encrypted store, or, for a new one, to make it encrypted (a store
+        that is encrypted unlocks from the environment without it); `adopt`: a new store takes this
+        master key and these slots (those of the encrypted remote it is opened with)."""
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
-        super().__init__(root, durability)
-        self.config = self._open_config()
+        self.root = root
+        self.sync_writes = durability == "power"
+        config, sealer = self._open_config(encryption, adopt)
+        super().__init__(root, durability, sealer)
+        self.config = config
         self.source = source
-        self.db = ObjectStore(self.index, self._append, self.make_durable, sync_writes=self.sync_writes)
+        self.db = ObjectStore(self.index, self._append, self.make_durable, sync_writes=self.sync_writes, hasher=self.hasher)
         if source is not None:
             source.attach(self)
             self.db.fetch = source.fetch_object
@@ -100,30 +117,46 @@ class Repository(SegmentStore):
         self._pool: ThreadPoolExecutor | None = None
         self.offload = Offloader()  # runs the blocking work of the async twins (aio.py)
 
-    def _open_config(self) -> dict[str, Any]:
-        """Read the config, creating the store first if needed.
+    def _open_config(self, encryption: Encryption | None, adopt: Unlocked | None) -> tuple[dict[str, Any], Sealer | None]:
+        """Read the config (and unlock an encrypted store), creating the store first if needed.
 
         The config is published before any other directory: creation killed midway, or raced by
         another process, leaves either no config (and only the store's own names) or a complete one.
+        An encrypted store's key slots are made durable before its config names their key.
         """
-        config_path = self.root / keys.CONFIG
+        root = self.root
+        config_path, tmp_dir = root / keys.CONFIG, root / keys.TMP
         created = False
-        layout = (self.segments_dir, self.locks_dir, self.tmp_dir, self.remotes_dir)
+        layout = (root / keys.SEGMENTS, root / keys.LOCKS, tmp_dir, root / keys.REMOTES)
         if self.sync_writes:
-            trust_above(self.root)
+            trust_above(root)
         if not config_path.is_file():
-            own = {path.name for path in layout} | {keys.CONFIG}  # config: another process just created the store
-            if self.root.exists() and any(p.name not in own for p in self.root.iterdir()):
-                raise FormatError(f"{self.root} exists, is not empty and has no agentfs config: not an agentfs store")
-            make_dirs(self.tmp_dir, sync=self.sync_writes)
-            created = write_atomic(self.tmp_dir, config_path, encode_config(new_config()), sync=self.sync_writes)  # loses a race quietly
+            own = {path.name for path in layout} | {keys.CONFIG, keys.KEY_SLOTS}  # config: another process just created the store
+            if root.exists() and any(p.name not in own for p in root.iterdir()):
+                raise FormatError(f"{root} exists, is not empty and has no agentfs config: not an agentfs store")
+            make_dirs(tmp_dir, sync=self.sync_writes)
+            fresh = new_config()
+            if adopt is not None or encryption is not None:
+                master = adopt.master if adopt is not None else new_master()
+                slots = adopt.slots if adopt is not None else [new_slot(master, encryption or Encryption(), label="init")]
+                for slot in slots:
+                    write_slot(root, tmp_dir, slot, sync=self.sync_writes)
+                fresh.update(hash=ENCRYPTED_HASH, encryption=encryption_config(crypto_key_id(master)))
+            created = write_atomic(tmp_dir, config_path, encode_config(fresh), sync=self.sync_writes)  # loses a race quietly
         config = read_config(config_path)
         for path in layout:
             make_dirs(path, sync=self.sync_writes)
         if created:  # the fixed set of locks, so that no commit creates one (flock would, and need not sync it)
             for name in [*(keys.stripe_name(kind, n) for kind in ("run", "journal") for n in range(keys.STRIPES)), "gc", "config"]:
-                (self.locks_dir / name).touch()
-        return config
+                (root / keys.LOCKS / name).touch()
+        field = encrypted(config)
+        if field is None:
+            if (encryption is not None or adopt is not None) and not created:
+                raise FormatError(f"{root} is a plaintext store: copy it to an encrypted one with 'agentfs copy --encrypt {root} DEST'")
+            return config, None
+        if adopt is not None and crypto_key_id(adopt.master) == field["key_id"]:
+            return config, Sealer(adopt.master)
+        return config, Sealer(unlock(read_slots(root), field["key_id"], encryption, str(root)))
 
     @property
     def id(self) -> str:
@@ -240,7 +273,7 @@ class Repository(SegmentStore):
             if found is None:
                 entry = self._fetch_entry(run, checkpoint_id)
             else:
-                entry = decode_entry_at(found[0], run, checkpoint_id, f"{where} ({found[1]})")
+                entry = decode_entry_at(found[0], run, checkpoint_id, f"{where} ({found[1]})", self.hasher)
         except (FormatError, IntegrityError):
             if self.source is None:
                 raise
@@ -270,7 +303,7 @@ class Repository(SegmentStore):
         data = self.source.fetch_entry(run, checkpoint_id) if self.source is not None else None
         if data is None:
             raise NotFound(f"checkpoint {checkpoint_id} not found in run {run!r}")
-        entry = decode_entry_at(data, run, checkpoint_id, f"remote {run}@{checkpoint_id}")
+        entry = decode_entry_at(data, run, checkpoint_id, f"remote {run}@{checkpoint_id}", self.hasher)
         self.install_entry(run, checkpoint_id, data, entry, replace=replace)
         return entry
 

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from ..format import keys, kinds
+from ..format import codec, keys, kinds
 from ..format import segment as fmt
+from ..format.crypto import SEALED_OVERHEAD, Sealer
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
 from ..fsutil import fsync_dir
@@ -30,15 +31,17 @@ KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the
 class SegmentStore:
     """The segments of the store at `root`: where records lie, and appending durably to them."""
 
-    def __init__(self, root: Path, durability: Durability) -> None:
+    def __init__(self, root: Path, durability: Durability, sealer: Sealer | None = None) -> None:
         self.root = root
+        self.sealer = sealer  # an encrypted store's keys: records are sealed as they are appended, opened by the index
         self.durability = durability
         self.sync_writes = durability == "power"
         self.segments_dir = root / keys.SEGMENTS
         self.locks_dir = root / keys.LOCKS
         self.tmp_dir = root / keys.TMP
         self.remotes_dir = root / keys.REMOTES
-        self.index = Index(self.segments_dir)
+        self.index = Index(self.segments_dir, sealer)
+        self.hasher: codec.Hasher = codec.hash_bytes if sealer is None else sealer.object_id  # makes object ids
         self._locks_path = os.fspath(self.locks_dir)
         self._gc_lock_path = os.path.join(root, *keys.GC_LOCK)
         self._writer: SegmentWriter | None = None
@@ -89,6 +92,10 @@ class SegmentStore:
 
     def _append_batch(self, records: Sequence[fmt.Record], sync: bool) -> tuple[int, list[fmt.IndexEntry]]:
         """_append, for a caller that needs no Location: (the segment's id, the records' index entries)."""
+        sealer = self.sealer
+        if sealer is not None:  # each record's key as stored, its body sealed under it (format/crypto.py)
+            stored = [sealer.stored_key(record.kind, record.key) for record in records]
+            records = [fmt.Record(r.kind, key, sealer.seal(r.kind, key, r.body)) for r, key in zip(records, stored, strict=True)]
         segment_id, start, end, entries = self._segment_writer().append_batch(records, sync=sync)
         self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
@@ -186,7 +193,12 @@ class SegmentStore:
     def record_size(self, run: str, kind: str, record_id: str) -> int | None:
         """The bytes of a record's body; None if it is gone."""
         location = self._location(KIND[kind], run, record_id)
-        return None if location is None else location.length - fmt.record_overhead(len(kinds.pair_key(run, record_id)))
+        if location is None:
+            return None
+        if self.sealer is None:
+            return location.length - fmt.record_overhead(len(kinds.pair_key(run, record_id)))
+        key = kinds.pair_key(self.sealer.stored_run(run), record_id)
+        return location.length - fmt.record_overhead(len(key)) - SEALED_OVERHEAD
 
     def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
         """(run, id) of every JOURNAL or RETIRED record in the store."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 
 import zstandard
 
@@ -70,8 +71,11 @@ def encode(data: bytes | memoryview, *, in_entry: bool = False) -> bytes:
     return b"".join((MAGIC, bytes((VERSION, RAW)), data))  # one copy of a view (+ bytes() would make two)
 
 
-def decode(blob: bytes | memoryview, oid: bytes, where: str) -> bytes:
-    """The verified uncompressed bytes of an object file; `where` names it in errors."""
+Hasher = Callable[[bytes | memoryview], bytes]  # data -> its object id: sha256, or an encrypted store's keyed id
+
+
+def decode(blob: bytes | memoryview, oid: bytes, where: str, hasher: Hasher = hash_bytes) -> bytes:
+    """The verified uncompressed bytes of an object file; `where` names it in errors; `hasher` makes ids."""
     if len(blob) < HEADER_SIZE:
         raise IntegrityError(f"object {oid.hex()} at {where} is truncated ({len(blob)} bytes)")
     if bytes(blob[:3]) != MAGIC:
@@ -89,6 +93,6 @@ def decode(blob: bytes | memoryview, oid: bytes, where: str) -> bytes:
             raise IntegrityError(f"object {oid.hex()} at {where} does not decompress: {exc}") from None
     else:
         raise FormatError(f"object {oid.hex()} at {where} has unknown codec {codec}")
-    if hash_bytes(data) != oid:
+    if hasher(data) != oid:
         raise IntegrityError(f"object {oid.hex()} at {where} does not match its hash (corrupt)")
     return data

@@ -33,12 +33,28 @@ def new_config() -> dict[str, Any]:
 
 
 # what a remote's config holds: how its bytes are made, nothing about one store (its id, its retention)
-REMOTE_FIELDS = ("format", "hash", "codec", "chunking", "inline_max", "pack_max")
+REMOTE_FIELDS = ("format", "hash", "codec", "chunking", "inline_max", "pack_max", "encryption")
+ENCRYPTED_HASH = "hmac-sha256"  # an encrypted store's keyed object ids (format/crypto.py): readers without encryption refuse it
 
 
 def remote_config(config: dict[str, Any]) -> dict[str, Any]:
     """The config a pusher publishes on a remote: the store's format fields only, with the remote's format."""
     return {**{key: config[key] for key in REMOTE_FIELDS if key in config}, "format": REMOTE_FORMAT}
+
+
+def encryption_config(key_id: str) -> dict[str, Any]:
+    """The config's "encryption" field: the ciphers, and which master key (key slots name it too)."""
+    return {"format": 1, "cipher": "aes-256-gcm", "names": "aes-siv-512", "ids": ENCRYPTED_HASH, "key_id": key_id}
+
+
+def encrypted(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The config's "encryption" field, checked; None for a plaintext store."""
+    field = config.get("encryption")
+    if field is None:
+        return None
+    if not isinstance(field, dict) or field.get("format") != 1 or not isinstance(field.get("key_id"), str):
+        raise FormatError(f"config's encryption field {str(field)[:80]} is not one this agentfs reads")
+    return field
 
 
 def encode_config(config: dict[str, Any]) -> bytes:
@@ -57,7 +73,9 @@ def check_config(data: bytes, where: str, expected: int, format_1: str) -> dict[
         raise FormatError(format_1)
     if config.get("format") != expected:
         raise FormatError(f"{where} has format {config.get('format')!r}; this agentfs reads format {expected}")
-    if config.get("hash") != "sha256":
+    if config.get("hash") == ENCRYPTED_HASH and isinstance(config.get("encryption"), dict):
+        return config
+    if config.get("hash") != "sha256" or "encryption" in config:
         raise FormatError(f"{where} uses hash {config.get('hash')!r}; this agentfs knows sha256")
     return config
 

@@ -26,6 +26,7 @@ class Entry:
     manifest: Manifest
     manifest_bytes: bytes
     pack: dict[bytes, bytes]  # oid -> object file bytes (verified on read)
+    hasher: codec.Hasher = dataclasses.field(default=codec.hash_bytes, compare=False, repr=False)  # how its oids were made
 
     def refs(self) -> Iterator[tuple[str, Ref]]:
         """(label, blob ref) for every value and artifact of the checkpoint."""
@@ -46,25 +47,25 @@ class Entry:
         blob = self.pack.get(oid)
         if blob is None:
             raise FormatError(f"{where} does not pack object {oid.hex()}")
-        return codec.decode(blob, oid, f"{where} (packed)")
+        return codec.decode(blob, oid, f"{where} (packed)", self.hasher)
 
 
-def encode_entry(manifest: Manifest, pack: dict[bytes, bytes]) -> tuple[bytes, Entry]:
+def encode_entry(manifest: Manifest, pack: dict[bytes, bytes], hasher: codec.Hasher = codec.hash_bytes) -> tuple[bytes, Entry]:
     """The entry file's bytes, and the Entry they decode to."""
     manifest_bytes = manifest.to_bytes()
     body = msgpack.packb([manifest_bytes, [[oid, pack[oid]] for oid in sorted(pack)]], use_bin_type=True)
-    return seal(MAGIC, VERSION, body), Entry(manifest, manifest_bytes, pack)
+    return seal(MAGIC, VERSION, body), Entry(manifest, manifest_bytes, pack, hasher)
 
 
-def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str) -> Entry:
+def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str, hasher: codec.Hasher = codec.hash_bytes) -> Entry:
     """decode_entry, refusing an entry whose manifest is not the checkpoint its path names."""
-    entry = decode_entry(data, where)
+    entry = decode_entry(data, where, hasher)
     if (entry.manifest.run, entry.manifest.id) != (run, checkpoint_id):
         raise FormatError(f"log entry {where} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
     return entry
 
 
-def decode_entry(data: bytes, where: str) -> Entry:
+def decode_entry(data: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> Entry:
     body = unseal(data, MAGIC, VERSION, "log entry", where)
     try:
         manifest_bytes, pack_list = msgpack.unpackb(body, raw=False, use_list=True)
@@ -76,4 +77,4 @@ def decode_entry(data: bytes, where: str) -> Entry:
         raise FormatError(f"log entry {where} is malformed: {exc}") from None
     if not valid:
         raise FormatError(f"log entry {where} is malformed")
-    return Entry(Manifest.from_bytes(manifest_bytes, f"log entry {where}"), manifest_bytes, pack)
+    return Entry(Manifest.from_bytes(manifest_bytes, f"log entry {where}"), manifest_bytes, pack, hasher)

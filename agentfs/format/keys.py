@@ -19,6 +19,7 @@ TMP = "tmp"
 REMOTES = "remotes"
 GC = "gc"  # remote only: remote gc markers
 SEGMENTS = "segments"  # format 2: the local store's append-only segment files
+KEY_SLOTS = "keys"  # an encrypted store's (and remote's) key slots, one file each (format/crypto.py)
 
 LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # a run's kinds of record, each named by a ULID
 RECORD_KINDS = (LOG, JOURNAL, RETIRED)
@@ -40,8 +41,14 @@ def stripe_lock_key(kind: str, run: str) -> tuple[str, str]:
 
 
 def digest(name: str) -> str:
-    """A fixed-length file name for a run name: nested names would collide and may exceed NAME_MAX."""
+    """A fixed-length file name for a run name: nested names would collide and may exceed NAME_MAX.
+    (An encrypted store's run names are its stored names, format/crypto.py: the digest names no plaintext.)"""
     return hashlib.sha256(name.encode()).hexdigest()
+
+
+def key_slot_key(slot_id: str) -> tuple[str, str]:
+    """keys/<slot id>: one key slot of an encrypted remote (as locally)."""
+    return (KEY_SLOTS, slot_id)
 
 
 def gc_marker_key(name: str) -> tuple[str, str]:

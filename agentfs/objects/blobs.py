@@ -39,8 +39,9 @@ class BlobWriter:
     `new_writer` makes the ObjectWriter for chunks and tree nodes, on the first one: a commit of
     small values writes none, and does not pay for the writer."""
 
-    def __init__(self, new_writer: Callable[[], ObjectWriter], reuse: dict[bytes, Ref]) -> None:
+    def __init__(self, new_writer: Callable[[], ObjectWriter], reuse: dict[bytes, Ref], hasher: codec.Hasher = codec.hash_bytes) -> None:
         self._new_writer = new_writer
+        self.hasher = hasher  # the store's object ids (keyed in an encrypted store)
         self._writer: ObjectWriter | None = None
         self.reuse = reuse  # oid -> located ref already in the store (the parent's values)
         self.pack: dict[bytes, bytes] = {}
@@ -59,7 +60,7 @@ class BlobWriter:
         if len(data) <= INLINE_MAX:
             return [INLINE, bytes(data)]
         if len(data) <= PACK_MAX:
-            oid = codec.hash_bytes(data)
+            oid = self.hasher(data)
             if oid in self.reuse:
                 return self.reuse[oid]
             if oid not in self.pack:

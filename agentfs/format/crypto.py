@@ -1,0 +1,263 @@
+"""Encrypted stores: the keys, sealed record bodies, keyed object ids, hidden run names and key slots
+(docs/FORMAT.md, "Encryption"). Bytes only, no I/O; every primitive is `cryptography`'s.
+
+- A random 32-byte master secret; HKDF-SHA256 derives one subkey per use (record AEAD, object id,
+  run names, key id), so no key serves two purposes.
+- Record bodies: AES-256-GCM, a random 96-bit nonce per record, the associated data binding the
+  record's kind and stored key: a body moved to another key or kind does not authenticate.
+- Object ids: HMAC-SHA256 under the object-id key, so an id confirms no guess of the content; every
+  machine holding the master computes the same id (dedup holds across a shared remote).
+- Run names: AES-SIV (deterministic, authenticated) of the name padded to 16 bytes, base32: the
+  same name gives the same stored name on every machine, and only a key holder reads it back.
+- Key slots: the master wrapped (AES-256-GCM) under a key made from a passphrase (scrypt) or a key
+  file (HKDF); a slot that does not authenticate is the wrong passphrase or key file.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import hmac
+import json
+import os
+import time
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+from ..errors import FormatError, IntegrityError, InvalidName, WrongKey
+from . import kinds
+
+MASTER_LENGTH = 32
+NONCE_LENGTH = 12  # AES-GCM's 96-bit nonce, random per record
+TAG_LENGTH = 16
+SEALED_MAGIC = b"AFX"
+SEALED_VERSION = 1
+SEALED_HEADER = len(SEALED_MAGIC) + 1 + NONCE_LENGTH
+SEALED_OVERHEAD = SEALED_HEADER + TAG_LENGTH  # 32 bytes a record
+# Random nonces: at most 2^32 records per master key keeps the chance of a repeated nonce under 2^-32
+# (NIST SP 800-38D, 8.3); a store reaching it must be copied to a new key (agentfs copy --encrypt).
+RECORDS_PER_KEY = 1 << 32
+CIPHER = "aes-256-gcm"
+HASH = "hmac-sha256"  # the config's "hash" of an encrypted store: today's readers refuse it by name
+NAME_BLOCK = 16  # names are padded with NUL to a multiple of this before AES-SIV: lengths leak in steps
+NAME_PIECE = 127  # base32 characters per segment of a stored run name, each segment prefixed "_"
+RUN_NAME_MAX = 592  # bytes: the longest run name whose stored name fits names.MAX_NAME (1024)
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1  # 32 MiB, about 0.1 s: restic's and kopia's order
+SLOT_FORMAT = 1
+SLOT_TYPES = ("passphrase", "key-file")
+
+
+def _derive(master: bytes, info: bytes, length: int = 32) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=None, info=b"agentfs " + info).derive(master)
+
+
+def key_id(master: bytes) -> str:
+    """What the config records of its master key: tells which slots open this store (not secret)."""
+    return _derive(master, b"key id", 16).hex()
+
+
+class Sealer:
+    """The keys of one encrypted store, derived from its master secret."""
+
+    def __init__(self, master: bytes) -> None:
+        if len(master) != MASTER_LENGTH:
+            raise WrongKey(f"a master key is {MASTER_LENGTH} bytes, got {len(master)}")
+        self.master = master
+        self.key_id = key_id(master)
+        self._records = AESGCM(_derive(master, b"record key"))
+        self._id_key = _derive(master, b"object id key")
+        self._names = AESSIV(_derive(master, b"name key", 64))
+        self._stored: dict[str, str] = {}
+        self._shown: dict[str, str] = {}
+
+    # object ids
+
+    def object_id(self, data: bytes | memoryview) -> bytes:
+        return hmac.digest(self._id_key, data, "sha256")
+
+    # record bodies
+
+    def seal(self, kind: int, key: bytes, body: bytes | memoryview) -> bytes:
+        nonce = os.urandom(NONCE_LENGTH)
+        return b"".join((SEALED_MAGIC, bytes((SEALED_VERSION,)), nonce, self._records.encrypt(nonce, body, bytes((kind,)) + key)))
+
+    def open(self, kind: int, key: bytes, data: bytes | memoryview, where: str) -> bytes:
+        """The body sealed in `data` for (kind, stored key); IntegrityError before anything is decompressed or parsed."""
+        if len(data) < SEALED_OVERHEAD or bytes(data[:3]) != SEALED_MAGIC:
+            raise IntegrityError(f"{where}: not a sealed record ({len(data)} bytes)")
+        if data[3] != SEALED_VERSION:
+            raise FormatError(f"{where}: sealed record version {data[3]}, this agentfs reads {SEALED_VERSION}")
+        try:
+            return self._records.decrypt(bytes(data[4:SEALED_HEADER]), memoryview(data)[SEALED_HEADER:], bytes((kind,)) + key)
+        except InvalidTag:
+            raise IntegrityError(f"{where}: sealed record does not authenticate (damaged, moved, or sealed under another key)") from None
+
+    # run names
+
+    def stored_run(self, name: str) -> str:
+        """The run's name as segments, footers, pack indexes and remote keys hold it."""
+        stored = self._stored.get(name)
+        if stored is None:
+            raw = name.encode()
+            if len(raw) > RUN_NAME_MAX:
+                raise InvalidName(f"run name {name[:40]!r}... is {len(raw)} bytes: an encrypted store's are at most {RUN_NAME_MAX}")
+            padded = raw + b"\0" * (-len(raw) % NAME_BLOCK)  # names hold no NUL (names.py)
+            text = base64.b32encode(self._names.encrypt(padded, None)).decode("ascii").rstrip("=").lower()
+            stored = "/".join("_" + text[i : i + NAME_PIECE] for i in range(0, len(text), NAME_PIECE))
+            self._stored[name] = stored
+            self._shown[stored] = name
+        return stored
+
+    def run_name(self, stored: str, where: str = "") -> str:
+        """The name a stored run name stands for; FormatError if it is not one this key made."""
+        name = self._shown.get(stored)
+        if name is not None:
+            return name
+        text = "".join(piece[1:] for piece in stored.split("/"))
+        try:
+            sealed = base64.b32decode(text.upper() + "=" * (-len(text) % 8))
+            name = self._names.decrypt(sealed, None).rstrip(b"\0").decode()
+        except (ValueError, InvalidTag, UnicodeDecodeError):
+            raise FormatError(f"{where}: stored run name {stored[:40]!r} is not one of this store's key") from None
+        self._stored[name] = stored
+        self._shown[stored] = name
+        return name
+
+    def stored_key(self, kind: int, key: bytes) -> bytes:
+        """A record key as stored: a run record's or fork's run names replaced by their stored names."""
+        if kind == kinds.OBJECT:
+            return key
+        first, second = kinds.split_pair_key(key, "record key")
+        if kind == kinds.FORK:
+            second = self.stored_run(second)
+        return kinds.pair_key(self.stored_run(first), second)
+
+    def plain_key(self, kind: int, key: bytes, where: str) -> bytes:
+        """stored_key's inverse."""
+        if kind == kinds.OBJECT or kind not in kinds.KNOWN:
+            return key
+        first, second = kinds.split_pair_key(key, where)
+        if kind == kinds.FORK:
+            second = self.run_name(second, where)
+        return kinds.pair_key(self.run_name(first, where), second)
+
+
+# key slots: the master wrapped under a passphrase or a key file
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One way to unlock a store: its master key wrapped under a passphrase or a key file."""
+
+    slot_id: str  # 16 hex digits
+    key_id: str
+    type: str  # "passphrase" | "key-file"
+    kdf: dict[str, Any]
+    wrapped: bytes
+    created: int
+    label: str = ""
+
+    def to_bytes(self) -> bytes:
+        fields = dataclasses.asdict(self)
+        fields["wrapped"] = base64.b64encode(self.wrapped).decode("ascii")
+        return (json.dumps({"format": SLOT_FORMAT, **fields}, indent=2, sort_keys=True) + "\n").encode()
+
+    def describe(self) -> dict[str, Any]:
+        return {"slot": self.slot_id, "type": self.type, "label": self.label, "created": self.created, "kdf": self.kdf.get("name")}
+
+
+def _b64(text: object, where: str) -> bytes:
+    try:
+        return base64.b64decode(str(text), validate=True)
+    except ValueError:
+        raise FormatError(f"{where}: not base64") from None
+
+
+def decode_slot(data: bytes, where: str) -> Slot:
+    try:
+        fields = json.loads(data)
+        if not isinstance(fields, dict) or fields.get("format") != SLOT_FORMAT:
+            raise FormatError(f"key slot {where} is not a format-{SLOT_FORMAT} key slot")
+        slot = Slot(
+            slot_id=str(fields["slot_id"]),
+            key_id=str(fields["key_id"]),
+            type=str(fields["type"]),
+            kdf=dict(fields["kdf"]),
+            wrapped=_b64(fields["wrapped"], where),
+            created=int(fields["created"]),
+            label=str(fields.get("label", "")),
+        )
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise FormatError(f"key slot {where} is malformed: {exc}") from None
+    if slot.type not in SLOT_TYPES:
+        raise FormatError(f"key slot {where} has unknown type {slot.type!r}")
+    return slot
+
+
+def _wrapping_key(kdf: dict[str, Any], secret: bytes, where: str) -> bytes:
+    salt = _b64(kdf.get("salt"), where)
+    if kdf.get("name") == "scrypt":
+        n, r, p = (kdf.get(k) for k in ("n", "r", "p"))
+        if not all(isinstance(v, int) for v in (n, r, p)) or not (2 <= n <= 1 << 20 and 1 <= r <= 32 and 1 <= p <= 16):  # type: ignore[operator]
+            raise FormatError(f"key slot {where}: scrypt parameters {n}, {r}, {p} out of range")
+        return Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(secret)  # type: ignore[arg-type]
+    if kdf.get("name") == "hkdf-sha256":
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=b"agentfs key file").derive(secret)
+    raise FormatError(f"key slot {where}: unknown key derivation {kdf.get('name')!r}")
+
+
+def _slot_ad(slot_id: str, master_key_id: str) -> bytes:
+    return f"agentfs key slot\0{slot_id}\0{master_key_id}".encode()
+
+
+def make_slot(master: bytes, secret: bytes, slot_type: str, *, label: str = "", scrypt_n: int = SCRYPT_N) -> Slot:
+    """A new slot wrapping `master` under `secret` (a passphrase's UTF-8 bytes, or a key file's bytes)."""
+    if slot_type not in SLOT_TYPES:
+        raise ValueError(f"slot type must be one of {SLOT_TYPES}")
+    salt = base64.b64encode(os.urandom(16)).decode("ascii")
+    kdf: dict[str, Any] = (
+        {"name": "scrypt", "n": scrypt_n, "r": SCRYPT_R, "p": SCRYPT_P, "salt": salt}
+        if slot_type == "passphrase"
+        else {"name": "hkdf-sha256", "salt": salt}
+    )
+    slot_id = os.urandom(8).hex()
+    master_id = key_id(master)
+    nonce = os.urandom(NONCE_LENGTH)
+    wrapped = nonce + AESGCM(_wrapping_key(kdf, secret, slot_id)).encrypt(nonce, master, _slot_ad(slot_id, master_id))
+    return Slot(slot_id, master_id, slot_type, kdf, wrapped, int(time.time()), label)
+
+
+def open_slot(slot: Slot, secret: bytes, where: str) -> bytes | None:
+    """The master key `slot` wraps, or None if `secret` is not its passphrase or key file."""
+    try:
+        key = _wrapping_key(slot.kdf, secret, where)
+        return AESGCM(key).decrypt(slot.wrapped[:NONCE_LENGTH], slot.wrapped[NONCE_LENGTH:], _slot_ad(slot.slot_id, slot.key_id))
+    except (InvalidTag, ValueError):
+        return None
+
+
+def key_file_secret(data: bytes, where: str) -> bytes:
+    """A key file's secret: its bytes, at least 32 (agentfs key add --new-key-file writes 32 random bytes, base64)."""
+    secret = data.strip()
+    if len(secret) < 32:
+        raise WrongKey(f"key file {where} holds {len(secret)} bytes: a key file holds at least 32")
+    return secret
+
+
+def new_key_file() -> bytes:
+    return base64.b64encode(os.urandom(32)) + b"\n"
+
+
+def new_master() -> bytes:
+    return os.urandom(MASTER_LENGTH)
+
+
+def plain_object_id(data: bytes | memoryview) -> bytes:
+    """A plaintext store's object id: sha256."""
+    return hashlib.sha256(data).digest()

@@ -1,0 +1,185 @@
+"""Encrypted stores (docs/FORMAT.md, "Encryption"): nothing readable on disk, every record authenticated, keys."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+import agentfs
+from agentfs.engine.segments import Location, open_segment, segment_ids
+from agentfs.format import kinds
+from agentfs.format import segment as fmt
+
+PASSPHRASE = "correct horse battery staple"
+FAST = 1 << 10  # scrypt's N for the slots these tests make (the default costs 0.1 s an open)
+# each canary is placed in one kind of user data; none may appear in any byte of the store
+CANARIES = {
+    "run": "canaryRUNNAME",
+    "fork": "canaryFORKNAME",
+    "state_key": "canarySTATEKEY",
+    "state_value": "canarySTATEVALUE",
+    "big_value": "canaryBIGVALUE",
+    "metadata": "canaryMETADATA",
+    "artifact_name": "canaryARTIFACTNAME",
+    "artifact": "canaryARTIFACTBYTES",
+    "journal_key": "canaryJOURNALKEY",
+    "journal_result": "canaryJOURNALRESULT",
+}
+
+
+def encryption(passphrase: str = PASSPHRASE) -> agentfs.Encryption:
+    return agentfs.Encryption(passphrase=passphrase, scrypt_n=FAST)
+
+
+def fill(store: agentfs.Store) -> None:
+    """Every kind of user data, each holding its canary; segments sealed (footers) and compacted."""
+    c = CANARIES
+    run = store.run(f"agents/{c['run']}")
+    first = run.commit({c["state_key"]: c["state_value"], "small": "x"}, metadata={"note": c["metadata"]})
+    run.commit(
+        {c["state_key"]: c["state_value"] * 2, "big": (c["big_value"] + " ") * 20_000},
+        metadata={"note": c["metadata"]},
+        artifacts={f"{c['artifact_name']}.txt": (c["artifact"] + "\n").encode() * 50_000},
+    )
+    run.journal.once(c["journal_key"], lambda: c["journal_result"])
+    run.fork(first.id, c["fork"]).commit({"more": c["state_value"]})
+    store.run("doomed").commit({"x": c["state_value"]})
+    store.run("doomed").commit({"x": c["state_value"] + "2"})
+    store.run("doomed").prune(keep_last=1)
+    store.gc(grace=0)  # seals segments (footers with run tables) and compacts
+
+
+def every_byte(root: Path) -> bytes:
+    return b"\0".join(path.name.encode() + b"\0" + path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file())
+
+
+def test_no_canary_appears_in_any_byte_of_the_store(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with agentfs.open(root, encryption=encryption()) as store:
+        fill(store)
+    data = every_byte(root)
+    for what, canary in CANARIES.items():
+        assert canary.encode() not in data, f"the {what} canary is readable in the store"
+        assert canary.lower().encode() not in data.lower()
+    # and the same fill in a plaintext store shows them: the check can see a leak
+    plain = tmp_path / "plain"
+    with agentfs.open(plain) as store:
+        fill(store)
+    assert CANARIES["run"].encode() in every_byte(plain)
+
+
+def test_an_encrypted_store_reads_back_everything(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    c = CANARIES
+    with agentfs.open(root, encryption=encryption()) as store:
+        fill(store)
+    with agentfs.open(root, encryption=PASSPHRASE) as store:
+        assert store.runs() == sorted([f"agents/{c['run']}", c["fork"], "doomed"])
+        head = store.run(f"agents/{c['run']}").latest()
+        assert head is not None
+        assert head.state["big"].startswith(c["big_value"])
+        assert head.metadata == {"note": c["metadata"]}
+        assert head.artifacts[f"{c['artifact_name']}.txt"].read_bytes().startswith(c["artifact"].encode())
+        assert store.run(f"agents/{c['run']}").journal.get(c["journal_key"]).result == c["journal_result"]
+        assert len(store.run("doomed").history()) == 1
+        assert any(cp.forked_from and cp.forked_from[0] == f"agents/{c['run']}" for cp in store.run(c["fork"]).history())
+        assert store.verify().ok
+
+
+def _frames(root: Path) -> list[tuple[Path, fmt.IndexEntry]]:
+    segments = root / "segments"
+    views = [open_segment(segments / fmt.segment_name(sid)) for sid in segment_ids(segments)]
+    return [(view.path, entry) for view in views for entry in view.entries]
+
+
+def _flip_body_bit(path: Path, entry: fmt.IndexEntry) -> None:
+    """Flip the last bit of the record's body and recompute the frame's crc32: damage the frame check cannot see."""
+    data = bytearray(path.read_bytes())
+    start, end = entry.offset, entry.offset + entry.length
+    data[end - 1] ^= 1
+    length, _crc, kind = fmt.FRAME.unpack_from(data, start)
+    crc = zlib.crc32(struct.pack(">I", length) + bytes((kind,)) + bytes(data[start + fmt.FRAME.size : end]))
+    struct.pack_into(">I", data, start + 4, crc)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", [kinds.OBJECT, kinds.ENTRY, kinds.JOURNAL, kinds.RETIRED, kinds.FORK])
+def test_a_flipped_bit_in_any_sealed_record_is_refused_before_decoding(tmp_path: Path, kind: int) -> None:
+    original = tmp_path / "original"
+    with agentfs.open(original, encryption=encryption()) as store:
+        fill(store)
+    frames = [(path, entry) for path, entry in _frames(original) if entry.kind == kind]
+    assert frames
+    root = tmp_path / "damaged"
+    shutil.copytree(original, root)
+    path, entry = frames[0]
+    _flip_body_bit(root / "segments" / path.name, entry)
+    with agentfs.open(root, encryption=encryption()) as store:
+        location = Location(fmt.segment_id_of(path.name), entry.offset, entry.length)
+        with pytest.raises(agentfs.IntegrityError, match="does not authenticate"):
+            store.index.read(location)
+        problems = [str(p) for p in store.verify().problems] if kind != kinds.FORK else []
+    if kind in (kinds.OBJECT, kinds.ENTRY, kinds.JOURNAL, kinds.RETIRED):
+        assert any("does not authenticate" in p for p in problems), problems
+
+
+def test_a_body_moved_to_another_key_or_kind_is_refused(tmp_path: Path) -> None:
+    """The associated data binds a body to its kind and stored key: moved, it does not authenticate."""
+    with agentfs.open(tmp_path / "store", encryption=encryption()) as store:
+        sealer = store.sealer
+        assert sealer is not None
+        one = sealer.stored_key(kinds.ENTRY, kinds.pair_key("a", "0" * 26))
+        two = sealer.stored_key(kinds.ENTRY, kinds.pair_key("a", "1" * 26))
+        sealed = sealer.seal(kinds.ENTRY, one, b"body")
+        assert sealer.open(kinds.ENTRY, one, sealed, "here") == b"body"
+        for kind, key in ((kinds.ENTRY, two), (kinds.JOURNAL, one)):
+            with pytest.raises(agentfs.IntegrityError, match="does not authenticate"):
+                sealer.open(kind, key, sealed, "here")
+
+
+def test_wrong_or_missing_passphrase_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "store"
+    with agentfs.open(root, encryption=encryption()) as store:
+        store.run("a").commit({"v": 1})
+    monkeypatch.delenv("AGENTFS_PASSWORD", raising=False)
+    monkeypatch.delenv("AGENTFS_PASSWORD_FILE", raising=False)
+    with pytest.raises(agentfs.WrongKey, match="wrong passphrase"):
+        agentfs.open(root, encryption="not it")
+    with pytest.raises(agentfs.WrongKey, match="no passphrase or key file given"):
+        agentfs.open(root)
+    monkeypatch.setenv("AGENTFS_PASSWORD", PASSPHRASE)
+    with agentfs.open(root) as store:
+        assert store.run("a").latest().state == {"v": 1}
+    monkeypatch.delenv("AGENTFS_PASSWORD")
+    secret = tmp_path / "pw"
+    secret.write_text(PASSPHRASE + "\n")
+    monkeypatch.setenv("AGENTFS_PASSWORD_FILE", str(secret))
+    with agentfs.open(root) as store:
+        assert store.run("a").latest().state == {"v": 1}
+
+
+def test_a_plaintext_reader_refuses_an_encrypted_config(tmp_path: Path) -> None:
+    """Readers that predate encryption check `hash` == sha256: an encrypted store's config names hmac-sha256."""
+    root = tmp_path / "store"
+    with agentfs.open(root, encryption=encryption()) as store:
+        store.run("a").commit({"v": 1})
+    config = json.loads((root / "config").read_text())
+    assert config["hash"] == "hmac-sha256"
+    assert config["encryption"]["cipher"] == "aes-256-gcm"
+    del config["encryption"]  # what a reader that ignores the field sees: refused by its hash
+    (root / "config").write_text(json.dumps(config))
+    with pytest.raises(agentfs.FormatError, match="hmac-sha256"):
+        agentfs.open(root)
+
+
+def test_a_plaintext_store_is_not_opened_as_encrypted(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with agentfs.open(root) as store:
+        store.run("a").commit({"v": 1})
+    with pytest.raises(agentfs.FormatError, match="copy --encrypt"):
+        agentfs.open(root, encryption=PASSPHRASE)
