@@ -14,9 +14,11 @@ from .core.schema import Schema
 from .core.stats import LocalStats, local_stats
 from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
-from .engine.keyslots import EncryptionArg, as_encryption
+from .engine.keyslots import EncryptionArg, Unlocked, as_encryption, unlock
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.repository import Durability, Repository
+from .format.config import encrypted
+from .format.keys import CONFIG
 from .names import check_name
 from .sync.daemon import SyncDaemon
 from .sync.pack_remote import open_remote
@@ -118,4 +120,10 @@ def open_store(
     raises `WrongKey`."""
     root = Path(path).absolute()
     source = None if remote is None else open_remote(remote, storage_options or {})  # a typo'd remote is refused here
-    return Store(root, durability=durability, source=source, encryption=as_encryption(encryption))
+    unlock_with = as_encryption(encryption)
+    adopt = None
+    field = None if source is None else encrypted(source.config or {})
+    if source is not None and field is not None and not (root / CONFIG).is_file():  # a new store takes the remote's key
+        slots = source.key_slots()
+        adopt = Unlocked(unlock(slots, field["key_id"], unlock_with, f"remote {source.url}"), slots)
+    return Store(root, durability=durability, source=source, encryption=unlock_with, adopt=adopt)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import agentfs
 
-from ..errors import FormatError, NotFound
+from ..engine.keyslots import PASSWORD_ENV, PASSWORD_FILE_ENV, Encryption
+from ..errors import FormatError, NotFound, WrongKey
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -22,6 +25,7 @@ DIFFERENT = 1  # verify found problems, diff found differences
 USAGE = 2  # argparse's own code for a bad command line
 NOT_FOUND = 3
 FAILED = 4
+WRONG_KEY = 5  # an encrypted store or remote that the passphrase or key file given does not open
 INTERRUPTED = 130
 STDOUT_CLOSED = 141  # what a shell reports for a command killed by SIGPIPE
 
@@ -38,7 +42,32 @@ def open_existing(args: argparse.Namespace) -> agentfs.Store:
     root = store_path(args)
     if not (root / "config").is_file():
         raise NotFound(f"no agentfs store at {root} (create one with `agentfs init`, or pass --store PATH or set {STORE_ENV})")
-    return agentfs.open(root)
+    return agentfs.open(root, encryption=cli_encryption(args, root))
+
+
+def cli_encryption(args: argparse.Namespace, root: Path) -> Encryption | None:
+    """How the CLI unlocks the store at `root`: --key-file, else AGENTFS_PASSWORD(_FILE) (read by agentfs.open),
+    else, for an encrypted store and a terminal, a prompt; None for a plaintext store."""
+    key_file = getattr(args, "key_file", None)
+    if key_file:
+        return Encryption(key_file=key_file)
+    try:
+        encrypted = "encryption" in json.loads((root / "config").read_bytes())
+    except (OSError, ValueError, TypeError):
+        return None  # no store yet, or a config agentfs.open will refuse by name
+    if not encrypted or os.environ.get(PASSWORD_ENV) or os.environ.get(PASSWORD_FILE_ENV) or not sys.stdin.isatty():
+        return None
+    return Encryption(passphrase=getpass.getpass(f"passphrase for {root}: "))
+
+
+def new_store_encryption() -> Encryption:
+    """For `init --encrypt`: the environment's passphrase (agentfs.open reads it), else one asked for twice."""
+    if os.environ.get(PASSWORD_ENV) or os.environ.get(PASSWORD_FILE_ENV) or not sys.stdin.isatty():
+        return Encryption()
+    first = getpass.getpass("new passphrase: ")
+    if not first or first != getpass.getpass("again: "):
+        raise WrongKey("the two passphrases are empty or differ")
+    return Encryption(passphrase=first)
 
 
 def resolve(store: agentfs.Store, target: str) -> agentfs.Checkpoint:

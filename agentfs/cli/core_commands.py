@@ -20,7 +20,18 @@ from ..sync.pack_remote import PackRemote
 from ..sync.remote_verify import verify_remote
 from ..sync.repair import repair
 from . import output, thread_view
-from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
+from .common import (
+    DIFFERENT,
+    OK,
+    Subparsers,
+    add_json_flag,
+    cli_encryption,
+    new_store_encryption,
+    open_existing,
+    resolve,
+    storage_options,
+    store_path,
+)
 from .graph import graph_lines
 from .value_diff import value_view
 
@@ -29,6 +40,9 @@ COPY_BLOCK = 1 << 20
 
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("init", help="create the store (nothing happens if it exists)")
+    parser.add_argument(
+        "--encrypt", action="store_true", help="make it encrypted: passphrase from AGENTFS_PASSWORD(_FILE) or a prompt, or --key-file"
+    )
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_init)
 
@@ -81,7 +95,10 @@ def register(subparsers: Subparsers) -> None:
 def cmd_init(args: argparse.Namespace) -> int:
     root = store_path(args)
     created = not (root / "config").is_file()
-    with agentfs.open(root) as store:
+    encryption = cli_encryption(args, root)
+    if args.encrypt and created and encryption is None:
+        encryption = new_store_encryption()
+    with agentfs.open(root, encryption=encryption) as store:
         if args.json:
             output.emit_json({"path": str(store.root), "id": store.id, "created": created})
         else:

@@ -9,9 +9,19 @@ from types import ModuleType
 
 import agentfs
 
-from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing
-from . import core_commands, journal_commands, mcp_commands, output, retention_commands, stats_commands, sync_commands, upgrade_commands
-from .common import DEFAULT_STORE, FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, STORE_ENV, USAGE
+from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing, WrongKey
+from . import (
+    core_commands,
+    journal_commands,
+    key_commands,
+    mcp_commands,
+    output,
+    retention_commands,
+    stats_commands,
+    sync_commands,
+    upgrade_commands,
+)
+from .common import DEFAULT_STORE, FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, STORE_ENV, USAGE, WRONG_KEY
 
 # Each module has `register(subparsers)`, which adds its subcommands and sets `handler`
 # (args -> exit code) on each; another module's commands join by being listed here.
@@ -23,11 +33,14 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     stats_commands,
     mcp_commands,
     upgrade_commands,
+    key_commands,
 )
 
 EPILOG = f"""\
 A checkpoint is named RUN (the run's head) or RUN@ID.
 The store is --store PATH, else ${STORE_ENV}, else ./{DEFAULT_STORE}.
+An encrypted store's passphrase: $AGENTFS_PASSWORD, else the file named by $AGENTFS_PASSWORD_FILE,
+else a prompt; or --key-file PATH.
 
 exit codes:
   0    ok
@@ -35,6 +48,7 @@ exit codes:
   2    usage error: bad arguments, or an invalid run name, artifact name or checkpoint id
   3    not found: the store, a run, a checkpoint or an artifact
   4    any other error: corrupt or missing data, a malformed record, a conflict, an I/O error
+  5    an encrypted store or remote: wrong or missing passphrase or key file
   130  interrupted (Ctrl-C)
   141  stdout was closed before all was written (e.g. `agentfs cat ... | head`), as for SIGPIPE
 Errors are printed to stderr as `agentfs: error: <message>`."""
@@ -48,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--store", metavar="PATH", help=f"the store directory (default: ${STORE_ENV}, else ./{DEFAULT_STORE})")
+    parser.add_argument("--key-file", metavar="PATH", help="unlock an encrypted store with this key file instead of a passphrase")
     parser.add_argument("--version", action="version", version=f"agentfs {agentfs.__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:
@@ -72,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, FAILED)
     except NotFound as exc:
         return _fail(exc, NOT_FOUND)
+    except WrongKey as exc:
+        return _fail(exc, WRONG_KEY)
     except (AgentFSError, OSError) as exc:
         return _fail(exc, FAILED)
 

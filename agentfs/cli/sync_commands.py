@@ -14,6 +14,7 @@ from typing import Any
 
 import agentfs
 
+from ..engine.keyslots import Encryption
 from ..errors import AgentFSError
 from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
 from ..sync.pack_remote import PackRemote
@@ -22,7 +23,7 @@ from ..sync.push import Pusher
 from ..sync.reconcile import recheck
 from ..sync.status import RemoteStats, remote_stats
 from . import output
-from .common import FAILED, INTERRUPTED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
+from .common import FAILED, INTERRUPTED, OK, USAGE, Subparsers, add_json_flag, cli_encryption, open_existing, storage_options, store_path
 
 INTERRUPT_DRAIN = 1.0  # seconds Ctrl-C gives the daemon to push what is committed: exit within 2 s even if the remote is down
 
@@ -123,7 +124,7 @@ def _amounts(checkpoints: int, objects: int) -> str:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    store = agentfs.open(store_path(args))
+    store = agentfs.open(store_path(args), encryption=cli_encryption(args, store_path(args)))
     remote = PackRemote(args.url, storage_options(args.storage_options))
     stats = pull(store, remote, args.runs or None, progress=True)
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
@@ -139,7 +140,10 @@ def cmd_clone(args: argparse.Namespace) -> int:
     target = Path(args.directory).absolute()
     made = next((path for path in reversed([target, *target.parents]) if not path.exists()), None)
     try:
-        with agentfs.open(target) as store:
+        # with the remote as source: a new store takes an encrypted remote's key (its passphrase or --key-file)
+        options, key_file = storage_options(args.storage_options), getattr(args, "key_file", None)
+        unlock = Encryption(key_file=key_file) if key_file else None
+        with agentfs.open(target, remote=args.url, storage_options=options, encryption=unlock) as store:
             stats = pull(store, remote, None, progress=True)
     except BaseException:  # also Ctrl-C: a failed clone leaves no half-made store behind
         if made is not None:

@@ -92,16 +92,21 @@ class SegmentStore:
 
     def _append_batch(self, records: Sequence[fmt.Record], sync: bool) -> tuple[int, list[fmt.IndexEntry]]:
         """_append, for a caller that needs no Location: (the segment's id, the records' index entries)."""
-        sealer = self.sealer
-        if sealer is not None:  # each record's key as stored, its body sealed under it (format/crypto.py)
-            stored = [sealer.stored_key(record.kind, record.key) for record in records]
-            records = [fmt.Record(r.kind, key, sealer.seal(r.kind, key, r.body)) for r, key in zip(records, stored, strict=True)]
-        segment_id, start, end, entries = self._segment_writer().append_batch(records, sync=sync)
+        segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync)
         self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
             with self._lock:
                 self._synced[segment_id] = max(self._synced.get(segment_id, 0), end)
         return segment_id, entries
+
+    def sealed(self, records: Sequence[fmt.Record]) -> Sequence[fmt.Record]:
+        """`records` as segments and packs hold them: in an encrypted store each key as stored and each body
+        sealed under it (format/crypto.py); else unchanged."""
+        sealer = self.sealer
+        if sealer is None:
+            return records
+        stored = [sealer.stored_key(record.kind, record.key) for record in records]
+        return [fmt.Record(r.kind, key, sealer.seal(r.kind, key, r.body)) for r, key in zip(records, stored, strict=True)]
 
     def refresh_index(self) -> None:
         """Index other writers' new records (Index.refresh), reading no tail of this process's current segment."""

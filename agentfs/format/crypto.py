@@ -7,7 +7,7 @@
   record's kind and stored key: a body moved to another key or kind does not authenticate.
 - Object ids: HMAC-SHA256 under the object-id key, so an id confirms no guess of the content; every
   machine holding the master computes the same id (dedup holds across a shared remote).
-- Run names: AES-SIV (deterministic, authenticated) of the name padded to 16 bytes, base32: the
+- Run names: AES-SIV (deterministic, authenticated) of the name padded to 16 bytes, base64url: the
   same name gives the same stored name on every machine, and only a key holder reads it back.
 - Key slots: the master wrapped (AES-256-GCM) under a key made from a passphrase (scrypt) or a key
   file (HKDF); a slot that does not authenticate is the wrong passphrase or key file.
@@ -36,18 +36,17 @@ from . import kinds
 MASTER_LENGTH = 32
 NONCE_LENGTH = 12  # AES-GCM's 96-bit nonce, random per record
 TAG_LENGTH = 16
-SEALED_MAGIC = b"AFX"
-SEALED_VERSION = 1
-SEALED_HEADER = len(SEALED_MAGIC) + 1 + NONCE_LENGTH
-SEALED_OVERHEAD = SEALED_HEADER + TAG_LENGTH  # 32 bytes a record
+# a sealed body is nonce | ciphertext | tag, no magic nor version: the config's "encryption" field names the
+# scheme, and a body that is anything else fails its tag
+SEALED_OVERHEAD = NONCE_LENGTH + TAG_LENGTH  # 28 bytes a record
 # Random nonces: at most 2^32 records per master key keeps the chance of a repeated nonce under 2^-32
 # (NIST SP 800-38D, 8.3); a store reaching it must be copied to a new key (agentfs copy --encrypt).
 RECORDS_PER_KEY = 1 << 32
 CIPHER = "aes-256-gcm"
 HASH = "hmac-sha256"  # the config's "hash" of an encrypted store: today's readers refuse it by name
 NAME_BLOCK = 16  # names are padded with NUL to a multiple of this before AES-SIV: lengths leak in steps
-NAME_PIECE = 127  # base32 characters per segment of a stored run name, each segment prefixed "_"
-RUN_NAME_MAX = 592  # bytes: the longest run name whose stored name fits names.MAX_NAME (1024)
+NAME_PIECE = 127  # base64url characters per segment of a stored run name, each segment prefixed "_"
+RUN_NAME_MAX = 720  # bytes: the longest run name whose stored name fits names.MAX_NAME (1024)
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1  # 32 MiB, about 0.1 s: restic's and kopia's order
 SLOT_FORMAT = 1
 SLOT_TYPES = ("passphrase", "key-file")
@@ -85,16 +84,14 @@ class Sealer:
 
     def seal(self, kind: int, key: bytes, body: bytes | memoryview) -> bytes:
         nonce = os.urandom(NONCE_LENGTH)
-        return b"".join((SEALED_MAGIC, bytes((SEALED_VERSION,)), nonce, self._records.encrypt(nonce, body, bytes((kind,)) + key)))
+        return nonce + self._records.encrypt(nonce, body, bytes((kind,)) + key)
 
     def open(self, kind: int, key: bytes, data: bytes | memoryview, where: str) -> bytes:
         """The body sealed in `data` for (kind, stored key); IntegrityError before anything is decompressed or parsed."""
-        if len(data) < SEALED_OVERHEAD or bytes(data[:3]) != SEALED_MAGIC:
+        if len(data) < SEALED_OVERHEAD:
             raise IntegrityError(f"{where}: not a sealed record ({len(data)} bytes)")
-        if data[3] != SEALED_VERSION:
-            raise FormatError(f"{where}: sealed record version {data[3]}, this agentfs reads {SEALED_VERSION}")
         try:
-            return self._records.decrypt(bytes(data[4:SEALED_HEADER]), memoryview(data)[SEALED_HEADER:], bytes((kind,)) + key)
+            return self._records.decrypt(bytes(data[:NONCE_LENGTH]), memoryview(data)[NONCE_LENGTH:], bytes((kind,)) + key)
         except InvalidTag:
             raise IntegrityError(f"{where}: sealed record does not authenticate (damaged, moved, or sealed under another key)") from None
 
@@ -108,7 +105,7 @@ class Sealer:
             if len(raw) > RUN_NAME_MAX:
                 raise InvalidName(f"run name {name[:40]!r}... is {len(raw)} bytes: an encrypted store's are at most {RUN_NAME_MAX}")
             padded = raw + b"\0" * (-len(raw) % NAME_BLOCK)  # names hold no NUL (names.py)
-            text = base64.b32encode(self._names.encrypt(padded, None)).decode("ascii").rstrip("=").lower()
+            text = base64.urlsafe_b64encode(self._names.encrypt(padded, None)).decode("ascii").rstrip("=")
             stored = "/".join("_" + text[i : i + NAME_PIECE] for i in range(0, len(text), NAME_PIECE))
             self._stored[name] = stored
             self._shown[stored] = name
@@ -121,7 +118,7 @@ class Sealer:
             return name
         text = "".join(piece[1:] for piece in stored.split("/"))
         try:
-            sealed = base64.b32decode(text.upper() + "=" * (-len(text) % 8))
+            sealed = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
             name = self._names.decrypt(sealed, None).rstrip(b"\0").decode()
         except (ValueError, InvalidTag, UnicodeDecodeError):
             raise FormatError(f"{where}: stored run name {stored[:40]!r} is not one of this store's key") from None

@@ -1,6 +1,7 @@
 """What a remote is known to hold: append-only files under remotes/<name>/, loaded at start.
 
 Appends are not fsynced: losing the tail after a power cut only means checking those keys again.
+An encrypted store's files name runs by their stored names (format/crypto.py), translated as they are read.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.repository import Repository
+from ..format.crypto import Sealer
 from ..fsutil import make_dirs, write_atomic
 
 OID_SIZE = 32
@@ -20,16 +22,17 @@ OID_SIZE = 32
 class PushIndex:
     """The index kept in `directory` (a Repository's remote_state_dir), its temp files in directory/tmp."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, sealer: Sealer | None = None) -> None:
         self.directory = directory
+        self.sealer = sealer
         self.tmp = directory / "tmp"
         make_dirs(self.tmp, sync=False)
         self._lock = threading.Lock()
         self.objects = self._load_objects()
         self.entries = self._load_entries()
-        self.records = {(kind, run, rid) for kind, run, rid in (line.split(" ") for line in self._lines("records"))}
+        self.records = {(kind, self._run(run), rid) for kind, run, rid in (line.split(" ") for line in self._lines("records"))}
         # entries a remote gc removed (retired): not pushed again unless a new entry borrows from them
-        self.gone = {(run, cid) for run, _, cid in (line.rpartition(" ") for line in self._lines("gone"))}
+        self.gone = {(self._run(run), cid) for run, _, cid in (line.rpartition(" ") for line in self._lines("gone"))}
         self.gc_seen = set(self._lines("gc"))  # remote gc runs whose plans this index has applied
         # format 2: the pack that holds a record, by kind byte + key in hex (a hint for head keys)
         self.places = dict(line.split(" ") for line in self._lines("places") if line.count(" ") == 1)
@@ -41,7 +44,13 @@ class PushIndex:
         return {data[i : i + OID_SIZE] for i in range(0, usable, OID_SIZE)}
 
     def _load_entries(self) -> set[tuple[str, str]]:
-        return {(run, checkpoint_id) for run, _, checkpoint_id in (line.rpartition(" ") for line in self._lines("entries"))}
+        return {(self._run(run), checkpoint_id) for run, _, checkpoint_id in (line.rpartition(" ") for line in self._lines("entries"))}
+
+    def _run(self, stored: str) -> str:
+        return stored if self.sealer is None else self.sealer.run_name(stored, str(self.directory))
+
+    def _stored(self, run: str) -> str:
+        return run if self.sealer is None else self.sealer.stored_run(run)
 
     def _lines(self, name: str) -> list[str]:
         path = self.directory / name
@@ -66,14 +75,14 @@ class PushIndex:
         with self._lock:
             fresh = [entry for entry in entries if entry not in self.entries]
             if fresh:
-                self._append("entries", "".join(f"{run} {cid}\n" for run, cid in fresh).encode())
+                self._append("entries", "".join(f"{self._stored(run)} {cid}\n" for run, cid in fresh).encode())
                 self.entries.update(fresh)
 
     def add_records(self, records: list[tuple[str, str, str]]) -> None:
         with self._lock:
             fresh = [record for record in records if record not in self.records]
             if fresh:
-                self._append("records", "".join(f"{kind} {run} {rid}\n" for kind, run, rid in fresh).encode())
+                self._append("records", "".join(f"{kind} {self._stored(run)} {rid}\n" for kind, run, rid in fresh).encode())
                 self.records.update(fresh)
 
     def add_places(self, places: dict[str, str]) -> None:
@@ -95,7 +104,7 @@ class PushIndex:
                 write_atomic(self.tmp, self.directory / "objects", b"".join(sorted(self.objects)), sync=False, exclusive=False)
             fresh = sorted(entries - self.gone)
             if fresh:
-                self._append("gone", "".join(f"{run} {cid}\n" for run, cid in fresh).encode())
+                self._append("gone", "".join(f"{self._stored(run)} {cid}\n" for run, cid in fresh).encode())
                 self.gone.update(fresh)
             self._append("gc", f"{gc_id}\n".encode())
             self.gc_seen.add(gc_id)
@@ -111,11 +120,11 @@ class PushIndex:
                 write_atomic(self.tmp, self.directory / "objects", b"".join(sorted(self.objects)), sync=False, exclusive=False)
             if entries:
                 self.entries -= entries
-                text = "".join(f"{run} {cid}\n" for run, cid in sorted(self.entries))
+                text = "".join(f"{self._stored(run)} {cid}\n" for run, cid in sorted(self.entries))
                 write_atomic(self.tmp, self.directory / "entries", text.encode(), sync=False, exclusive=False)
             if records:
                 self.records -= records
-                text = "".join(f"{kind} {run} {rid}\n" for kind, run, rid in sorted(self.records))
+                text = "".join(f"{kind} {self._stored(run)} {rid}\n" for kind, run, rid in sorted(self.records))
                 write_atomic(self.tmp, self.directory / "records", text.encode(), sync=False, exclusive=False)
 
     def write_reconciliation(self, summary: dict[str, Any]) -> None:
@@ -138,12 +147,13 @@ class PushIndex:
     def note_divergence(self, checked: set[str], diverged: dict[str, list[str]]) -> None:
         """Record which of the `checked` runs have more than one head (`diverged`: run -> heads); `status` shows it."""
         known = {run: heads for run, heads in self.read_divergence().items() if run not in checked}
-        write_atomic(self.tmp, self.directory / "diverged.json", json.dumps({**known, **diverged}).encode(), sync=False, exclusive=False)
+        stored = {self._stored(run): heads for run, heads in {**known, **diverged}.items()}
+        write_atomic(self.tmp, self.directory / "diverged.json", json.dumps(stored).encode(), sync=False, exclusive=False)
 
     def read_divergence(self) -> dict[str, list[str]]:
         try:
-            return dict(json.loads((self.directory / "diverged.json").read_text()))
-        except (FileNotFoundError, ValueError):
+            return {self._run(run): heads for run, heads in json.loads((self.directory / "diverged.json").read_text()).items()}
+        except (FileNotFoundError, ValueError, AttributeError):
             return {}
 
     def read_status(self) -> dict[str, Any]:

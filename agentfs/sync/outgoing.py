@@ -14,14 +14,14 @@ from ..format.entries import decode_entry_at
 from ..format.refs import Location
 
 
-def check_object(oid: bytes, blob: bytes, where: str) -> None:
+def check_object(oid: bytes, blob: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> None:
     """An object file whose bytes do not hash to `oid` (or do not decode) raises IntegrityError."""
-    codec.decode(blob, oid, where)
+    codec.decode(blob, oid, where, hasher)
 
 
-def check_entry(loc: Location, data: bytes, where: str) -> None:
+def check_entry(loc: Location, data: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> None:
     """A log entry that is damaged, not the checkpoint its name says, or packs a corrupt object raises."""
-    entry = decode_entry_at(data, *loc, where)
+    entry = decode_entry_at(data, *loc, where, hasher)
     for oid in entry.pack:
         entry.packed(oid, where)
 

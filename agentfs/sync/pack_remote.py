@@ -3,6 +3,10 @@
 Reading is by ranged GETs of record frames whose places the pack indexes give. Indexes never change
 once written, so each is fetched once and kept under the remote's local state directory. Every
 frame read is checked (its checksum, its kind and key); callers verify the content's hash.
+
+An encrypted remote (`use_keys`): packs hold stored run names and sealed bodies, as the store's segments
+do (format/crypto.py); this class takes and returns run names and plaintext keys, opens every body it
+reads (authenticated before anything decodes it), and names head and retirement keys by stored names.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.repository import Repository
-from ..errors import AgentFSError, FormatError, RemoteError
-from ..format import keys, kinds
+from ..errors import AgentFSError, FormatError, RemoteError, WrongKey
+from ..format import crypto, keys, kinds
+from ..format.config import encrypted
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
 from ..format.segment import IndexEntry, decode_record
@@ -53,11 +58,41 @@ class PackRemote(Remote):
         self._ahead_bytes = 0
         self._cache: Path | None = None
         self._store: Repository | None = None
+        self.sealer: crypto.Sealer | None = None
+
+    def use_keys(self, sealer: crypto.Sealer | None) -> None:
+        """Read and write this remote with the store's keys (None: plaintext); refused unless the remote's
+        config says the same (an encrypted remote is never read as plaintext, nor under another key)."""
+        field = encrypted(self.identify()) if self.config is not None or sealer is not None else None
+        if sealer is None and field is not None:
+            raise WrongKey(f"remote {self.url} is encrypted: open the store with its passphrase or key file (encryption=...)")
+        if sealer is not None and (field is None or field["key_id"] != sealer.key_id):
+            what = "is not encrypted" if field is None else "is encrypted under another master key"
+            raise WrongKey(f"remote {self.url} {what}: an encrypted store pushes to a fresh URL or to its own remote")
+        self.sealer = sealer
+
+    def stored_run(self, run: str) -> str:
+        """The run's name in this remote's keys: its stored name when encrypted."""
+        return run if self.sealer is None else self.sealer.stored_run(run)
+
+    def key_slots(self) -> list[crypto.Slot]:
+        """An encrypted remote's key slots (keys/<slot id>): how a machine resuming from it unlocks it."""
+        found = []
+        for name in self.list_names(self.key(keys.KEY_SLOTS)):
+            data = self.read(self.key(*keys.key_slot_key(name)), MAX_HEAD)
+            if data is not None:
+                with contextlib.suppress(FormatError):  # a damaged slot opens nothing; the others may
+                    found.append(crypto.decode_slot(data, f"remote {self.url} key slot {name}"))
+        return found
+
+    def put_slot(self, slot: crypto.Slot) -> None:
+        self.create(self.key(*keys.key_slot_key(slot.slot_id)), slot.to_bytes())
 
     def attach(self, store: Repository) -> None:
         if self.index is not None:
             return
         super().attach(store)
+        self.use_keys(store.sealer)
         self._store = store
         self._cache = store.remote_state_dir(self.name) / keys.PACKS
         make_dirs(self._cache / "tmp", sync=False)
@@ -75,13 +110,18 @@ class PackRemote(Remote):
             if data is None:
                 return False
         _size, entries = decode_pack_index(data, pack_id, f"remote {self.url} pack index {pack_id}")
+        self.learn(pack_id, entries)
         if cached is not None and not cached.is_file():
             write_atomic(cached.parent / "tmp", cached, data, sync=False)
-        self.learn(pack_id, entries)
         return True
 
-    def learn(self, pack_id: str, entries: list[IndexEntry]) -> None:
-        """Take in where a pack's records lie (from its index, or from a pack this process just pushed)."""
+    def learn(self, pack_id: str, entries: list[IndexEntry]) -> list[IndexEntry]:
+        """Take in where a pack's records lie (from its index, or from a pack this process just pushed); its
+        records with plaintext keys."""
+        where = f"remote {self.url} pack {pack_id}"
+        sealer = self.sealer
+        if sealer is not None:
+            entries = [IndexEntry(e.kind, sealer.plain_key(e.kind, e.key, where), e.offset, e.length) for e in entries]
         frames = sorted(entries, key=lambda entry: entry.offset)
         for entry in frames:  # checked before anything is taken in
             if entry.kind in kinds.RUN_KINDS:
@@ -90,6 +130,7 @@ class PackRemote(Remote):
             self._take(pack_id, frames)
             self._frames[pack_id] = frames
             self._pack_locks.setdefault(pack_id, threading.Lock())
+        return frames
 
     def _take(self, pack_id: str, frames: list[IndexEntry]) -> None:
         for entry in frames:
@@ -209,12 +250,13 @@ class PackRemote(Remote):
                     self._ahead_bytes += len(body)
         return found
 
-    @staticmethod
-    def _body(data: bytes, frame: IndexEntry, where: str) -> bytes:
-        record = decode_record(data, f"{where} offset {frame.offset}")
-        if (record.kind, record.key) != (frame.kind, frame.key):
-            raise FormatError(f"{where} offset {frame.offset}: the record is not the one its index names")
-        return record.body
+    def _body(self, data: bytes, frame: IndexEntry, where: str) -> bytes:
+        where = f"{where} offset {frame.offset}"
+        record = decode_record(data, where)
+        stored = frame.key if self.sealer is None else self.sealer.stored_key(frame.kind, frame.key)
+        if (record.kind, record.key) != (frame.kind, stored):
+            raise FormatError(f"{where}: the record is not the one its index names")
+        return record.body if self.sealer is None else self.sealer.open(frame.kind, stored, record.body, where)
 
     def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
         """The object's frame and the object frames right after it that the store lacks, up to READ_AHEAD bytes."""
@@ -250,7 +292,11 @@ class PackRemote(Remote):
     def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None:
         data = None
         if kind == RETIRED:  # its own key first: no pack index needed
-            data = self.read(self.key(*keys.retired_key(check_name(run), check_id(record_id))), MAX_FRAME)
+            stored = self.stored_run(check_name(run))
+            data = self.read(self.key(*keys.retired_key(stored, check_id(record_id))), MAX_FRAME)
+            if data is not None and self.sealer is not None:
+                key = kinds.pair_key(stored, record_id)
+                data = self.sealer.open(kinds.RETIRED, key, data, f"remote {self.url} retirement key {run} {record_id}")
         if data is None:
             data = self.read_body(KIND_OF[kind], kinds.pair_key(check_name(run), check_id(record_id)))
         if data is not None and self.index is not None:
@@ -266,7 +312,8 @@ class PackRemote(Remote):
     def list_ids(self, run: str, kind: str = LOG) -> list[str]:
         """The run's ids of `kind`; retirement records by one listing of their own keys, the rest from every pack index."""
         if kind == RETIRED:
-            return sorted(name for name in self.list_names(self.key(*keys.retired_dir_key(check_name(run)))) if ID.fullmatch(name))
+            directory = self.key(*keys.retired_dir_key(self.stored_run(check_name(run))))
+            return sorted(name for name in self.list_names(directory) if ID.fullmatch(name))
         self.load_all(force=False)
         return sorted(self.ids.get((KIND_OF[kind], check_name(run)), ()))
 
@@ -290,13 +337,14 @@ class PackRemote(Remote):
                 )
             return keys.head_id_of(name)
 
-        checkpoint_id = self.first_name(self.key(*keys.head_dir_key(run)), "", head_of)
+        stored = self.stored_run(run)
+        checkpoint_id = self.first_name(self.key(*keys.head_dir_key(stored)), "", head_of)
         if checkpoint_id is None:
             return None
-        data = self.read(self.key(*keys.head_key(run, checkpoint_id)), MAX_HEAD)
+        data = self.read(self.key(*keys.head_key(stored, checkpoint_id)), MAX_HEAD)
         if data is None:
             raise RemoteError(f"{where} head key {checkpoint_id} vanished while read")
-        head = decode_head(data, run, checkpoint_id, f"{where} head key {checkpoint_id}")
+        head = decode_head(data, stored, checkpoint_id, f"{where} head key {checkpoint_id}")
         self._load_many(pack_id for pack_id in head.packs if pack_id not in self._frames)
         return checkpoint_id
 

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from tqdm import tqdm
 from ulid import ULID
 
+from ..engine.keyslots import read_slots
 from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError
@@ -77,8 +78,9 @@ class Pusher:
         self.workers = workers
         self.pack_target = pack_target
         self.writer = ULID.from_str(store.id).bytes
+        remote.sealer = store.sealer  # checked against the remote's config by _ensure_config
         # one index per remote and process: what a resume fetched counts as already there
-        self.index = remote.index or PushIndex(store.remote_state_dir(remote.name))
+        self.index = remote.index or PushIndex(store.remote_state_dir(remote.name), store.sealer)
         remote.index = self.index
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
@@ -151,6 +153,10 @@ class Pusher:
         if self._config_checked:
             return
         self.remote.ensure_config(remote_config(self.store.config))
+        self.remote.use_keys(self.store.sealer)
+        if self.store.sealer is not None:  # a machine resuming from the remote unlocks it with these
+            for slot in read_slots(self.store.root):
+                self.remote.put_slot(slot)
         self._config_checked = True
 
     def push_object(self, oid: bytes, stats: PushStats, stop: threading.Event | None = None) -> None:
@@ -205,9 +211,9 @@ class Pusher:
     def _place(self, packs: list[tuple[str, list[IndexEntry]]]) -> None:
         """Note where the records of packs just pushed lie: the reader's map and the index's hints for head keys."""
         places: dict[str, str] = {}
-        for pack_id, frames in packs:
-            self.remote.learn(pack_id, frames)
-            places.update((place_key(frame.kind, frame.key), pack_id) for frame in frames)
+        for pack_id, stored in packs:
+            frames = self.remote.learn(pack_id, stored)
+            places.update((self._place_key(frame.kind, frame.key), pack_id) for frame in frames)
         self.index.add_places(places)
 
     def _entries(self, batch: list[Location]) -> dict[Location, tuple[bytes, Entry]]:
@@ -222,7 +228,7 @@ class Pusher:
             if raw is None:
                 continue  # retired here since it was listed
             try:
-                check_entry(loc, raw, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG, loc[1])})")
+                check_entry(loc, raw, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG, loc[1])})", self.store.hasher)
                 entry = self.store.read_entry(*loc)
             except AgentFSError as exc:  # a damaged entry stays local; the rest goes up
                 self.refusals.entry(loc, str(exc))
@@ -272,7 +278,7 @@ class Pusher:
     def _checked_object(self, oid: bytes) -> Record | None:
         data = self.store.db.read_raw(oid)
         try:
-            check_object(oid, data, f"local object {oid.hex()} in {self.store.root}")
+            check_object(oid, data, f"local object {oid.hex()} in {self.store.root}", self.store.hasher)
         except AgentFSError as exc:
             self.refusals.object(oid, f"object not pushed: {exc}")
             return None
@@ -304,7 +310,7 @@ class Pusher:
         return [future.result() for future in uploads]  # every pack whole before any index names it
 
     def _put_pack(self, records: list[Record], stats: PushStats) -> Pack:
-        pack = encode_pack(records, self.writer)
+        pack = encode_pack(self.store.sealed(records), self.writer)  # an encrypted store's packs hold what its segments do
         self.remote.create(self.remote.key(*keys.pack_key(pack.pack_id)), pack.data)
         with self._stats_lock:
             stats.bytes += len(pack.data)
@@ -341,18 +347,24 @@ class Pusher:
             check_record(RETIRED, data or b"", run, record_id, self.store.where_stored(run, RETIRED, record_id))
         except AgentFSError:
             return  # refused (and reported) as its pack was made, or removed since
-        self.remote.create(self.remote.key(*keys.retired_key(run, record_id)), data or b"")
+        body = self.store.sealed([Record(kinds.RETIRED, kinds.pair_key(run, record_id), data or b"")])[0].body
+        self.remote.create(self.remote.key(*keys.retired_key(self.remote.stored_run(run), record_id)), body)
 
     def _put_head(self, run: str, checkpoint_id: str, entry: Entry) -> None:
         """The head key, last: it names the packs holding the entry and its closure, where this index knows them."""
-        needed = [place_key(kinds.ENTRY, kinds.pair_key(run, checkpoint_id))]
-        needed += [place_key(kinds.ENTRY, kinds.pair_key(*dep)) for dep in entry.borrowed()]
-        needed += [place_key(kinds.OBJECT, oid) for oid in self._closure((run, checkpoint_id), entry, set())]
+        needed = [self._place_key(kinds.ENTRY, kinds.pair_key(run, checkpoint_id))]
+        needed += [self._place_key(kinds.ENTRY, kinds.pair_key(*dep)) for dep in entry.borrowed()]
+        needed += [self._place_key(kinds.OBJECT, oid) for oid in self._closure((run, checkpoint_id), entry, set())]
         packs = {self.index.places[key] for key in needed if key in self.index.places}
-        key = self.remote.key(*keys.head_key(run, checkpoint_id))
-        if not self.remote.create(key, encode_head(run, checkpoint_id, sorted(packs)), compare=False):
+        stored = self.remote.stored_run(run)  # an encrypted store's head keys name no run
+        key = self.remote.key(*keys.head_key(stored, checkpoint_id))
+        if not self.remote.create(key, encode_head(stored, checkpoint_id, sorted(packs)), compare=False):
             held = self.remote.read(key, MAX_HEAD)  # pushed before (a recheck): any valid head key for it will do
-            decode_head(held or b"", run, checkpoint_id, f"remote {self.remote.url} head key {run}@{checkpoint_id}")
+            decode_head(held or b"", stored, checkpoint_id, f"remote {self.remote.url} head key {key}")
+
+    def _place_key(self, kind: int, key: bytes) -> str:
+        """A record's name in the index's places: by its stored key in an encrypted store (no run name in the file)."""
+        return place_key(kind, key if self.store.sealer is None else self.store.sealer.stored_key(kind, key))
 
     def _closure(self, loc: Location, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:
         """The object files `entry` needs; a node that cannot be read stops the push (nothing corrupt goes up)."""

@@ -139,7 +139,7 @@ class Remote:
         if self.index is not None:
             return
         self.identify()
-        self.index = PushIndex(store.remote_state_dir(self.name))
+        self.index = PushIndex(store.remote_state_dir(self.name), store.sealer)
         remember_url(self.index.directory, self.url)
         (self.index.directory / "pulled").touch()
 

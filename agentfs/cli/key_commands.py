@@ -1,0 +1,155 @@
+"""Encrypted stores on the command line: `agentfs key list|add|remove|passwd` and `agentfs copy --encrypt`.
+
+A key slot wraps the store's master key; adding or removing one never touches the data. A new
+passphrase comes from AGENTFS_NEW_PASSWORD, else a prompt (twice); a new key file is written by
+`--new-key-file PATH` (32 random bytes, base64, mode 0600).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import getpass
+import os
+import sys
+from pathlib import Path
+
+import agentfs
+
+from ..engine.keyslots import Encryption, new_slot, read_slots, remove_slot, write_slot
+from ..errors import FormatError, WrongKey
+from ..format import crypto
+from . import output
+from .common import OK, Subparsers, add_json_flag, cli_encryption, open_existing, store_path
+
+NEW_PASSWORD_ENV = "AGENTFS_NEW_PASSWORD"
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser("key", help="an encrypted store's key slots: list, add, remove, passwd")
+    keys = parser.add_subparsers(dest="key_command", metavar="ACTION", required=True)
+
+    sub = keys.add_parser("list", help="the store's key slots (id, type, label, created)")
+    add_json_flag(sub)
+    sub.set_defaults(handler=cmd_list)
+
+    sub = keys.add_parser("add", help="a new slot: a passphrase (prompted, or AGENTFS_NEW_PASSWORD) or a key file")
+    which = sub.add_mutually_exclusive_group()
+    which.add_argument("--new-key-file", metavar="PATH", help="write a new random key file at PATH (must not exist) and add it")
+    which.add_argument("--add-key-file", metavar="PATH", help="add an existing key file (at least 32 bytes)")
+    sub.add_argument("--label", default="", help="a note kept with the slot")
+    sub.set_defaults(handler=cmd_add)
+
+    sub = keys.add_parser("remove", help="remove a slot (never the last one)")
+    sub.add_argument("slot", metavar="SLOT")
+    sub.set_defaults(handler=cmd_remove)
+
+    sub = keys.add_parser("passwd", help="change the passphrase: a new slot, then the slots the current passphrase opens go")
+    sub.set_defaults(handler=cmd_passwd)
+
+    parser = subparsers.add_parser("copy", help="copy every run's checkpoints into a new store (with --encrypt: an encrypted one)")
+    parser.add_argument("source", metavar="SRC", help="the store to read")
+    parser.add_argument("target", metavar="DEST", help="a new store directory")
+    parser.add_argument("--encrypt", action="store_true", help="make DEST encrypted (passphrase: AGENTFS_NEW_PASSWORD or a prompt)")
+    parser.set_defaults(handler=cmd_copy)
+
+
+def _new_passphrase() -> str:
+    if os.environ.get(NEW_PASSWORD_ENV):
+        return os.environ[NEW_PASSWORD_ENV]
+    if not sys.stdin.isatty():
+        raise WrongKey(f"no new passphrase: set {NEW_PASSWORD_ENV} or run in a terminal")
+    first = getpass.getpass("new passphrase: ")
+    if not first or first != getpass.getpass("again: "):
+        raise WrongKey("the two passphrases are empty or differ")
+    return first
+
+
+def _new_key_file(path: Path) -> Encryption:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise WrongKey(f"{path} exists: --new-key-file writes a new file") from None
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(crypto.new_key_file())
+    return Encryption(key_file=path)
+
+
+def _master(store: agentfs.Store) -> bytes:
+    if store.sealer is None:
+        raise FormatError(f"{store.root} is not encrypted: it has no key slots (copy it with 'agentfs copy --encrypt')")
+    return store.sealer.master
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with open_existing(args) as store:
+        _master(store)
+        slots = [slot.describe() for slot in read_slots(store.root)]
+    if args.json:
+        output.emit_json(slots)
+    else:
+        for slot in slots:
+            created = output.when(dt.datetime.fromtimestamp(slot["created"], tz=dt.timezone.utc))
+            output.line(f"{slot['slot']}  {slot['type']:<10} {created}  {slot['label']}")
+    return OK
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    with open_existing(args) as store:
+        master = _master(store)
+        if args.new_key_file:
+            how = _new_key_file(Path(args.new_key_file))
+        elif args.add_key_file:
+            how = Encryption(key_file=args.add_key_file)
+        else:
+            how = Encryption(passphrase=_new_passphrase())
+        slot = new_slot(master, how, label=args.label)
+        write_slot(store.root, store.tmp_dir, slot, sync=store.sync_writes)
+    output.line(f"added key slot {slot.slot_id} ({slot.type})")
+    return OK
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    with open_existing(args) as store:
+        _master(store)
+        remove_slot(store.root, args.slot, sync=store.sync_writes)
+    output.line(f"removed key slot {args.slot}")
+    return OK
+
+
+def cmd_passwd(args: argparse.Namespace) -> int:
+    root = store_path(args)
+    current = cli_encryption(args, root)
+    with open_existing(args) as store:
+        master = _master(store)
+        found = (current or Encryption()).secret()
+        assert found is not None
+        old = [s for s in read_slots(root) if s.type == "passphrase" and crypto.open_slot(s, found[1], s.slot_id) == master]
+        slot = new_slot(master, Encryption(passphrase=_new_passphrase()), label="passwd")
+        write_slot(root, store.tmp_dir, slot, sync=store.sync_writes)  # the new slot is durable before any old one goes
+        for gone in old:
+            remove_slot(root, gone.slot_id, sync=store.sync_writes)
+    output.line(f"passphrase changed: added key slot {slot.slot_id}, removed {len(old)}")
+    return OK
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    """Every run's checkpoints, oldest first, committed again into DEST (new ids, same states, metadata and
+    artifacts; forks become runs of their own, sharing bytes by dedup); journals are not copied."""
+    source_root, target = Path(args.source).absolute(), Path(args.target).absolute()
+    if (target / "config").exists():
+        raise FormatError(f"{target} is a store already: copy makes a new one")
+    encryption = Encryption(passphrase=_new_passphrase()) if args.encrypt else None
+    copied = 0
+    with (
+        agentfs.open(source_root, encryption=cli_encryption(args, source_root)) as source,
+        agentfs.open(target, encryption=encryption) as dest,
+    ):
+        for name in source.runs():
+            run = dest.run(name)
+            for checkpoint in reversed(source.run(name).history()):
+                artifacts = dict(checkpoint.artifacts.items())
+                run.commit(checkpoint.state, metadata=checkpoint.metadata, artifacts=artifacts)
+                copied += 1
+    output.line(f"copied {output.count(copied, 'checkpoint')} into {'encrypted ' if args.encrypt else ''}store {target}")
+    return OK

@@ -1,0 +1,94 @@
+"""Encrypted stores with a remote: nothing readable on it, machines sharing it resume and append, dedup kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fsspec
+import pytest
+
+import agentfs
+from agentfs.sync.pack_remote import PackRemote
+from agentfs.sync.pull import pull
+from agentfs.sync.push import Pusher
+from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
+from tests.test_encryption import CANARIES, PASSPHRASE, encryption, every_byte, fill
+
+pytest_plugins = ["tests.servers"]
+
+
+@pytest.fixture(params=["file", "s3"])
+def spec(request: pytest.FixtureRequest, tmp_path: Path) -> RemoteSpec:
+    if request.param == "file":
+        return make_file_spec(tmp_path)
+    moto: MotoServer = request.getfixturevalue("moto_server")
+    return make_s3_spec(moto)
+
+
+def remote_bytes(spec: RemoteSpec) -> bytes:
+    """Every key name and body on the remote."""
+    fs, root = fsspec.core.url_to_fs(spec.url, **spec.storage_options)
+    fs.invalidate_cache()
+    names = sorted(fs.find(root))
+    assert names
+    return b"\0".join(name.encode() + b"\0" + fs.cat_file(name) for name in names)
+
+
+def push(store: agentfs.Store, spec: RemoteSpec) -> None:
+    Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
+
+
+def test_no_canary_on_the_remote_nor_in_the_store_after_a_push(tmp_path: Path, spec: RemoteSpec) -> None:
+    root = tmp_path / "store"
+    with agentfs.open(root, encryption=encryption()) as store:
+        fill(store)
+        push(store, spec)
+    on_remote, local = remote_bytes(spec), every_byte(root)
+    for what, canary in CANARIES.items():
+        assert canary.encode() not in on_remote, f"the {what} canary is readable on the remote"
+        assert canary.encode() not in local, f"the {what} canary is readable in the store after a push"
+    assert b"keys/" in on_remote  # the key slots travel, wrapped
+
+
+def test_a_second_machine_resumes_appends_and_the_first_resumes_its_work(tmp_path: Path, spec: RemoteSpec) -> None:
+    run_name = f"agents/{CANARIES['run']}"
+    artifact = b"shared artifact bytes\n" * 20_000
+    with agentfs.open(tmp_path / "a", encryption=encryption()) as first:
+        first.run(run_name).commit({"step": 1}, artifacts={"notes.txt": artifact})
+        push(first, spec)
+    # machine B: an empty directory, the remote, the passphrase
+    with agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption=PASSPHRASE) as second:
+        head = second.run(run_name).latest()
+        assert head is not None and head.state == {"step": 1}
+        assert head.artifacts["notes.txt"].read_bytes() == artifact
+        second.run(run_name).commit({"step": 2}, artifacts={"notes.txt": artifact}, parent=head.id)
+        pusher = Pusher(second, PackRemote(spec.url, spec.storage_options))
+        stats = pusher.push()
+        assert stats.objects == 0  # same key, same ids: the artifact B stores again is not uploaded again
+    # machine A pulls B's checkpoint and appends after it
+    with agentfs.open(tmp_path / "a", encryption=PASSPHRASE) as first:
+        pull(first, PackRemote(spec.url, spec.storage_options))
+        head = first.run(run_name).latest()
+        assert head is not None and head.state == {"step": 2}
+        first.run(run_name).commit({"step": 3}, parent=head.id)
+        push(first, spec)
+    with agentfs.open(tmp_path / "c", remote=spec.url, storage_options=spec.storage_options, encryption=PASSPHRASE) as third:
+        assert third.runs() == [run_name]
+        assert [cp.state["step"] for cp in third.run(run_name).history()] == [3, 2, 1]
+    assert CANARIES["run"].encode() not in remote_bytes(spec)
+
+
+def test_a_wrong_passphrase_or_a_plaintext_store_is_refused_by_an_encrypted_remote(tmp_path: Path, spec: RemoteSpec) -> None:
+    with agentfs.open(tmp_path / "a", encryption=encryption()) as first:
+        first.run("r").commit({"v": 1})
+        push(first, spec)
+    with pytest.raises(agentfs.WrongKey, match="wrong passphrase"):
+        agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption="not it")
+    with agentfs.open(tmp_path / "plain") as plain:
+        plain.run("r").commit({"v": 1})
+        with pytest.raises(agentfs.WrongKey, match="is encrypted"):
+            push(plain, spec)
+    with agentfs.open(tmp_path / "other", encryption=encryption()) as other:  # another master key
+        other.run("r").commit({"v": 1})
+        with pytest.raises(agentfs.WrongKey, match="another master key"):
+            push(other, spec)
