@@ -92,3 +92,18 @@ def test_a_wrong_passphrase_or_a_plaintext_store_is_refused_by_an_encrypted_remo
         other.run("r").commit({"v": 1})
         with pytest.raises(agentfs.WrongKey, match="another master key"):
             push(other, spec)
+
+
+def test_verify_remote_reads_an_encrypted_remote_with_the_stores_keys_only(tmp_path: Path) -> None:
+    from agentfs.sync.remote_verify import verify_remote
+
+    spec = make_file_spec(tmp_path)
+    with agentfs.open(tmp_path / "store", encryption=encryption()) as store:
+        store.run("r").commit({"v": 1}, artifacts={"a.bin": b"x" * 100_000})
+        push(store, spec)
+        remote = PackRemote(spec.url, spec.storage_options)
+        remote.sealer = store.sealer
+        report = verify_remote(remote, deep=True)
+        assert report.ok and report.entries == 1, report.problems
+    with pytest.raises(agentfs.WrongKey, match="is encrypted"):
+        verify_remote(PackRemote(spec.url, spec.storage_options))

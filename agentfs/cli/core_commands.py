@@ -11,6 +11,7 @@ from typing import Any
 import agentfs
 
 from ..errors import NotFound
+from ..format.config import encrypted
 from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
 from ..integrations.langgraph_threads import DEFAULT_PREFIX
@@ -324,7 +325,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     print(f"agentfs: warning: not repaired: {why}", file=sys.stderr)
             report = store.verify()
     elif args.remote is not None:
-        report = verify_remote(PackRemote(args.remote, storage_options(args.storage_options)), deep=args.deep)
+        remote = PackRemote(args.remote, storage_options(args.storage_options))
+        if encrypted(remote.identify()) is not None:  # an encrypted remote is read with its store's keys
+            with open_existing(args) as store:
+                remote.sealer = store.sealer
+        report = verify_remote(remote, deep=args.deep)
     else:
         with open_existing(args) as store:
             report = store.verify()

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteError, WrongKey
-from ..format import crypto, keys, kinds
+from ..format import codec, crypto, keys, kinds
 from ..format.config import encrypted
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
@@ -63,13 +63,18 @@ class PackRemote(Remote):
     def use_keys(self, sealer: crypto.Sealer | None) -> None:
         """Read and write this remote with the store's keys (None: plaintext); refused unless the remote's
         config says the same (an encrypted remote is never read as plaintext, nor under another key)."""
-        field = encrypted(self.identify()) if self.config is not None or sealer is not None else None
+        field = encrypted(self.identify())
         if sealer is None and field is not None:
             raise WrongKey(f"remote {self.url} is encrypted: open the store with its passphrase or key file (encryption=...)")
         if sealer is not None and (field is None or field["key_id"] != sealer.key_id):
             what = "is not encrypted" if field is None else "is encrypted under another master key"
             raise WrongKey(f"remote {self.url} {what}: an encrypted store pushes to a fresh URL or to its own remote")
         self.sealer = sealer
+
+    @property
+    def hasher(self) -> codec.Hasher:
+        """How this remote's object ids are made: sha256, or the keyed id of an encrypted remote."""
+        return codec.hash_bytes if self.sealer is None else self.sealer.object_id
 
     def stored_run(self, run: str) -> str:
         """The run's name in this remote's keys: its stored name when encrypted."""

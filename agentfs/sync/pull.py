@@ -80,7 +80,7 @@ def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
         if data is None:
             continue
         try:
-            decode_entry_at(data, *loc, store.where_stored(loc[0], LOG, loc[1]))
+            decode_entry_at(data, *loc, store.where_stored(loc[0], LOG, loc[1]), store.hasher)
         except AgentFSError:
             damaged.append(loc)
     return damaged
@@ -126,7 +126,7 @@ def _fetch_entry(remote: PackRemote, loc: Location) -> tuple[bytes, Entry]:
     raw = remote.fetch_entry(*loc)
     if raw is None:
         raise FormatError(f"remote {remote.url}: checkpoint {loc[0]}@{loc[1]} vanished while pulling")
-    return raw, decode_entry_at(raw, *loc, f"remote {remote.url} {loc[0]}@{loc[1]}")
+    return raw, decode_entry_at(raw, *loc, f"remote {remote.url} {loc[0]}@{loc[1]}", remote.hasher)
 
 
 def fetch_closure(

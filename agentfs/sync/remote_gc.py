@@ -161,7 +161,7 @@ class Marks:
         data = self.remote.fetch_entry(*loc)
         if data is None:
             raise RemoteError(f"remote {self.remote.url}: entry {loc[0]}@{loc[1]} vanished during gc (another gc?)")
-        return decode_entry_at(data, *loc, f"remote {self.remote.url} {loc[0]}@{loc[1]}")  # malformed: gc stops
+        return decode_entry_at(data, *loc, f"remote {self.remote.url} {loc[0]}@{loc[1]}", self.remote.hasher)  # malformed: gc stops
 
     def _mark_entry(self, entry: Entry) -> None:
         # entries are marked concurrently: two threads may both read a node, never leave one unmarked
@@ -175,7 +175,7 @@ class Marks:
         blob = self.remote.fetch_object(oid)
         if blob is None:
             raise RemoteError(f"remote {self.remote.url}: {where} is missing; run `agentfs verify --remote` (gc stopped)")
-        return parse_node(codec.decode(blob, oid, f"remote {where}"), oid, where)
+        return parse_node(codec.decode(blob, oid, f"remote {where}", self.remote.hasher), oid, where)
 
 
 def remote_gc(

@@ -31,7 +31,7 @@ class _Walk:
             data = self.remote.fetch_entry(*loc)
             if data is None:
                 return [Problem("missing", where, "listed but vanished (a gc running?)")]
-            entry = decode_entry_at(data, *loc, f"remote {where}")
+            entry = decode_entry_at(data, *loc, f"remote {where}", self.remote.hasher)
             for oid in entry.pack:
                 entry.packed(oid, where)
         except AgentFSError as exc:
@@ -64,7 +64,7 @@ class _Walk:
             blob = self.remote.fetch_object(oid)  # a format-2 remote checks the record's frame here
             if blob is None:
                 return ObjectMissing(f"object {oid.hex()} vanished")
-            return codec.decode(blob, oid, f"remote object {oid.hex()}")
+            return codec.decode(blob, oid, f"remote object {oid.hex()}", self.remote.hasher)
         except AgentFSError as exc:
             return IntegrityError(str(exc))
 
@@ -88,7 +88,7 @@ def _kind(error: AgentFSError) -> str:
 
 def verify_remote(remote: PackRemote, *, deep: bool = False, workers: int = 16) -> VerifyReport:
     """Check every entry, journal and retirement record on `remote`; with `deep`, re-hash every object an entry uses."""
-    remote.identify()
+    remote.use_keys(remote.sealer)  # an encrypted remote is read with its store's keys only (WrongKey without them)
     records = remote.list_all_records()
     entries = {(run, rid) for kind, run, rid in records if kind == LOG}
     objects = set(remote.list_objects())

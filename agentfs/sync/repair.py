@@ -39,7 +39,7 @@ def repair(store: Repository, remote: PackRemote, *, workers: int = 8) -> Repair
             if raw is None:
                 continue  # removed by retention while we listed
             try:
-                readable.append((raw, decode_entry_at(raw, run, checkpoint_id, store.where_stored(run, LOG, checkpoint_id))))
+                readable.append((raw, decode_entry_at(raw, run, checkpoint_id, store.where_stored(run, LOG, checkpoint_id), store.hasher)))
             except AgentFSError as exc:
                 fixed = _replace_entry(store, remote, run, checkpoint_id, str(exc), report)
                 if fixed is not None:
@@ -58,7 +58,7 @@ def repair(store: Repository, remote: PackRemote, *, workers: int = 8) -> Repair
 
 def _object_damaged(store: Repository, oid: bytes) -> bool:
     try:
-        codec.decode(store.db.read_raw(oid), oid, f"local object {oid.hex()} in {store.root}")
+        codec.decode(store.db.read_raw(oid), oid, f"local object {oid.hex()} in {store.root}", store.hasher)
     except ObjectMissing:
         return False  # deleted by gc while we listed
     except AgentFSError:
@@ -89,7 +89,7 @@ def _replace_entry(
         if raw is None:
             report.unrepaired.append(f"{where}: {why}; {remote.url} does not hold it")
             return None
-        entry = decode_entry_at(raw, run, checkpoint_id, f"remote {remote.url} {run}@{checkpoint_id}")
+        entry = decode_entry_at(raw, run, checkpoint_id, f"remote {remote.url} {run}@{checkpoint_id}", store.hasher)
     except AgentFSError as exc:
         report.unrepaired.append(f"{where}: the remote's copy does not verify either: {exc}")
         return None
