@@ -222,3 +222,17 @@ def test_dedup_of_an_edited_large_artifact_matches_the_plaintext_store(tmp_path:
     encrypted = store_size(tmp_path / "enc", encryption())
     assert plain * 1.10 < 4 * (8 << 20)  # dedup at work: 4 versions cost little more than one
     assert encrypted <= plain * 1.05, (plain, encrypted)
+
+
+def test_watch_names_runs_of_an_encrypted_store(tmp_path: Path) -> None:
+    """A watcher sees another writer's checkpoint by its run's name, also when that writer's segment is
+    sealed (its footer names runs by stored names) before the watcher reads it."""
+    import os
+
+    root = tmp_path / "store"
+    with agentfs.open(root, encryption=encryption()) as store, store.watch(timeout=10) as changes:
+        with agentfs.open(root, encryption=encryption()) as writer:
+            made = writer.run(f"agents/{CANARIES['run']}").commit({"v": 1}, artifacts={"big.bin": os.urandom(2 << 20)})
+        # closed with over 1 MiB: sealed
+        seen = next(iter(changes))
+        assert (seen.run, seen.id) == (f"agents/{CANARIES['run']}", made.id)

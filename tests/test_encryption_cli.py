@@ -1,67 +1,91 @@
-"""The CLI of encrypted stores: init --encrypt, exit code 5, key add/list/remove/passwd, copy --encrypt."""
+"""The CLI of encrypted stores: init --encrypt, exit code 5, key add/list/remove/passwd, copy --encrypt.
+
+Most commands run in-process (`main`); the exit code and the error line are also checked through the
+`agentfs` script once."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
 import agentfs
-from tests.test_cli import cli, json_of
-from tests.test_encryption import CANARIES, every_byte
+from agentfs.cli.main import main
+from tests.test_cli import cli
+from tests.test_encryption import CANARIES, encryption, every_byte
 
 OLD, NEW = "old passphrase", "new passphrase"
 
 
-def test_init_encrypt_and_a_wrong_passphrase_exits_5(tmp_path: Path) -> None:
+@pytest.fixture(autouse=True)
+def no_secret_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AGENTFS_PASSWORD", "AGENTFS_PASSWORD_FILE", "AGENTFS_NEW_PASSWORD", "AGENTFS_STORE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(monkeypatch: pytest.MonkeyPatch, store: Path, *args: str, password: str | None = None, new: str | None = None) -> int:
+    with monkeypatch.context() as env:
+        if password is not None:
+            env.setenv("AGENTFS_PASSWORD", password)
+        if new is not None:
+            env.setenv("AGENTFS_NEW_PASSWORD", new)
+        return main(["--store", str(store), *args])
+
+
+def test_init_encrypt_and_a_wrong_passphrase_exits_5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "store"
-    assert cli("init", "--encrypt", store=store, env={"AGENTFS_PASSWORD": OLD}).returncode == 0
+    assert run(monkeypatch, store, "init", "--encrypt", password=OLD) == 0
     with agentfs.open(store, encryption=OLD) as opened:
         opened.run("r").commit({"v": 1})
-    assert "\nr " in cli("runs", store=store, env={"AGENTFS_PASSWORD": OLD}).stdout
-    wrong = cli("runs", store=store, env={"AGENTFS_PASSWORD": "nope"})
-    assert wrong.returncode == 5
-    assert wrong.stderr.strip() == f"agentfs: error: wrong passphrase for {store}"
-    assert cli("runs", store=store).returncode == 5  # none given (and no terminal to ask in)
+    assert run(monkeypatch, store, "runs", password=OLD) == 0
+    assert run(monkeypatch, store, "runs", password="nope") == 5
+    assert run(monkeypatch, store, "runs") == 5  # none given (and no terminal to ask in)
+    wrong = cli("runs", store=store, env={"AGENTFS_PASSWORD": "nope"})  # the script: exit code and one line
+    assert (wrong.returncode, wrong.stderr) == (5, f"agentfs: error: wrong passphrase for {store}\n")
 
 
-def test_key_slots_change_without_rewriting_data(tmp_path: Path) -> None:
+def test_key_slots_change_without_rewriting_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = tmp_path / "store"
-    cli("init", "--encrypt", store=store, env={"AGENTFS_PASSWORD": OLD})
-    with agentfs.open(store, encryption=OLD) as opened:
+    with agentfs.open(store, encryption=encryption(OLD)) as opened:  # a cheap scrypt: each open below runs it
         opened.run("r").commit({"v": 1})
     segments = {p.name: p.read_bytes() for p in (store / "segments").iterdir()}
     key_file = tmp_path / "agentfs.key"
-    added = cli("key", "add", "--new-key-file", str(key_file), "--label", "backup", store=store, env={"AGENTFS_PASSWORD": OLD})
-    assert added.returncode == 0, added.stderr
+    assert run(monkeypatch, store, "key", "add", "--new-key-file", str(key_file), "--label", "backup", password=OLD) == 0
     assert key_file.stat().st_mode & 0o777 == 0o600
-    slots = json_of(cli("key", "list", "--json", store=store, env={"AGENTFS_PASSWORD": OLD}))
+    capsys.readouterr()
+    assert run(monkeypatch, store, "key", "list", "--json", password=OLD) == 0
+    slots = json.loads(capsys.readouterr().out)
     assert sorted(slot["type"] for slot in slots) == ["key-file", "passphrase"]
-    assert cli("--key-file", str(key_file), "runs", store=store).returncode == 0
-    changed = cli("key", "passwd", store=store, env={"AGENTFS_PASSWORD": OLD, "AGENTFS_NEW_PASSWORD": NEW})
-    assert changed.returncode == 0, changed.stderr
-    assert cli("runs", store=store, env={"AGENTFS_PASSWORD": OLD}).returncode == 5
-    assert cli("runs", store=store, env={"AGENTFS_PASSWORD": NEW}).returncode == 0
+    assert run(monkeypatch, store, "--key-file", str(key_file), "runs") == 0
+    assert run(monkeypatch, store, "key", "passwd", password=OLD, new=NEW) == 0
+    assert run(monkeypatch, store, "runs", password=OLD) == 5
+    assert run(monkeypatch, store, "runs", password=NEW) == 0
     file_slot = next(slot["slot"] for slot in slots if slot["type"] == "key-file")
-    assert cli("key", "remove", file_slot, store=store, env={"AGENTFS_PASSWORD": NEW}).returncode == 0
-    assert cli("--key-file", str(key_file), "runs", store=store).returncode == 5
-    last = json_of(cli("key", "list", "--json", store=store, env={"AGENTFS_PASSWORD": NEW}))
+    assert run(monkeypatch, store, "key", "remove", file_slot, password=NEW) == 0
+    assert run(monkeypatch, store, "--key-file", str(key_file), "runs") == 5
+    capsys.readouterr()
+    run(monkeypatch, store, "key", "list", "--json", password=NEW)
+    last = json.loads(capsys.readouterr().out)
     assert len(last) == 1
-    refused = cli("key", "remove", last[0]["slot"], store=store, env={"AGENTFS_PASSWORD": NEW})
-    assert refused.returncode == 5 and "last one" in refused.stderr
+    assert run(monkeypatch, store, "key", "remove", last[0]["slot"], password=NEW) == 5
+    assert "last one" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in (store / "segments").iterdir()} == segments  # no byte of data rewritten
 
 
-def test_copy_encrypt_moves_a_plaintext_store_to_an_encrypted_one(tmp_path: Path) -> None:
+def test_copy_encrypt_moves_a_plaintext_store_to_an_encrypted_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source, target = tmp_path / "plain", tmp_path / "encrypted"
     with agentfs.open(source) as store:
-        run = store.run(CANARIES["run"])
-        run.commit({CANARIES["state_key"]: 1}, metadata={"m": CANARIES["metadata"]})
-        run.commit({CANARIES["state_key"]: 2}, artifacts={CANARIES["artifact_name"]: CANARIES["artifact"].encode() * 100})
-    copied = cli("copy", "--encrypt", str(source), str(target), env={"AGENTFS_NEW_PASSWORD": NEW})
-    assert copied.returncode == 0, copied.stderr
+        history = store.run(CANARIES["run"])
+        history.commit({CANARIES["state_key"]: 1}, metadata={"m": CANARIES["metadata"]})
+        history.commit({CANARIES["state_key"]: 2}, artifacts={CANARIES["artifact_name"]: CANARIES["artifact"].encode() * 100})
+    assert run(monkeypatch, source, "copy", "--encrypt", str(source), str(target), new=NEW) == 0
     data = every_byte(target)
     assert not any(canary.encode() in data for canary in CANARIES.values())
     with agentfs.open(target, encryption=NEW) as store:
-        history = store.run(CANARIES["run"]).history()
-        assert [cp.state for cp in history] == [{CANARIES["state_key"]: 2}, {CANARIES["state_key"]: 1}]
-        assert history[1].metadata == {"m": CANARIES["metadata"]}
-        assert history[0].artifacts[CANARIES["artifact_name"]].read_bytes() == CANARIES["artifact"].encode() * 100
+        checkpoints = store.run(CANARIES["run"]).history()
+        assert [cp.state for cp in checkpoints] == [{CANARIES["state_key"]: 2}, {CANARIES["state_key"]: 1}]
+        assert checkpoints[1].metadata == {"m": CANARIES["metadata"]}
+        assert checkpoints[0].artifacts[CANARIES["artifact_name"]].read_bytes() == CANARIES["artifact"].encode() * 100

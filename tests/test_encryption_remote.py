@@ -107,3 +107,13 @@ def test_verify_remote_reads_an_encrypted_remote_with_the_stores_keys_only(tmp_p
         assert report.ok and report.entries == 1, report.problems
     with pytest.raises(agentfs.WrongKey, match="is encrypted"):
         verify_remote(PackRemote(spec.url, spec.storage_options))
+
+
+def test_stats_of_an_encrypted_store_count_what_its_remote_holds(tmp_path: Path) -> None:
+    spec = make_file_spec(tmp_path)
+    with agentfs.open(tmp_path / "store", encryption=encryption()) as store:
+        store.run("a").commit({"v": 1})
+        push(store, spec)
+        store.run("a").commit({"v": 2})
+        (remote,) = store.stats().remotes
+        assert (remote.pushed_checkpoints, remote.lag_checkpoints) == (1, 1)

@@ -41,6 +41,10 @@ class EntryLog:
             self._marks.pop(token, None)
             self._trim()
 
+    @property
+    def followed(self) -> bool:
+        return bool(self._marks)
+
     def add(self, item: Location | fmt.Footer) -> None:
         if self._marks:
             with self._lock:

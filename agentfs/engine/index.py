@@ -163,7 +163,12 @@ class Index:
         retirements = [(names[run], row) for kind, run in footer.runs if kind == kinds.RETIRED for row in footer.rows(kind, run)]
         heads = {names[run]: footer.newest(kind, run, self.hidden.get(names[run], ())) for kind, run in footer.runs if kind == kinds.ENTRY}
         self.footers[segment_id] = footer
-        self.entry_log.add(footer)
+        if self.sealer is None:
+            self.entry_log.add(footer)
+        elif self.entry_log.followed:  # a footer names runs by stored names: watchers get the names
+            for kind, run in footer.runs:
+                for record_id in footer.ids(kind, run) if kind == kinds.ENTRY else ():
+                    self.entry_log.add((names[run], record_id))
         for run, newest in heads.items():
             if newest is not None and newest > self.heads.get(run, ""):
                 self.heads[run] = newest

@@ -30,7 +30,7 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
     held = set(local)
     rows = []
     for directory in synced_dirs(store):
-        index = PushIndex(directory)
+        index = PushIndex(directory, store.sealer)
         saved = index.read_status()
         pending = list(held - index.entries)
         rows.append(
