@@ -117,3 +117,27 @@ def test_stats_of_an_encrypted_store_count_what_its_remote_holds(tmp_path: Path)
         store.run("a").commit({"v": 2})
         (remote,) = store.stats().remotes
         assert (remote.pushed_checkpoints, remote.lag_checkpoints) == (1, 1)
+
+
+def test_remote_gc_of_an_encrypted_remote_keeps_what_is_live(tmp_path: Path) -> None:
+    from agentfs.sync.remote_gc import remote_gc
+    from agentfs.sync.remote_verify import verify_remote
+
+    spec = make_file_spec(tmp_path)
+    with agentfs.open(tmp_path / "store", encryption=encryption()) as store:
+        run = store.run(f"agents/{CANARIES['run']}")
+        for step in range(4):
+            run.commit({"step": step}, artifacts={"a.bin": bytes([step]) * 50_000})
+        push(store, spec)
+        run.prune(keep_last=1)
+        push(store, spec)  # the retirement record
+        report = remote_gc(PackRemote(spec.url, spec.storage_options), store, grace=0, settle=3)
+        assert report.entries_deleted == 3 and report.objects_deleted > 0
+        remote = PackRemote(spec.url, spec.storage_options)
+        remote.sealer = store.sealer
+        assert verify_remote(remote, deep=True).ok
+    with agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption=PASSPHRASE) as other:
+        head = other.run(f"agents/{CANARIES['run']}").latest()
+        assert head is not None and head.state == {"step": 3}
+        assert head.artifacts["a.bin"].read_bytes() == bytes([3]) * 50_000
+    assert CANARIES["run"].encode() not in remote_bytes(spec)

@@ -80,6 +80,10 @@ class PackRemote(Remote):
         """The run's name in this remote's keys: its stored name when encrypted."""
         return run if self.sealer is None else self.sealer.stored_run(run)
 
+    def run_name(self, stored: str) -> str:
+        """stored_run's inverse: the name a run of this remote's keys stands for."""
+        return stored if self.sealer is None else self.sealer.run_name(stored, f"remote {self.url}")
+
     def key_slots(self) -> list[crypto.Slot]:
         """An encrypted remote's key slots (keys/<slot id>): how a machine resuming from it unlocks it."""
         found = []

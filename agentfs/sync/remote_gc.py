@@ -191,7 +191,7 @@ def remote_gc(
     """Delete what no remaining remote entry references; safe while other machines push (see module doc)."""
     if settle < MIN_SETTLE:
         raise ValueError(f"settle must be at least {MIN_SETTLE:g} s: pushers look at gc/ every {RECHECK:g} s")
-    remote.identify()
+    remote.use_keys(store.sealer if store is not None else remote.sealer)  # an encrypted remote: the store's keys
     gc_id = new_id()
     report = RemoteGcReport(gc_id)
     started = time.time()
@@ -223,8 +223,9 @@ def remote_gc(
             "created": time.time(),
             "deadline": stop_at,
             "objects": [oid.hex() for oid in doomed_objects],
-            "entries": [list(loc) for loc in doomed_entries],
-            "journal": [list(loc) for loc in doomed_journal],
+            # runs by the names the remote's keys use (an encrypted remote's stored names)
+            "entries": [[remote.stored_run(run), record_id] for run, record_id in doomed_entries],
+            "journal": [[remote.stored_run(run), record_id] for run, record_id in doomed_journal],
         }
         # the packs holding what goes are rewritten (pack_gc.py)
         doomed = {(kinds.OBJECT, oid) for oid in doomed_objects} | {(kinds.ENTRY, kinds.pair_key(*loc)) for loc in doomed_entries}
@@ -242,7 +243,7 @@ def remote_gc(
 class GcBarrier:
     """The pusher's side of the rule: look at gc/ before putting entries; wait out a running gc; apply its plan."""
 
-    def __init__(self, remote: Remote, index: PushIndex) -> None:
+    def __init__(self, remote: PackRemote, index: PushIndex) -> None:
         self.remote = remote
         self.index = index
         self.checked = float("-inf")  # monotonic time of the last look, taken before the listing
@@ -285,7 +286,7 @@ class GcBarrier:
             plan = _get_json(self.remote, f"{gc_id}.plan")
             try:
                 objects = {bytes.fromhex(h) for h in plan.get("objects", []) if isinstance(h, str) and OID_HEX.fullmatch(h)}
-                entries = {(check_name(run), check_id(cid)) for run, cid in plan.get("entries", [])}
+                entries = {(self.remote.run_name(check_name(run)), check_id(cid)) for run, cid in plan.get("entries", [])}
             except (ValueError, TypeError) as exc:
                 raise FormatError(f"remote {self.remote.url}: gc plan {gc_id} is malformed: {exc}") from None
         changed = bool(objects & self.index.objects) or bool(entries - self.index.gone)
