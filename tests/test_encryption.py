@@ -58,11 +58,17 @@ def every_byte(root: Path) -> bytes:
     return b"\0".join(path.name.encode() + b"\0" + path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file())
 
 
-def test_no_canary_appears_in_any_byte_of_the_store(tmp_path: Path) -> None:
-    root = tmp_path / "store"
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An encrypted store holding every kind of user data (fill), made once for the tests that only read or copy it."""
+    root = tmp_path_factory.mktemp("filled") / "store"
     with agentfs.open(root, encryption=encryption()) as store:
         fill(store)
-    data = every_byte(root)
+    return root
+
+
+def test_no_canary_appears_in_any_byte_of_the_store(tmp_path: Path, filled: Path) -> None:
+    data = every_byte(filled)
     for what, canary in CANARIES.items():
         assert canary.encode() not in data, f"the {what} canary is readable in the store"
         assert canary.lower().encode() not in data.lower()
@@ -73,11 +79,10 @@ def test_no_canary_appears_in_any_byte_of_the_store(tmp_path: Path) -> None:
     assert CANARIES["run"].encode() in every_byte(plain)
 
 
-def test_an_encrypted_store_reads_back_everything(tmp_path: Path) -> None:
+def test_an_encrypted_store_reads_back_everything(tmp_path: Path, filled: Path) -> None:
     root = tmp_path / "store"
+    shutil.copytree(filled, root)
     c = CANARIES
-    with agentfs.open(root, encryption=encryption()) as store:
-        fill(store)
     with agentfs.open(root, encryption=PASSPHRASE) as store:
         assert store.runs() == sorted([f"agents/{c['run']}", c["fork"], "doomed"])
         head = store.run(f"agents/{c['run']}").latest()
@@ -109,10 +114,8 @@ def _flip_body_bit(path: Path, entry: fmt.IndexEntry) -> None:
 
 
 @pytest.mark.parametrize("kind", [kinds.OBJECT, kinds.ENTRY, kinds.JOURNAL, kinds.RETIRED, kinds.FORK])
-def test_a_flipped_bit_in_any_sealed_record_is_refused_before_decoding(tmp_path: Path, kind: int) -> None:
-    original = tmp_path / "original"
-    with agentfs.open(original, encryption=encryption()) as store:
-        fill(store)
+def test_a_flipped_bit_in_any_sealed_record_is_refused_before_decoding(tmp_path: Path, filled: Path, kind: int) -> None:
+    original = filled
     frames = [(path, entry) for path, entry in _frames(original) if entry.kind == kind]
     assert frames
     root = tmp_path / "damaged"
