@@ -239,3 +239,18 @@ def test_watch_names_runs_of_an_encrypted_store(tmp_path: Path) -> None:
         # closed with over 1 MiB: sealed
         seen = next(iter(changes))
         assert (seen.run, seen.id) == (f"agents/{CANARIES['run']}", made.id)
+
+
+def test_a_key_slot_asking_for_more_than_256_mib_of_scrypt_opens_nothing() -> None:
+    """A remote's slot is untrusted: its scrypt cost is bounded before scrypt runs (n=2^20, r=32 would take 4 GiB)."""
+    import dataclasses
+    import time
+
+    from agentfs.format import crypto
+
+    slot = crypto.make_slot(crypto.new_master(), b"pw", "passphrase", scrypt_n=FAST)
+    hostile = dataclasses.replace(slot, kdf={**slot.kdf, "n": 1 << 20, "r": 32})
+    started = time.monotonic()
+    assert crypto.open_slot(hostile, b"pw", "a remote") is None
+    assert time.monotonic() - started < 1
+    assert crypto.open_slot(slot, b"pw", "a remote") is not None

@@ -89,3 +89,20 @@ def test_copy_encrypt_moves_a_plaintext_store_to_an_encrypted_one(tmp_path: Path
         assert [cp.state for cp in checkpoints] == [{CANARIES["state_key"]: 2}, {CANARIES["state_key"]: 1}]
         assert checkpoints[1].metadata == {"m": CANARIES["metadata"]}
         assert checkpoints[0].artifacts[CANARIES["artifact_name"]].read_bytes() == CANARIES["artifact"].encode() * 100
+
+
+def test_passwd_takes_the_old_passphrase_off_the_remote_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentfs.sync.pack_remote import PackRemote
+    from agentfs.sync.push import Pusher
+    from tests.servers import make_file_spec
+
+    spec = make_file_spec(tmp_path)
+    store = tmp_path / "store"
+    with agentfs.open(store, encryption=encryption(OLD)) as opened:
+        opened.run("r").commit({"v": 1})
+        Pusher(opened, PackRemote(spec.url, spec.storage_options)).push()
+    assert run(monkeypatch, store, "key", "passwd", password=OLD, new=NEW) == 0  # no push after it
+    with pytest.raises(agentfs.WrongKey):
+        agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption=OLD)
+    with agentfs.open(tmp_path / "c", remote=spec.url, storage_options=spec.storage_options, encryption=NEW) as other:
+        assert other.run("r").latest().state == {"v": 1}

@@ -1,6 +1,7 @@
 """Encrypted stores on the command line: `agentfs key list|add|remove|passwd` and `agentfs copy --encrypt`.
 
-A key slot wraps the store's master key; adding or removing one never touches the data. A new
+A key slot wraps the store's master key; adding or removing one never touches the data, and is done
+on every remote the store synced with too (a push only puts the slots a remote lacks). A new
 passphrase comes from AGENTFS_NEW_PASSWORD, else a prompt (twice); a new key file is written by
 `--new-key-file PATH` (32 random bytes, base64, mode 0600).
 """
@@ -13,38 +14,44 @@ import getpass
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import agentfs
 
 from ..engine.keyslots import Encryption, new_slot, read_slots, remove_slot, write_slot
-from ..errors import FormatError, WrongKey
-from ..format import crypto
+from ..errors import AgentFSError, FormatError, WrongKey
+from ..format import crypto, keys
+from ..sync.index import synced_dirs
+from ..sync.pack_remote import PackRemote
 from . import output
-from .common import OK, Subparsers, add_json_flag, cli_encryption, open_existing, store_path
+from .common import FAILED, OK, Subparsers, add_json_flag, cli_encryption, open_existing, storage_options, store_path
 
 NEW_PASSWORD_ENV = "AGENTFS_NEW_PASSWORD"
 
 
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("key", help="an encrypted store's key slots: list, add, remove, passwd")
-    keys = parser.add_subparsers(dest="key_command", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(dest="key_command", metavar="ACTION", required=True)
 
-    sub = keys.add_parser("list", help="the store's key slots (id, type, label, created)")
+    sub = actions.add_parser("list", help="the store's key slots (id, type, label, created)")
     add_json_flag(sub)
     sub.set_defaults(handler=cmd_list)
 
-    sub = keys.add_parser("add", help="a new slot: a passphrase (prompted, or AGENTFS_NEW_PASSWORD) or a key file")
+    sub = actions.add_parser("add", help="a new slot (here and on every remote this store synced with): a passphrase or a key file")
     which = sub.add_mutually_exclusive_group()
     which.add_argument("--new-key-file", metavar="PATH", help="write a new random key file at PATH (must not exist) and add it")
     which.add_argument("--add-key-file", metavar="PATH", help="add an existing key file (at least 32 bytes)")
     sub.add_argument("--label", default="", help="a note kept with the slot")
+    sub.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for the remotes, as JSON")
     sub.set_defaults(handler=cmd_add)
 
-    sub = keys.add_parser("remove", help="remove a slot (never the last one)")
+    sub = actions.add_parser("remove", help="remove a slot (never the last one), here and on every remote this store synced with")
     sub.add_argument("slot", metavar="SLOT")
+    sub.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for the remotes, as JSON")
     sub.set_defaults(handler=cmd_remove)
 
-    sub = keys.add_parser("passwd", help="change the passphrase: a new slot, then the slots the current passphrase opens go")
+    sub = actions.add_parser("passwd", help="change the passphrase: a new slot, then those the current passphrase opens go (also on remotes)")
+    sub.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for the remotes, as JSON")
     sub.set_defaults(handler=cmd_passwd)
 
     parser = subparsers.add_parser("copy", help="copy every run's checkpoints into a new store (with --encrypt: an encrypted one)")
@@ -105,16 +112,37 @@ def cmd_add(args: argparse.Namespace) -> int:
             how = Encryption(passphrase=_new_passphrase())
         slot = new_slot(master, how, label=args.label)
         write_slot(store.root, store.tmp_dir, slot, sync=store.sync_writes)
+        failed = _on_remotes(store, [slot], [], storage_options(args.storage_options))
     output.line(f"added key slot {slot.slot_id} ({slot.type})")
-    return OK
+    return FAILED if failed else OK
+
+
+def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[str], options: dict[str, Any]) -> int:
+    """Put the `added` slots on every remote this store synced with, then delete the `removed` ones there (a
+    push puts the local slots a remote lacks, and never deletes one): a removed passphrase must not unlock a
+    remote either. A remote that cannot be reached is named; 1 if any."""
+    failed = 0
+    for directory in synced_dirs(store):
+        url = (directory / "url").read_text()
+        try:
+            remote = PackRemote(url, options)
+            for slot in added:
+                remote.put_slot(slot)
+            for slot_id in removed:
+                remote.delete(remote.key(*keys.key_slot_key(slot_id)))
+        except (AgentFSError, OSError) as exc:
+            print(f"agentfs: error: key slots not changed on {url}: {exc}", file=sys.stderr)
+            failed = 1
+    return failed
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         _master(store)
         remove_slot(store.root, args.slot, sync=store.sync_writes)
+        failed = _on_remotes(store, [], [args.slot], storage_options(args.storage_options))
     output.line(f"removed key slot {args.slot}")
-    return OK
+    return FAILED if failed else OK
 
 
 def cmd_passwd(args: argparse.Namespace) -> int:
@@ -129,8 +157,9 @@ def cmd_passwd(args: argparse.Namespace) -> int:
         write_slot(root, store.tmp_dir, slot, sync=store.sync_writes)  # the new slot is durable before any old one goes
         for gone in old:
             remove_slot(root, gone.slot_id, sync=store.sync_writes)
-    output.line(f"passphrase changed: added key slot {slot.slot_id}, removed {len(old)}")
-    return OK
+        failed = _on_remotes(store, [slot], [gone.slot_id for gone in old], storage_options(args.storage_options))
+    output.line(f"passphrase changed: added key slot {slot.slot_id}, removed {len(old)}, here and on the remotes")
+    return FAILED if failed else OK
 
 
 def cmd_copy(args: argparse.Namespace) -> int:

@@ -48,6 +48,7 @@ NAME_BLOCK = 16  # names are padded with NUL to a multiple of this before AES-SI
 NAME_PIECE = 127  # base64url characters per segment of a stored run name, each segment prefixed "_"
 RUN_NAME_MAX = 720  # bytes: the longest run name whose stored name fits names.MAX_NAME (1024)
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1  # 32 MiB, about 0.1 s: restic's and kopia's order
+SCRYPT_MAX_NR = 1 << 21  # n * r: 256 MiB of memory at most
 SLOT_FORMAT = 1
 SLOT_TYPES = ("passphrase", "key-file")
 
@@ -201,8 +202,10 @@ def _wrapping_key(kdf: dict[str, Any], secret: bytes, where: str) -> bytes:
     salt = _b64(kdf.get("salt"), where)
     if kdf.get("name") == "scrypt":
         n, r, p = (kdf.get(k) for k in ("n", "r", "p"))
-        if not all(isinstance(v, int) for v in (n, r, p)) or not (2 <= n <= 1 << 20 and 1 <= r <= 32 and 1 <= p <= 16):  # type: ignore[operator]
-            raise FormatError(f"key slot {where}: scrypt parameters {n}, {r}, {p} out of range")
+        # a slot may come from a hostile remote: scrypt's memory (128 * n * r bytes) is bounded before it runs
+        bounded = all(isinstance(v, int) for v in (n, r, p)) and 2 <= n <= 1 << 20 and 1 <= r <= 32 and 1 <= p <= 16  # type: ignore[operator]
+        if not bounded or n * r > SCRYPT_MAX_NR:  # type: ignore[operator]
+            raise FormatError(f"key slot {where}: scrypt parameters n={n}, r={r}, p={p} out of range (at most 256 MiB)")
         return Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(secret)  # type: ignore[arg-type]
     if kdf.get("name") == "hkdf-sha256":
         return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=b"agentfs key file").derive(secret)
