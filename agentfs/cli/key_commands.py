@@ -50,7 +50,7 @@ def register(subparsers: Subparsers) -> None:
     sub.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for the remotes, as JSON")
     sub.set_defaults(handler=cmd_remove)
 
-    sub = actions.add_parser("passwd", help="change the passphrase: a new slot, then those the current passphrase opens go (also on remotes)")
+    sub = actions.add_parser("passwd", help="a new passphrase slot; those the current passphrase opens go (also on remotes)")
     sub.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for the remotes, as JSON")
     sub.set_defaults(handler=cmd_passwd)
 

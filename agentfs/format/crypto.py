@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import hmac
 import json
 import os
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hmac as crypto_hmac
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
@@ -71,7 +71,9 @@ class Sealer:
         self.master = master
         self.key_id = key_id(master)
         self._records = AESGCM(_derive(master, b"record key"))
-        self._id_key = _derive(master, b"object id key")
+        # HMAC's keyed state made once, copied per id: setting the key up again per call (hmac.digest) cost
+        # 24 us an id of a 3 KB chunk, a copy 15 us, sha256 10 us (a loaded 2-core machine, timeit)
+        self._ids = crypto_hmac.HMAC(_derive(master, b"object id key"), hashes.SHA256())
         self._names = AESSIV(_derive(master, b"name key", 64))
         self._stored: dict[str, str] = {}
         self._shown: dict[str, str] = {}
@@ -79,7 +81,9 @@ class Sealer:
     # object ids
 
     def object_id(self, data: bytes | memoryview) -> bytes:
-        return hmac.digest(self._id_key, data, "sha256")
+        keyed = self._ids.copy()
+        keyed.update(data)
+        return keyed.finalize()
 
     # record bodies
 
