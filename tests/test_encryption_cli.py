@@ -106,3 +106,20 @@ def test_passwd_takes_the_old_passphrase_off_the_remote_too(tmp_path: Path, monk
         agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption=OLD)
     with agentfs.open(tmp_path / "c", remote=spec.url, storage_options=spec.storage_options, encryption=NEW) as other:
         assert other.run("r").latest().state == {"v": 1}
+
+
+def test_clone_of_an_encrypted_remote_takes_its_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentfs.sync.pack_remote import PackRemote
+    from agentfs.sync.push import Pusher
+    from tests.servers import make_file_spec
+
+    spec = make_file_spec(tmp_path)
+    with agentfs.open(tmp_path / "store", encryption=encryption(OLD)) as opened:
+        opened.run("r").commit({"v": 1})
+        Pusher(opened, PackRemote(spec.url, spec.storage_options)).push()
+    target = tmp_path / "clone"
+    assert run(monkeypatch, tmp_path / "unused", "clone", spec.url, str(target), password="nope") == 5
+    assert not target.exists()  # a failed clone leaves nothing behind
+    assert run(monkeypatch, tmp_path / "unused", "clone", spec.url, str(target), password=OLD) == 0
+    with agentfs.open(target, encryption=OLD) as cloned:
+        assert cloned.run("r").latest().state == {"v": 1}

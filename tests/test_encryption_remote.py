@@ -55,12 +55,14 @@ def test_a_second_machine_resumes_appends_and_the_first_resumes_its_work(tmp_pat
     artifact = b"shared artifact bytes\n" * 20_000
     with agentfs.open(tmp_path / "a", encryption=encryption()) as first:
         first.run(run_name).commit({"step": 1}, artifacts={"notes.txt": artifact})
+        first.run(run_name).journal.once(CANARIES["journal_key"], lambda: CANARIES["journal_result"])
         push(first, spec)
     # machine B: an empty directory, the remote, the passphrase
     with agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption=PASSPHRASE) as second:
         head = second.run(run_name).latest()
         assert head is not None and head.state == {"step": 1}
         assert head.artifacts["notes.txt"].read_bytes() == artifact
+        assert second.run(run_name).journal.get(CANARIES["journal_key"]).result == CANARIES["journal_result"]
         second.run(run_name).commit({"step": 2}, artifacts={"notes.txt": artifact}, parent=head.id)
         pusher = Pusher(second, PackRemote(spec.url, spec.storage_options))
         stats = pusher.push()
