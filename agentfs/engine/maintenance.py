@@ -6,7 +6,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing, StorageError
 from ..format import codec, kinds
 from ..format import segment as fmt
 from ..format.entries import Entry
@@ -251,7 +251,10 @@ def _compact(store: Repository, grace: float, marked: set[bytes], report: GcRepo
         kept += live
         victims.append(path)
     if victims:
-        store.append_compacted(kept)  # on failure its partial output is removed: the store is as before
+        try:
+            store.append_compacted(kept)  # on failure its partial output is removed: the store is as before
+        except StorageError as exc:
+            raise StorageError(exc.errno, f"gc (compaction, nothing deleted): {exc}") from exc
     for path in victims:
         path.unlink()
         seal_copy_path(path).unlink(missing_ok=True)

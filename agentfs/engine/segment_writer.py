@@ -36,7 +36,7 @@ from ulid import ULID
 from ..errors import AgentFSError, StorageError
 from ..format import keys
 from ..format import segment as fmt
-from ..fsutil import fsync_dir, make_dirs, temp_path, write_atomic
+from ..fsutil import fsync_dir, make_dirs, temp_path, write_temp
 from .segments import Location, open_segment, peek, seal_copy_path, segment_ids
 
 Durability = Literal["power", "process"]
@@ -144,7 +144,9 @@ def _write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Se
             return  # its name was deleted by hand (and may be another segment's now): nothing to prove
     copy = seal_copy_path(path)
     with storing("writing the seal copy", copy):
-        write_atomic(tmp_dir_of(path.parent), copy, fmt.encode_seal_copy(header, seal), sync=sync, exclusive=False)
+        os.replace(write_temp(tmp_dir_of(path.parent), fmt.encode_seal_copy(header, seal), sync=sync), copy)
+        if sync:
+            fsync_dir(path.parent)
 
 
 def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots: int = SLOTS) -> None:
