@@ -23,6 +23,8 @@ from agentfs.format import segment as fmt
 pytestmark = pytest.mark.timeout(300)
 IMAGE_MIB = 40
 ARTIFACT = 256 << 10  # incompressible bytes per commit
+SMALL_COMMITS, SMALL_ARTIFACT = 1500, 5000  # 3,000 live records of about 5 KB: three compaction batches of 1,024
+GAP = 6 << 20  # free bytes left for the gc: more than one batch of its output, less than all of it
 
 
 def _unavailable(why: str) -> None:
@@ -132,25 +134,24 @@ def test_commits_and_gc_until_the_disk_is_full_then_every_returned_commit_surviv
 
 def test_a_gc_that_hits_enospc_leaves_the_store_as_it_was_and_gives_its_space_back(small_disk: Path) -> None:
     root = small_disk / ".agentfs"
-    with agentfs.open(root) as store:
-        for number in range(12):
-            store.run("keep").commit({"n": number}, artifacts={"a.bin": os.urandom(ARTIFACT)})
-            store.run("scratch").commit({"n": number}, artifacts={"a.bin": os.urandom(ARTIFACT)})
-        store.run("scratch").prune(keep_last=1)
-        store.gc(grace=0)  # seals what there is: the next gc only compacts (copies live records, a new segment)
-        for number in range(12, 24):
-            store.run("keep").commit({"n": number}, artifacts={"a.bin": os.urandom(ARTIFACT)})
-        store.run("keep").prune(keep_last=20)
-    with agentfs.open(root) as store:
-        ids = store.run("keep").ids()
-    filler = small_disk / "filler"
+    with agentfs.open(root, durability="process") as store:  # fast set-up: what is tested is the gc
+        keep, scratch = store.run("keep"), store.run("scratch")
+        for number in range(SMALL_COMMITS):  # more live records than one compaction batch holds: several batches
+            keep.commit({"n": number}, artifacts={"a.bin": os.urandom(SMALL_ARTIFACT)})
+            scratch.commit({"n": number}, artifacts={"a.bin": os.urandom(SMALL_ARTIFACT)})
+        scratch.prune(keep_last=1)
+        ids = keep.ids()
+    filler, gap = small_disk / "filler", small_disk / "gap"
+    gap.write_bytes(os.urandom(GAP))
     fill(filler)
+    gap.unlink()  # room for the compaction's first batches, not for all of its output
     segments_before = sorted(os.listdir(root / "segments"))
     free_before = free_bytes(small_disk)
 
     with agentfs.open(root) as store, pytest.raises(agentfs.AgentFSError) as failed:
         store.gc(grace=0)
     assert_names_path_and_operation(failed.value, root)
+    assert "gc" in str(failed.value)
     assert sorted(os.listdir(root / "segments")) == segments_before, "the failed gc left its partial output"
     assert free_bytes(small_disk) >= free_before, "the failed gc kept space"
     assert store_descriptors(root) == []
@@ -160,5 +161,5 @@ def test_a_gc_that_hits_enospc_leaves_the_store_as_it_was_and_gives_its_space_ba
         assert store.run("keep").ids() == ids
         assert store.verify().ok
         store.run("keep").commit({"n": "after"})
-        assert store.gc(grace=0).deleted > 0
+        assert store.gc(grace=0).bytes_freed > 0
         assert store.verify().ok
