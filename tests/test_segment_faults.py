@@ -192,6 +192,19 @@ def test_a_writer_killed_at_a_rollover_header_write_leaves_no_segment_that_verif
     assert cli("verify", store=root).returncode == 0
 
 
+def test_gc_removes_a_header_less_segment_an_older_agentfs_left_at_a_crash(tmp_path: Path) -> None:
+    root = tmp_path / ".agentfs"
+    with agentfs.open(root) as store:
+        checkpoint = store.run("r").commit({"n": 1})
+    debris = root / "segments" / fmt.segment_name(0x40)
+    debris.write_bytes(b"")  # created in place, killed before its header was written
+    assert cli("verify", store=root).returncode == 1
+    with agentfs.open(root) as store:
+        store.gc(grace=0)
+        assert not debris.exists()
+        assert store.verify().ok and store.run("r").latest().id == checkpoint.id
+
+
 def test_a_directory_named_like_a_segment_is_reported_by_path_and_skipped(tmp_path: Path) -> None:
     root = tmp_path / ".agentfs"
     with agentfs.open(root) as store:

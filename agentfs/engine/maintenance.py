@@ -208,7 +208,7 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
         if not report.damaged:
             _compact(store, grace, marked, report)
         now = time.time()
-        for temp in store.tmp_dir.iterdir():
+        for temp in [*store.tmp_dir.iterdir(), *_headerless_segments(store.segments_dir)]:
             try:
                 if now - temp.stat().st_mtime > grace:
                     temp.unlink()
@@ -216,6 +216,21 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
             except FileNotFoundError:
                 continue
     return report
+
+
+def _headerless_segments(directory: Path) -> list[Path]:
+    """Debris of an agentfs that created segments in place: a file named like a segment, shorter than a header
+    and holding only zeros, left by a crash between its creation and its header's write. Never a segment's
+    data (a segment appears with its header durable); removed by gc once older than its grace."""
+    found = []
+    for segment_id in segment_ids(directory):
+        path = directory / fmt.segment_name(segment_id)
+        try:
+            if path.is_file() and path.stat().st_size < fmt.HEADER.size and not path.read_bytes().strip(b"\0"):
+                found.append(path)
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def _compact(store: Repository, grace: float, marked: set[bytes], report: GcReport) -> None:
