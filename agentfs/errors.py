@@ -52,3 +52,14 @@ class RemoteError(AgentFSError, OSError):
 
 class WrongKey(AgentFSError, PermissionError):
     """An encrypted store or remote that the passphrase or key file given does not unlock (or none was given)."""
+
+
+class StorageError(AgentFSError, OSError):
+    """A local file operation that failed (disk full, an I/O error): the message names the operation and the path."""
+
+    def __str__(self) -> str:  # OSError would prefix "[Errno N]" to a message that says it in words
+        return str(self.args[1]) if len(self.args) > 1 else super().__str__()
+
+
+class StoreClosed(AgentFSError, RuntimeError):
+    """A store used after (or while) it was closed."""

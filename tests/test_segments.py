@@ -298,12 +298,13 @@ def syscall_counts(tmp_path: Path, batches: int, durability: str) -> dict[str, i
     )
     trace = strace(tmp_path, "trace=fdatasync,fsync,fallocate,pwrite64,%%stat", code)
     segment = str(tmp_path / durability / str(batches) / "segments")
+    made_aside = str(tmp_path / durability / str(batches) / "tmp") + "/"  # a new segment is made in tmp/, then linked in
     calls = re.findall(r"^\d+\s+(\w+)\((\d+)<([^>]*)>", trace, re.MULTILINE)
     counts = {name: 0 for name in ("fdatasync", "fsync", "fallocate", "pwrite64", "fsync_segment_dir")}
     # by descriptor or by name: see SegmentWriter._unlinked for what a stat of a segment costs its writes
     counts["stat"] = len(re.findall(rf"^\d+\s+\w*stat\w*\(.*{re.escape(segment)}/", trace, re.MULTILINE))
     for name, _fd, path in calls:
-        if path.startswith(segment + "/"):
+        if path.startswith(segment + "/") or (path.startswith(made_aside) and fmt.SUFFIX in path):
             counts[name] += 1
         elif path == segment and name == "fsync":
             counts["fsync_segment_dir"] += 1

@@ -20,8 +20,10 @@ index takes and returns run names and plaintext keys, and `read` authenticates a
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -33,6 +35,14 @@ from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
 from .segments import Location, SealedSegment, ids_of, open_indexed, peek, scan_from
+
+log = logging.getLogger("agentfs")
+
+
+def _close_all(fds: dict[int, int]) -> None:
+    for fd in fds.values():
+        os.close(fd)
+    fds.clear()
 
 
 @dataclasses.dataclass
@@ -54,6 +64,7 @@ class Index:
         self._listed: tuple[list[str], list[int], frozenset[int]] = ([], [], frozenset())
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
+        weakref.finalize(self, _close_all, self._fds)
         self._names: dict[int, str] = {}
         self._valid_runs: set[str] = set()  # run names of indexed keys, found valid once
         self.generation = 0  # grows at every rebuild: locations from before it may be gone
@@ -75,10 +86,10 @@ class Index:
         self.version = 0  # grows whenever a record is added or hidden
 
     def close(self) -> None:
+        """Close the descriptors kept open. A later read (a checkpoint of a closed store read lazily) opens one
+        again; those are closed when the index is collected."""
         with self._lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
+            _close_all(self._fds)
 
     # keeping up with the segments
 
@@ -147,6 +158,9 @@ class Index:
             self.problems.append(str(exc))
             return
         if isinstance(opened, SealedSegment):
+            if opened.damage:  # never a silently shorter run: its lost records stay indexed, and fail when read
+                self.problems.append(opened.damage)
+                log.warning("%s", opened.damage)
             self.segments[segment_id] = Known(True, opened.end)
             try:
                 self._add_footer(segment_id, opened.footer)

@@ -6,7 +6,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing, StorageError
 from ..format import codec, kinds
 from ..format import segment as fmt
 from ..format.entries import Entry
@@ -19,7 +19,7 @@ from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
 from .repository import Repository
-from .segments import open_segment, segment_ids
+from .segments import SealedSegment, open_indexed, open_segment, seal_copy_path, segment_ids
 
 ROLE_NAMES = {OBJECT: "object", NODE: "tree node", CHUNK: "chunk"}
 
@@ -209,7 +209,7 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
         if not report.damaged:
             _compact(store, grace, marked, report)
         now = time.time()
-        for temp in store.tmp_dir.iterdir():
+        for temp in [*store.tmp_dir.iterdir(), *_headerless_segments(store.segments_dir)]:
             try:
                 if now - temp.stat().st_mtime > grace:
                     temp.unlink()
@@ -217,6 +217,21 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
             except FileNotFoundError:
                 continue
     return report
+
+
+def _headerless_segments(directory: Path) -> list[Path]:
+    """Debris of an agentfs that created segments in place: a file named like a segment, shorter than a header
+    and holding only zeros, left by a crash between its creation and its header's write. Never a segment's
+    data (a segment appears with its header durable); removed by gc once older than its grace."""
+    found = []
+    for segment_id in segment_ids(directory):
+        path = directory / fmt.segment_name(segment_id)
+        try:
+            if path.is_file() and path.stat().st_size < fmt.HEADER.size and not path.read_bytes().strip(b"\0"):
+                found.append(path)
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def _compact(store: Repository, grace: float, marked: set[bytes], report: GcReport) -> None:
@@ -252,9 +267,16 @@ def _compact(store: Repository, grace: float, marked: set[bytes], report: GcRepo
         kept += live
         victims.append(path)
     if victims:
-        store.append_compacted(kept)
+        try:
+            store.append_compacted(kept)  # on failure its partial output is removed: the store is as before
+        except StorageError as exc:
+            raise StorageError(exc.errno, f"gc (compaction, nothing deleted): {exc}") from exc
     for path in victims:
         path.unlink()
+        seal_copy_path(path).unlink(missing_ok=True)
+    for copy in store.segments_dir.glob("*" + fmt.SEAL_COPY_SUFFIX):
+        if not copy.with_suffix(fmt.SUFFIX).exists():
+            copy.unlink(missing_ok=True)  # a crash between deleting a segment and its copy
     if victims and store.sync_writes:
         fsync_dir(store.segments_dir)
     report.kept = len(store.db.oids())
@@ -267,3 +289,57 @@ def _live(store: Repository, record: fmt.Record, marked: set[bytes], young: bool
         run, record_id = kinds.split_pair_key(record.key, "compaction")
         return store.index.has(record.kind, run, record_id)  # hidden by a retirement record: dropped
     return True  # retirement and fork records, and kinds of a newer writer
+
+
+@dataclasses.dataclass
+class SalvageReport:
+    restored: list[str] = dataclasses.field(default_factory=list)  # damaged sealed segments whose every record now lies intact elsewhere
+    left: list[str] = dataclasses.field(default_factory=list)  # damaged sealed segments kept: what no intact copy holds
+
+
+def salvage(store: Repository) -> SalvageReport:
+    """Retire each damaged sealed segment (one its seal copy proves sealed, truncated or damaged since) once every
+    record its seal copy lists has an intact copy: its own intact records are copied out (with copies a repair
+    appended, or found in other segments), then it and its seal copy are deleted. Run after a repair
+    (sync/repair.py); under excluding_writers(), as compaction."""
+    report = SalvageReport()
+    with store.excluding_writers():
+        store.refresh_index()
+        for segment_id in segment_ids(store.segments_dir):
+            path = store.segments_dir / fmt.segment_name(segment_id)
+            try:
+                opened = open_indexed(path)
+            except (AgentFSError, FileNotFoundError):
+                continue
+            if not isinstance(opened, SealedSegment) or not opened.damage:
+                continue
+            records, missing = [], []
+            for entry in opened.footer.entries():
+                if entry.kind == kinds.FORK:
+                    records.append(fmt.Record(entry.kind, entry.key, b""))  # its key is all it holds
+                    continue
+                try:
+                    body = store.index.read_body(entry.kind, entry.key, segments.Location(segment_id, entry.offset, entry.length))
+                except AgentFSError as exc:
+                    missing.append(f"{_describe(entry)} ({exc})")
+                    continue
+                records.append(fmt.Record(entry.kind, entry.key, body))
+            if missing:
+                report.left.append(f"{path}: no intact copy of {len(missing)} of its records: {'; '.join(missing[:5])}")
+                continue
+            store.append_compacted(records)
+            path.unlink()
+            seal_copy_path(path).unlink(missing_ok=True)
+            if store.sync_writes:
+                fsync_dir(store.segments_dir)
+            report.restored.append(str(path))
+        store.index.refresh()
+    return report
+
+
+def _describe(entry: fmt.IndexEntry) -> str:
+    """A record for a message: an object by its oid, another record by its kind number and key."""
+    if entry.kind == kinds.OBJECT:
+        return f"object {entry.key.hex()}"
+    key = entry.key.replace(b"\0", b"@").decode(errors="replace")
+    return f"record of kind {entry.kind} {key}"

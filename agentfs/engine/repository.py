@@ -34,12 +34,12 @@ import os
 import socket
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..aio import Offloader
-from ..errors import FormatError, IntegrityError, NotFound
+from ..errors import FormatError, IntegrityError, NotFound, StoreClosed
 from ..format import keys, kinds
 from ..format import segment as fmt
 from ..format.config import ENCRYPTED_HASH, encode_config, encrypted, encryption_config, new_config, read_config
@@ -67,6 +67,7 @@ DECODE: dict[int, Callable[[bytes, str, str, str], object]] = {  # the check a r
     kinds.RETIRED: decode_retirement,
 }
 R = TypeVar("R", bound="Repository")
+T = TypeVar("T")
 __all__ = ["DURABILITY", "Durability", "Repository", "Source"]
 
 
@@ -82,6 +83,20 @@ class Source(Protocol):
     def list_journal(self, run: str) -> list[str]: ...
     def fetch_journal(self, run: str, record_id: str) -> bytes | None: ...
     def attach(self, store: Repository) -> None: ...
+
+
+class _Pool(ThreadPoolExecutor):
+    """The store's thread pool: work submitted once the store closed raises StoreClosed, not a bare RuntimeError."""
+
+    def __init__(self, root: Path, **options: Any) -> None:
+        super().__init__(**options)
+        self.root = root
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
+            raise StoreClosed(f"the agentfs store {self.root} is closed") from exc
 
 
 class Repository(SegmentStore):
@@ -101,6 +116,8 @@ class Repository(SegmentStore):
         master key and these slots (those of the encrypted remote it is opened with)."""
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
+        if (root.exists() and not root.is_dir()) or any(parent.is_file() for parent in root.parents):
+            raise FormatError(f"{root} is not a directory: not an agentfs store")
         self.root = root
         self.sync_writes = durability == "power"
         config, sealer = self._open_config(encryption, adopt)
@@ -134,6 +151,15 @@ class Repository(SegmentStore):
             own = {path.name for path in layout} | {keys.CONFIG, keys.KEY_SLOTS}  # config: another process just created the store
             if root.exists() and any(p.name not in own for p in root.iterdir()):
                 raise FormatError(f"{root} exists, is not empty and has no agentfs config: not an agentfs store")
+            segments_dir = root / keys.SEGMENTS
+            if segments_dir.is_dir() and any(segments_dir.iterdir()):
+                # creation publishes the config first: segments without one are a store whose config was lost,
+                # and a new config would give it a new id and drop its retention policy
+                raise FormatError(
+                    f"{root} holds segments but no config: its config was lost. Restore {config_path} from a backup "
+                    f"(or a copy of this store), or move {segments_dir} aside to start an empty store; agentfs will not "
+                    "create a new store over existing segments"
+                )
             make_dirs(tmp_dir, sync=self.sync_writes)
             fresh = new_config()
             if adopt is not None or encryption is not None:
@@ -166,15 +192,19 @@ class Repository(SegmentStore):
     def pool(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentfs-io")
+                self._check_open()
+                self._pool = _Pool(self.root, max_workers=4, thread_name_prefix="agentfs-io")
             return self._pool
 
     def close(self) -> None:
-        self.offload.close()  # first: the calls it still runs may use the pool
+        """Close the store, from any thread at any time: writes in flight finish first (others then raise
+        StoreClosed), and every descriptor is closed. No lock is held while waiting (see stop_writes)."""
+        self.stop_writes()
+        self.offload.close()  # the calls it still runs may use the pool
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)  # outside the lock: its threads may take it
         self.close_segments()
 
     def __enter__(self: R) -> R:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from ..errors import StoreClosed
 from ..format import codec, keys, kinds
 from ..format import segment as fmt
 from ..format.crypto import SEALED_OVERHEAD, Sealer
@@ -50,17 +51,42 @@ class SegmentStore:
         self._lock = threading.Lock()
         self._held = threading.local()  # the stripe locks this thread holds: appending() nests
         self._lock_files = LockFiles()  # locks/ descriptors kept open: a commit opens no file for its locks
+        self._gate = threading.Condition()  # counts the writes in flight (writing(), excluding_writers()) for close
+        self._in_flight = 0
+        self._closed = False
+        self._inside = threading.local()  # depth: the writes in flight on this thread
+
+    def stop_writes(self) -> None:
+        """Refuse new writes (StoreClosed) and wait for those in flight to finish, with no lock held.
+
+        Hazard: close() used to wait for the pool while holding the store's lock, which a pool thread of an
+        in-flight commit (making a reused record durable) waited for: a deadlock. Waiting here holds nothing
+        another thread needs; a write of this thread itself (close from inside a commit) is not waited for
+        (tests/test_segment_faults.py, close during a commit)."""
+        with self._gate:
+            self._closed = True
+            own = getattr(self._inside, "depth", 0)
+            self._gate.wait_for(lambda: self._in_flight <= own)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"the agentfs store {self.root} is closed")
 
     def close_segments(self) -> None:
+        self.stop_writes()
         self._leave_parents_writer()
-        with self._lock:
-            if self._writer is not None:
-                if self._writer.position >= SEAL_AT:
-                    self._writer.seal()  # the next open reads its footer instead of scanning its batches
-                self._writer.close()  # an unsealed segment is left for the slot's next writer to continue
-                self._writer = None
-        self.index.close()
-        self._lock_files.close()
+        try:
+            with self._lock:
+                writer, self._writer = self._writer, None
+                if writer is not None:
+                    try:
+                        if writer.position >= SEAL_AT and writer.current_segment() is not None:
+                            writer.seal()  # the next open reads its footer instead of scanning its batches
+                    finally:
+                        writer.close()  # an unsealed segment is left for the slot's next writer to continue
+        finally:
+            self.index.close()
+            self._lock_files.close()
 
     # appending and durability
 
@@ -70,6 +96,7 @@ class SegmentStore:
             return writer
         self._leave_parents_writer()
         with self._lock:
+            self._check_open()
             if self._writer is None:
                 self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
                 self._writer_forks = forks()
@@ -153,11 +180,21 @@ class SegmentStore:
         self.index.refresh()
 
     def append_compacted(self, records: Sequence[fmt.Record]) -> None:
-        """Append copies of live records to new segments of this process, sealed (so synced) at the end."""
+        """Append copies of live records to new segments of this process, sealed (so synced) at the end.
+
+        Hazard: a compaction that fails midway (ENOSPC, EIO) would leave its partial output, holding the
+        space the store needs to go on. Every segment it made is removed before the error propagates, so
+        the store is as before (tests/test_disk_full.py, tests/test_segment_faults.py)."""
         writer = self._segment_writer()
-        for start in range(0, len(records), COMPACTION_BATCH):
-            self._append(records[start : start + COMPACTION_BATCH], False)
-        writer.seal()
+        made = len(writer.created)
+        try:
+            for start in range(0, len(records), COMPACTION_BATCH):
+                self._append(records[start : start + COMPACTION_BATCH], False)
+            writer.seal()
+        except BaseException:
+            writer.discard(writer.created[made:])
+            self.index.refresh()
+            raise
 
 
     def local_runs(self) -> list[str]:
@@ -251,14 +288,15 @@ class SegmentStore:
         return self._stripe("journal", run)
 
     def writing(self) -> AbstractContextManager[None]:
-        """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively."""
+        """Held shared by every commit from its first object write to its entry; compaction runs under it exclusively.
+        A write in flight: close() waits for it to end (stop_writes)."""
         self._segment_writer()  # a writer slot before the gc lock: see the lock order above
-        return self._lock_files.hold(self._gc_lock_path, SHARED)
+        return _InFlight(self, self._lock_files.hold(self._gc_lock_path, SHARED))
 
     def excluding_writers(self) -> AbstractContextManager[None]:
         """Held exclusively by prune and gc: no commit is between choosing what to borrow and appending its entry."""
         self._segment_writer()  # a writer slot before the gc lock: see the lock order above
-        return self._lock_files.hold(self._gc_lock_path, EXCLUSIVE)
+        return _InFlight(self, self._lock_files.hold(self._gc_lock_path, EXCLUSIVE))
 
     def where_stored(self, run: str, kind: str, record_id: str) -> str:
         """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
@@ -273,6 +311,40 @@ class SegmentStore:
     def watched_dir(self) -> Path:
         """Where every commit makes a file-system event: watch it for hints of new checkpoints."""
         return self.segments_dir
+
+
+class _InFlight:
+    """`with` support for a write in flight: counted for close() (stop_writes), then the lock `hold`."""
+
+    __slots__ = ("_hold", "_store")
+
+    def __init__(self, store: SegmentStore, hold: AbstractContextManager[None]) -> None:
+        self._store, self._hold = store, hold
+
+    def __enter__(self) -> None:
+        store = self._store
+        with store._gate:
+            store._check_open()
+            store._in_flight += 1
+            store._inside.depth = getattr(store._inside, "depth", 0) + 1
+        try:
+            self._hold.__enter__()
+        except BaseException:
+            self._leave()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._hold.__exit__(None, None, None)  # a lock's release, whatever ended the block
+        finally:
+            self._leave()
+
+    def _leave(self) -> None:
+        store = self._store
+        with store._gate:
+            store._in_flight -= 1
+            store._inside.depth -= 1
+            store._gate.notify_all()
 
 
 class _StripeHold:

@@ -23,19 +23,21 @@ conversion (measured here: 0.21 ms against 0.14 ms for 10 KB into written zeros)
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 from ulid import ULID
 
-from ..errors import AgentFSError
+from ..errors import AgentFSError, StorageError
+from ..format import keys
 from ..format import segment as fmt
-from ..fsutil import fsync_dir, make_dirs
-from .segments import Location, open_segment, peek, segment_ids
+from ..fsutil import fsync_dir, make_dirs, temp_path, write_temp
+from .segments import Location, open_segment, peek, seal_copy_path, segment_ids
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -102,12 +104,49 @@ def _allocate(fd: int, start: int, end: int, *, zeros: bool) -> None:
         os.posix_fallocate(fd, start, end - start)
 
 
-def _write_seal(fd: int, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
+@contextlib.contextmanager
+def storing(operation: str, path: Path | str) -> Iterator[None]:
+    """Turn a failed file operation (ENOSPC, EIO, ...) into a StorageError naming `operation` and `path`."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, AgentFSError):
+            raise
+        raise StorageError(exc.errno, f"{operation} {path}: {exc.strerror or exc}") from exc
+
+
+def tmp_dir_of(directory: Path) -> Path:
+    """The store's tmp/ beside its segments/: the same file system, so a file made there can be linked in."""
+    return directory.parent / keys.TMP
+
+
+def _named(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def _write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
+    """Seal the segment at `path` (open as `fd`): footer and trailer, then its seal copy beside it.
+
+    The copy (the header and the seal again, FORMAT.md "Seal copies") is published only once the seal is
+    durable: a crash between leaves a sealed segment without a copy, which is whole but unprotected."""
     seal = fmt.encode_seal(segment_id, position, entries)
-    _write_all(fd, seal, position)
-    os.ftruncate(fd, position + len(seal))  # drops the unused preallocation and any torn tail
-    if sync:
-        os.fsync(fd)  # the size changed: fdatasync would do it too, fsync says so
+    with storing("sealing segment", path):
+        _write_all(fd, seal, position)
+        os.ftruncate(fd, position + len(seal))  # drops the unused preallocation and any torn tail
+        if sync:
+            os.fsync(fd)  # the size changed: fdatasync would do it too, fsync says so
+        header = os.pread(fd, fmt.HEADER.size, 0)
+        if not _named(fd, path):
+            return  # its name was deleted by hand (and may be another segment's now): nothing to prove
+    copy = seal_copy_path(path)
+    with storing("writing the seal copy", copy):
+        os.replace(write_temp(tmp_dir_of(path.parent), fmt.encode_seal_copy(header, seal), sync=sync), copy)
+        if sync:
+            fsync_dir(path.parent)
 
 
 def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots: int = SLOTS) -> None:
@@ -132,7 +171,7 @@ def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots:
                     view = open_segment(segment)
                     segment_fd = os.open(segment, os.O_RDWR)
                     try:
-                        _write_seal(segment_fd, segment_id, view.end, view.entries, sync=durability == "power")
+                        _write_seal(segment_fd, segment, segment_id, view.end, view.entries, sync=durability == "power")
                     finally:
                         os.close(segment_fd)
         finally:
@@ -158,6 +197,9 @@ class SegmentWriter:
         self.sync = durability == "power"
         make_dirs(directory, sync=self.sync)
         make_dirs(locks, sync=self.sync)
+        self.tmp = tmp_dir_of(directory)
+        make_dirs(self.tmp, sync=self.sync)
+        self.created: list[int] = []  # the segments this writer made, oldest first (a failed compaction removes its own)
         self.slot, self._lock_fd = _acquire_slot(locks, slots)
         self.writer = ULID().bytes
         self._mutex = threading.Lock()
@@ -215,14 +257,17 @@ class SegmentWriter:
             if self._fd < 0 or full or self._unlinked():
                 self._roll(length, zeros=self.sync and sync)
                 parts, entries = fmt.batch_parts(self.segment_id, self.position, records)
-            elif end > self.allocated:
-                self._grow(end, zeros=self.sync and sync)
-            padding = max(0, self.torn_end - self.position - length)  # zeros over what is left of a torn tail
-            if padding:
-                parts.append(bytes(padding))
-            _write_parts(self._fd, parts, length + padding, self.position)
-            if self.sync and sync:
-                os.fdatasync(self._fd)
+            # a failure below leaves at most a torn tail past `position`, which the next append overwrites
+            with storing("appending a batch to segment", self._path):
+                if self.position + length > self.allocated:
+                    self._grow(self.position + length, zeros=self.sync and sync)
+                padding = max(0, self.torn_end - self.position - length)  # zeros over what is left of a torn tail
+                if padding:
+                    parts.append(bytes(padding))
+                _write_parts(self._fd, parts, length + padding, self.position)
+                self.torn_end = max(self.torn_end, self.position + length + padding)
+                if self.sync and sync:
+                    os.fdatasync(self._fd)
             start = self.position
             self.position += length
             self.torn_end = max(self.position, self.torn_end)
@@ -258,28 +303,51 @@ class SegmentWriter:
         return min(self.preallocation_step, max(MIN_PREALLOCATION, self.position // 16))
 
     def _roll(self, needed: int, *, zeros: bool) -> None:
-        """Start a new segment with room for `needed` bytes, then seal the current one."""
+        """Start a new segment with room for `needed` bytes, then seal the current one.
+
+        Hazard: a segment must appear in segments/ only with its header durable. Created there, a crash
+        (or ENOSPC) between the create and the header's sync left a 0-byte or header-less segment that
+        every verify then called corrupt. So it is made in tmp/ (header, first step, fsync) and linked
+        in under its id (tests/test_segment_faults.py, the rollover crash)."""
         previous = self._fd
         size = fmt.HEADER.size + max(min(self.preallocation_step, MIN_PREALLOCATION), needed)
         segment_id = (segment_ids(self.directory) or [0])[-1] + 1
-        while True:
-            path = os.fspath(self.directory / fmt.segment_name(segment_id))
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:  # another writer took this id meanwhile
-                segment_id += 1
-                continue
-            break
-        _write_all(fd, fmt.encode_header(segment_id, self.slot, self.writer), 0)
-        _allocate(fd, fmt.HEADER.size, size, zeros=zeros)
-        if self.sync:
-            os.fsync(fd)  # the size and the header
-            fsync_dir(self.directory)  # the new entry: without it the segment vanishes with every batch in it
+        temp = temp_path(self.tmp, fmt.SUFFIX)
+        with storing("creating a segment at", temp):
+            fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            segment_id, path = self._link_new(fd, temp, segment_id, size, zeros=zeros)
+        finally:
+            os.close(fd)
+            temp.unlink(missing_ok=True)
+        with storing("opening new segment", path):
+            fd = os.open(path, os.O_RDWR)  # by its name in segments/: a descriptor of the name tmp/ no longer holds
         if previous >= 0:
             self._seal()
+        self.created.append(segment_id)
         self._fd, self._path, self.segment_id, self.allocated = fd, path, segment_id, size
         self.position = self.torn_end = fmt.HEADER.size
         self.entries = []
+
+    def _link_new(self, fd: int, temp: Path, segment_id: int, size: int, *, zeros: bool) -> tuple[int, str]:
+        """Give the new segment `temp` (open as `fd`) its header and first step, durably, and link it into
+        segments/ under the first free id from `segment_id`; (that id, its path there)."""
+        with storing("writing the header of a new segment at", temp):
+            _allocate(fd, fmt.HEADER.size, size, zeros=zeros)
+        while True:
+            path = os.fspath(self.directory / fmt.segment_name(segment_id))
+            with storing("writing the header of new segment", path):
+                _write_all(fd, fmt.encode_header(segment_id, self.slot, self.writer), 0)
+                if self.sync:
+                    os.fsync(fd)  # the size and the header, before the segment has a name in segments/
+                try:
+                    os.link(temp, path)
+                except FileExistsError:  # another writer took this id meanwhile (or a foreign entry holds it)
+                    segment_id += 1
+                    continue
+                if self.sync:
+                    fsync_dir(self.directory)  # the new entry: without it the segment vanishes with every batch in it
+            return segment_id, path
 
     def seal(self) -> None:
         """Seal the current segment now (footer, trailer, fsync); the next append starts a new one."""
@@ -288,22 +356,42 @@ class SegmentWriter:
                 self._seal()
 
     def _seal(self) -> None:
-        _write_seal(self._fd, self.segment_id, self.position, self.entries, sync=self.sync)
-        os.close(self._fd)
-        self._fd = -1
+        fd, self._fd = self._fd, -1  # closed whatever the seal's outcome: a segment that failed to seal is not appended to
+        try:
+            _write_seal(fd, Path(self._path), self.segment_id, self.position, self.entries, sync=self.sync)
+        finally:
+            os.close(fd)
+
+    def discard(self, segment_ids: Iterable[int]) -> None:
+        """Delete segments this writer made (a failed compaction's output) and their seal copies, durably."""
+        with self._mutex:
+            doomed = set(segment_ids)
+            if self._fd >= 0 and self.segment_id in doomed:
+                os.close(self._fd)
+                self._fd = -1
+            for segment_id in doomed:
+                path = self.directory / fmt.segment_name(segment_id)
+                with storing("removing segment", path):
+                    path.unlink(missing_ok=True)
+                    seal_copy_path(path).unlink(missing_ok=True)
+            self.created = [segment_id for segment_id in self.created if segment_id not in doomed]
+            if doomed and self.sync:
+                fsync_dir(self.directory)
 
     def close(self) -> None:
         """Release the slot, leaving the segment unsealed for the slot's next writer to continue, holding only its data."""
         with self._mutex:
-            if self._fd >= 0:
-                # the unused preallocation and any torn tail; no sync needed: if the cut is lost, zeros (or the
-                # torn tail) come back, which readers ignore and the next writer overwrites
-                os.ftruncate(self._fd, max(self.position, fmt.HEADER.size))
-                os.close(self._fd)
-                self._fd = -1
-            if self._lock_fd >= 0:
-                os.close(self._lock_fd)
-                self._lock_fd = -1
+            try:
+                if self._fd >= 0:
+                    # the unused preallocation and any torn tail; no sync needed: if the cut is lost, zeros (or the
+                    # torn tail) come back, which readers ignore and the next writer overwrites
+                    with storing("truncating segment", self._path):
+                        os.ftruncate(self._fd, max(self.position, fmt.HEADER.size))
+            finally:
+                for fd in (self._fd, self._lock_fd):
+                    if fd >= 0:
+                        os.close(fd)
+                self._fd = self._lock_fd = -1
 
     def abandon(self) -> None:
         """Close this process's descriptors and touch nothing else: a forked child's copy of its parent's writer.

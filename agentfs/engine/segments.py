@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
+from ..format import kinds
 from ..format import segment as fmt
 
 READ_CHUNK = 1 << 20
+LOST_NAMED = 20  # checkpoints named in the report of a damaged sealed segment; the rest are counted
 
 
 class Location(NamedTuple):
@@ -73,6 +76,7 @@ class SealedSegment(NamedTuple):
     header: fmt.Header
     footer: fmt.Footer
     end: int  # the footer's offset: where the records end
+    damage: str = ""  # a sealed segment found truncated or damaged (read through its seal copy): what it lost
 
 
 def open_segment(path: Path) -> SegmentView:
@@ -80,23 +84,47 @@ def open_segment(path: Path) -> SegmentView:
     opened = open_indexed(path)
     if isinstance(opened, SegmentView):
         return opened
+    problems = [opened.damage] if opened.damage else []
     try:
         entries = opened.footer.entries()
     except AgentFSError as exc:
         view = scan_from(path, fmt.HEADER.size)
-        view.problems.insert(0, f"{exc}; scanning the segment instead")
+        view.problems[:0] = [*problems, f"{exc}; scanning the segment instead"]
         return view
-    return SegmentView(path, opened.header, True, entries, opened.end, opened.end, [])
+    return SegmentView(path, opened.header, True, entries, opened.end, opened.end, problems)
+
+
+def _open_file(path: Path, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of the segment file at `path`; FormatError naming it for an entry that is not a file
+    (a directory or a foreign entry named like a segment), FileNotFoundError if it is gone."""
+    try:
+        fd = os.open(path, flags)
+    except (IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        raise FormatError(f"{path} is not an agentfs segment ({exc.strerror}): skipped") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FormatError(f"{path} is not an agentfs segment (not a regular file): skipped")
+    return fd
 
 
 def open_indexed(path: Path) -> SegmentView | SealedSegment:
-    """Open one segment for an index: the footer of a sealed one (read, checked, not decoded), a scan of an unsealed one."""
-    fd = os.open(path, os.O_RDONLY)
+    """Open one segment for an index: the footer of a sealed one (read, checked, not decoded), a scan of an unsealed one.
+
+    A segment whose seal copy (fmt.SealCopy) proves it sealed but that has no intact seal of its own now
+    (truncated, or its end damaged) is indexed through the copy's footer, its damage named (`damage`): its
+    records that lie past its end are reported lost, never silently dropped (tests/test_segment_faults.py)."""
+    fd = _open_file(path)
     try:
         size = os.fstat(fd).st_size
-        header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
-        if fmt.segment_id_of(path.name) != header.segment_id:
-            raise FormatError(f"{path}: its header names segment {header.segment_id}")
+        try:
+            header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
+            if fmt.segment_id_of(path.name) != header.segment_id:
+                raise FormatError(f"{path}: its header names segment {header.segment_id}")
+        except AgentFSError as exc:
+            copy = seal_copy(path, None)
+            if copy is None:
+                raise
+            return _from_seal_copy(path, size, copy, str(exc))
         problems: list[str] = []
         if size >= fmt.HEADER.size + fmt.TRAILER.size:
             pointer = fmt.decode_trailer(_pread(fd, fmt.TRAILER.size, size - fmt.TRAILER.size), size)
@@ -108,14 +136,51 @@ def open_indexed(path: Path) -> SegmentView | SealedSegment:
                     problems.append(f"{exc}; scanning the segment instead")
                 else:
                     return SealedSegment(header, footer, offset)
+        copy = seal_copy(path, header)
+        if copy is not None:
+            return _from_seal_copy(path, size, copy, "; ".join(problems) or "it has no intact seal")
         return _scan(fd, size, path, header, problems)
     finally:
         os.close(fd)
 
 
+def seal_copy_path(path: Path) -> Path:
+    """Where the seal copy of the segment at `path` lies."""
+    return path.with_suffix(fmt.SEAL_COPY_SUFFIX)
+
+
+def seal_copy(path: Path, header: fmt.Header | None) -> fmt.SealCopy | None:
+    """The intact seal copy of the segment at `path` whose header is `header` (None: the segment's own header
+    is unreadable, the copy's id must match its name); None if there is none, or it is another segment's
+    (an id taken again after compaction deleted the segment it was first given to)."""
+    where = seal_copy_path(path)
+    try:
+        copy = fmt.decode_seal_copy(where.read_bytes(), str(where))
+    except (OSError, AgentFSError):
+        return None  # no copy (or a damaged one): the segment is judged by its own bytes
+    if header is None:
+        return copy if copy.header.segment_id == fmt.segment_id_of(path.name) else None
+    return copy if copy.header == header else None
+
+
+def _from_seal_copy(path: Path, size: int, copy: fmt.SealCopy, why: str) -> SealedSegment:
+    """A sealed segment found damaged, indexed through its seal copy's footer; `damage` names what it lost."""
+    footer = fmt.read_footer(copy.footer_frame, copy.header.segment_id, copy.footer_offset, f"{path} (its seal copy)")
+    entries = [(run, row) for kind, run in footer.runs if kind == kinds.ENTRY for row in footer.rows(kind, run)]
+    lost = [f"{run}@{record_id}" for run, (record_id, offset, length) in entries if offset + length > size]
+    objects = sum(offset + length > size for _oid, offset, length in footer.object_rows())
+    named = ", ".join(lost[:LOST_NAMED]) + (", ..." if len(lost) > LOST_NAMED else "")
+    damage = (
+        f"{path}: a sealed segment of {copy.length} bytes (its seal copy says) holds {size} now and no intact seal "
+        f"({why}): damaged or truncated; lost with it: {len(lost)} checkpoints ({named or 'none'}) and {objects} objects; "
+        "`agentfs verify --repair` restores them from a remote that holds them"
+    )
+    return SealedSegment(copy.header, footer, copy.footer_offset, damage)
+
+
 def scan_from(path: Path, start: int) -> SegmentView:
     """Scan an unsealed segment from `start` (the end of what a reader already indexed): its new batches."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = _open_file(path)
     try:
         header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
         return _scan(fd, os.fstat(fd).st_size, path, header, [], start)
@@ -235,7 +300,7 @@ class SegmentReader:
         path = self.directory / fmt.segment_name(location.segment_id)
         where = f"{path} offset {location.offset}"
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = _open_file(path)
         except FileNotFoundError:
             raise NotFound(f"segment {path} does not exist") from None
         try:
@@ -245,12 +310,13 @@ class SegmentReader:
 
 
 def peek(path: Path) -> tuple[fmt.Header, bool]:
-    """A segment's header and whether it is sealed, from two small reads."""
-    fd = os.open(path, os.O_RDONLY)
+    """A segment's header and whether it is sealed, from two small reads (and its seal copy's, when it has no
+    intact seal: a sealed segment found damaged is never taken for an unsealed one to continue or seal again)."""
+    fd = _open_file(path)
     try:
         size = os.fstat(fd).st_size
         header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
         trailer = _pread(fd, fmt.TRAILER.size, max(0, size - fmt.TRAILER.size))
-        return header, fmt.decode_trailer(trailer, size) is not None
+        return header, fmt.decode_trailer(trailer, size) is not None or seal_copy(path, header) is not None
     finally:
         os.close(fd)

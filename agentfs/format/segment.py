@@ -39,6 +39,7 @@ SEGMENT_MAGIC = b"\x89AFSSEG\n"
 BATCH_MAGIC = b"\x89AFSBAT\n"
 TRAILER_MAGIC = b"\x89AFSEND\n"
 SUFFIX = ".seg"
+SEAL_COPY_SUFFIX = ".seal"  # beside a sealed segment: its header and seal again, proving its length (FORMAT.md)
 
 HEADER = struct.Struct(">8sHHQ16sI")  # magic, version, slot, segment id, writer, crc32 of what precedes it
 FRAME = struct.Struct(">IIB")  # payload length, crc32, kind
@@ -70,6 +71,10 @@ class Header(NamedTuple):
 
 def segment_name(segment_id: int) -> str:
     return f"{segment_id:016x}{SUFFIX}"
+
+
+def seal_copy_name(segment_id: int) -> str:
+    return f"{segment_id:016x}{SEAL_COPY_SUFFIX}"
 
 
 def segment_id_of(name: str) -> int | None:
@@ -265,3 +270,33 @@ def read_footer(data: bytes, segment_id: int, footer_offset: int, where: str) ->
 def decode_footer(data: bytes, segment_id: int, footer_offset: int, where: str) -> list[IndexEntry]:
     """Every record a sealed segment's footer frame indexes, by offset, all of it checked."""
     return read_footer(data, segment_id, footer_offset, where).entries()
+
+
+class SealCopy(NamedTuple):
+    """What a seal copy proves about its sealed segment: whose it is, its length, and its footer frame."""
+
+    header: Header
+    footer_offset: int
+    footer_frame: bytes
+
+    @property
+    def length(self) -> int:
+        """The sealed segment's whole length: its data, its footer and its trailer."""
+        return self.footer_offset + len(self.footer_frame) + TRAILER.size
+
+
+def encode_seal_copy(header: bytes, seal: bytes) -> bytes:
+    """A seal copy: the sealed segment's header bytes, then its footer frame and trailer (encode_seal's bytes)."""
+    return header + seal
+
+
+def decode_seal_copy(data: bytes, where: str) -> SealCopy:
+    """The seal copy `data` holds, its header and trailer checked (its footer frame is checked as a segment's is)."""
+    header = decode_header(data[: HEADER.size], where)
+    trailer = data[-TRAILER.size :] if len(data) >= HEADER.size + TRAILER.size else b""
+    if len(trailer) != TRAILER.size or trailer[:8] != TRAILER_MAGIC or crc32(trailer[:-4]) != TRAILER.unpack(trailer)[3]:
+        raise IntegrityError(f"{where}: the seal copy has no intact trailer (torn or corrupt)")
+    _magic, offset, length, _crc = TRAILER.unpack(trailer)
+    if HEADER.size + length + TRAILER.size != len(data) or offset < HEADER.size:
+        raise IntegrityError(f"{where}: the seal copy's trailer does not match its length (torn or corrupt)")
+    return SealCopy(header, int(offset), data[HEADER.size : HEADER.size + length])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
+from ..engine.maintenance import salvage
 from ..engine.repository import Repository
 from ..errors import AgentFSError, ObjectMissing
 from ..format import codec
@@ -35,10 +36,10 @@ def repair(store: Repository, remote: PackRemote, *, workers: int = 8) -> Repair
                 _replace_object(store, remote, oid, report)
         readable: list[tuple[bytes, Entry]] = []
         for run, checkpoint_id in list(store.local_entries()):
-            raw = store.local_entry(run, checkpoint_id)
-            if raw is None:
-                continue  # removed by retention while we listed
             try:
+                raw = store.local_entry(run, checkpoint_id)  # IntegrityError: no intact frame (a truncated segment)
+                if raw is None:
+                    continue  # removed by retention while we listed
                 readable.append((raw, decode_entry_at(raw, run, checkpoint_id, store.where_stored(run, LOG, checkpoint_id), store.hasher)))
             except AgentFSError as exc:
                 fixed = _replace_entry(store, remote, run, checkpoint_id, str(exc), report)
@@ -53,6 +54,9 @@ def repair(store: Repository, remote: PackRemote, *, workers: int = 8) -> Repair
         except AgentFSError as exc:
             report.unrepaired.append(f"missing objects: {exc}")
         report.fetched = stats.objects
+    salvaged = salvage(store)  # a damaged sealed segment whose every record is now intact elsewhere is retired
+    report.replaced += [f"damaged segment {path} (its records copied out of it or from the remote)" for path in salvaged.restored]
+    report.unrepaired += salvaged.left
     return report
 
 
@@ -99,11 +103,11 @@ def _replace_entry(
 
 
 def _check_local_record(store: Repository, remote: PackRemote, kind: str, run: str, record_id: str, report: RepairReport) -> None:
-    local = store.read_record(run, kind, record_id)
-    if local is None:
-        return  # removed by retention while we listed
     where = f"{kind} record {run}/{record_id}"
     try:
+        local = store.read_record(run, kind, record_id)  # IntegrityError: no intact frame (a truncated segment)
+        if local is None:
+            return  # removed by retention while we listed
         check_record(kind, local, run, record_id, store.where_stored(run, kind, record_id))
         return
     except AgentFSError as exc:
