@@ -307,7 +307,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     print(f"agentfs: warning: not repaired: {why}", file=sys.stderr)
             report = store.verify()
     elif args.remote is not None:
-        report = verify_remote(PackRemote(args.remote, storage_options(args.storage_options)), deep=args.deep)
+        report = verify_remote(PackRemote(args.remote, storage_options(args.storage_options)), deep=args.deep, progress=not args.quiet)
     else:
         with open_existing(args) as store:
             report = store.verify()

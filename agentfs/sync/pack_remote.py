@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteError
@@ -28,12 +28,20 @@ from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
-READ_AHEAD = 8 << 20  # one ranged GET fetches neighbouring objects up to this many bytes
-AHEAD_MAX = 64 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
+READ_AHEAD = 2 << 20  # one ranged GET fetches neighbouring objects up to this many bytes (x workers: memory, tests/test_sync_memory.py)
+AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
 KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
 
 Place = tuple[str, int, int]  # pack id, frame offset, frame length
+
+
+class Leftover(NamedTuple):
+    """A key no reader uses: a pack without an index, or a file-like remote's temporary key (a push cut short)."""
+
+    key: str
+    modified: float  # seconds since the epoch
+    size: int
 
 
 class PackRemote(Remote):
@@ -46,6 +54,7 @@ class PackRemote(Remote):
         self.ids: dict[tuple[int, str], set[str]] = {}  # (kind, run) -> record ids in the packs loaded
         self._frames: dict[str, list[IndexEntry]] = {}  # pack id -> its records, by offset
         self.pack_times: dict[str, float] = {}  # pack id -> when its index was written (from the last listing)
+        self.unindexed: dict[str, Leftover] = {}  # pack id -> a pack without an index (from the last listing)
         self._lock = threading.Lock()
         self._pack_locks: dict[str, threading.Lock] = {}
         self._listed_at = float("-inf")
@@ -58,6 +67,10 @@ class PackRemote(Remote):
         if self.index is not None:
             return
         super().attach(store)
+        self.keep_indexes(store)
+
+    def keep_indexes(self, store: Repository) -> None:
+        """Keep the pack indexes read (and pushed) under the store's state directory for this remote."""
         self._store = store
         self._cache = store.remote_state_dir(self.name) / keys.PACKS
         make_dirs(self._cache / "tmp", sync=False)
@@ -110,12 +123,40 @@ class PackRemote(Remote):
         except FileNotFoundError:
             return []
         times = {}
+        packs: dict[str, Leftover] = {}
         for info in infos:
             name = posixpath.basename(str(info["name"]).rstrip("/"))
-            if name.endswith(suffix) and PACK_ID.fullmatch(name[: -len(suffix)]):
-                times[name[: -len(suffix)]] = modified(info)
+            stem, dot, ending = name.rpartition(".")
+            if not dot or not PACK_ID.fullmatch(stem):
+                continue
+            if f".{ending}" == suffix:
+                times[stem] = modified(info)
+            elif f".{ending}" == keys.PACK_SUFFIX:
+                packs[stem] = Leftover(str(info["name"]), modified(info), int(info.get("size") or 0))
         self.pack_times = times
+        self.unindexed = {pack_id: leftover for pack_id, leftover in packs.items() if pack_id not in times}
         return sorted(times)
+
+    def leftovers(self) -> list[Leftover]:
+        """Packs without an index and (file-like remotes) temporary keys: what pushes cut short left; a pusher
+        still writing one puts its index (or links it) within seconds of finishing it. Lists packs/ (and tmp/)."""
+        self.pack_ids()
+        found = list(self.unindexed.values())
+        if self.file_like:
+            prefix = self.key(keys.TMP)
+            self.fs.invalidate_cache(prefix)
+            try:
+                with self.failing(f"list {prefix}", FileNotFoundError):
+                    infos = self.fs.ls(prefix, detail=True)
+            except FileNotFoundError:
+                infos = []
+            found += [Leftover(str(info["name"]), modified(info), int(info.get("size") or 0)) for info in infos]
+        return sorted(found)
+
+    def keep_index(self, pack_id: str, data: bytes) -> None:
+        """Keep the index of a pack this process pushed, as if read: confirming what the remote holds never fetches it."""
+        if self._cache is not None:
+            write_atomic(self._cache / "tmp", self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}", data, sync=False, exclusive=False)
 
     def load_all(self, *, force: bool = True) -> None:
         """Learn every pack's records: list packs/ (at most once per RELIST seconds unless `force`), fetch new indexes."""
