@@ -28,7 +28,7 @@ from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
-READ_AHEAD = 2 << 20  # one ranged GET fetches neighbouring objects up to this many bytes (x workers: memory, tests/test_sync_memory.py)
+READ_AHEAD = 4 << 20  # one ranged GET (a whole pack: push.PACK_TARGET) fetches neighbouring objects up to this many bytes (x workers: memory, tests/test_sync_memory.py)
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
 KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
@@ -229,7 +229,9 @@ class PackRemote(Remote):
 
     def _read_range(self, kind: int, key: bytes, place: Place) -> bytes | None:
         pack_id, offset, length = place
-        frames = self._following(kind, key, place) if kind == kinds.OBJECT else [IndexEntry(kind, key, offset, length)]
+        # entries are read ahead only for a reader with no store (verify --remote, remote gc: they read every one)
+        ahead = kind == kinds.OBJECT or (kind == kinds.ENTRY and self._store is None)
+        frames = self._following(kind, key, place) if ahead else [IndexEntry(kind, key, offset, length)]
         end = frames[-1].offset + frames[-1].length
         where = f"remote {self.url} pack {pack_id}"
         pack = self.key(*keys.pack_key(pack_id))
@@ -258,18 +260,19 @@ class PackRemote(Remote):
         return record.body
 
     def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
-        """The object's frame and the object frames right after it that the store lacks, up to READ_AHEAD bytes."""
+        """The record's frame and the frames of its kind right after it that the store lacks, up to READ_AHEAD bytes."""
         pack_id, offset, _length = place
         frames = self._frames[pack_id]
         at = next(i for i, frame in enumerate(frames) if frame.offset == offset)
         chosen = [frames[at]]
         budget = READ_AHEAD if self._ahead_bytes < AHEAD_MAX else 0
         for frame in frames[at + 1 :]:
-            if frame.kind != kinds.OBJECT or frame.offset != chosen[-1].offset + chosen[-1].length:
+            if frame.kind != kind or frame.offset != chosen[-1].offset + chosen[-1].length:
                 break
             if sum(f.length for f in chosen) + frame.length > budget:
                 break
-            if (frame.kind, frame.key) in self._ahead or (self._store is not None and self._store.db.exists(frame.key)):
+            held_here = kind == kinds.OBJECT and self._store is not None and self._store.db.exists(frame.key)
+            if (frame.kind, frame.key) in self._ahead or held_here:
                 break
             chosen.append(frame)
         return chosen

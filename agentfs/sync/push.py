@@ -41,8 +41,8 @@ from .remote_gc import GcBarrier
 
 BATCH = 1024
 # a pack is closed once it holds this many bytes (a big artifact spans several); a push cut short loses at most IN_FLIGHT of them
-PACK_TARGET = 2 << 20
-IN_FLIGHT = 4
+PACK_TARGET = 4 << 20
+IN_FLIGHT = 2
 CHECK_WINDOW = 16  # objects read and verified at once before packing (bounds memory: 16 chunks, ~64 KiB to 1 MiB each)
 
 
