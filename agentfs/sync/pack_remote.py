@@ -28,7 +28,9 @@ from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
-READ_AHEAD = 4 << 20  # one ranged GET (a whole pack: push.PACK_TARGET) fetches neighbouring objects up to this many bytes (x workers: memory, tests/test_sync_memory.py)
+# one ranged GET fetches neighbouring records up to this many bytes (a whole pack: push.PACK_TARGET); times the
+# reading threads, it bounds a reader's memory (tests/test_sync_memory.py)
+READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
 KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
@@ -230,8 +232,8 @@ class PackRemote(Remote):
     def _read_range(self, kind: int, key: bytes, place: Place) -> bytes | None:
         pack_id, offset, length = place
         # entries are read ahead only for a reader with no store (verify --remote, remote gc: they read every one)
-        ahead = kind == kinds.OBJECT or (kind == kinds.ENTRY and self._store is None)
-        frames = self._following(kind, key, place) if ahead else [IndexEntry(kind, key, offset, length)]
+        reads_ahead = kind == kinds.OBJECT or (kind == kinds.ENTRY and self._store is None)
+        frames = self._following(kind, key, place) if reads_ahead else [IndexEntry(kind, key, offset, length)]
         end = frames[-1].offset + frames[-1].length
         where = f"remote {self.url} pack {pack_id}"
         pack = self.key(*keys.pack_key(pack_id))
