@@ -54,7 +54,7 @@ crash-states: $(BIN)/python
 	AGENTFS_CRASH_STATES=full $(BIN)/python -m pytest -q tests/test_crash_states.py
 
 # The interrupted-push test at the issue's size (300 MB, 10 SIGKILLs) and the memory test at 1 GiB on
-# moto too; `make test` runs 64 MB with 2 kills, and 1 GiB on a file remote with 256 MiB on moto
+# moto too; `make test` runs 64 MB with 2 kills, and 1 GiB on a file remote with 64 MiB on moto
 test-push-stress: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	AGENTFS_RESUME_BYTES=300000000 AGENTFS_RESUME_KILLS=10 AGENTFS_MEMORY_S3_BYTES=1073741824 \

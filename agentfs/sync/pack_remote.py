@@ -28,7 +28,7 @@ from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
-# one ranged GET fetches neighbouring records up to this many bytes (a whole pack: push.PACK_TARGET); times the
+# one ranged GET fetches neighbouring records up to this many bytes (half a pack: push.PACK_TARGET); times the
 # reading threads, it bounds a reader's memory (tests/test_sync_memory.py)
 READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
