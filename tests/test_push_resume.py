@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -253,3 +254,35 @@ def test_a_flipped_byte_in_one_runs_artifact_holds_back_only_that_run(tmp_path: 
         assert len(fresh.run("good").latest().artifacts["data.bin"].read_bytes()) == 3_000_000
     fs, root = spec.connect()
     assert not remote_raw.has_head(fs, root, "bad", bad.id) and remote_raw.has_head(fs, root, "good", good.id)
+
+
+def test_a_whole_pack_left_without_its_index_is_indexed_by_the_next_push_not_sent_again(tmp_path: Path) -> None:
+    spec = make_file_spec(tmp_path)
+    options = json.dumps(spec.storage_options)
+    source = tmp_path / "a"
+    with agentfs.open(source) as store:
+        store.run("main").commit({"step": 1}, artifacts={"data.bin": os.urandom(20 << 20)})
+    assert cli("sync", spec.url, "--storage-options", options, store=source).returncode == 0
+    # what a push killed after its packs of objects and before their indexes leaves: those packs alone
+    remote = PackRemote(spec.url, spec.storage_options)
+    remote.load_all()
+    object_packs = {pack_id for pack_id, frames in remote.pack_frames().items() if all(f.kind == kinds.OBJECT for f in frames)}
+    assert len(object_packs) >= 2
+    sent = {f.key for pack_id in object_packs for f in remote.pack_frames()[pack_id]}
+    kept = {f"{keys.PACKS}/{pack_id}{keys.PACK_SUFFIX}" for pack_id in object_packs}
+    for key in remote_keys(spec):
+        if key.startswith((f"{keys.HEADS}/", f"{keys.PACKS}/")) and key not in kept:
+            remote.delete(remote.key(key))
+    for state in (source / "remotes").iterdir():  # nor did the killed push note what it sent
+        shutil.rmtree(state)
+
+    synced = cli("sync", spec.url, "--storage-options", options, store=source)
+    assert synced.returncode == 0, synced.stderr
+    left = remote_keys(spec)
+    assert all(f"{keys.PACKS}/{pack_id}{keys.PACK_INDEX_SUFFIX}" in left for pack_id in object_packs)  # indexed from their own bytes
+    again = PackRemote(spec.url, spec.storage_options)
+    again.load_all()
+    resent = {f.key for pack_id in set(again.pack_frames()) - object_packs for f in again.pack_frames()[pack_id]}
+    assert not sent & resent
+    with agentfs.open(tmp_path / "fresh", remote=spec.url, storage_options=spec.storage_options) as fresh:
+        assert len(fresh.run("main").latest().artifacts["data.bin"].read_bytes()) == 20 << 20

@@ -8,12 +8,15 @@ pushes the rest.
 from __future__ import annotations
 
 import threading
+import time
 
 from ..format import codec, kinds
 from ..format.entries import decode_entry_at
 from ..format.refs import Location
 from .index import PushIndex
 from .pack_remote import PackRemote
+
+ADOPT_AGE = 600.0  # a pack without an index younger than this is indexed by the next push; remote gc's grace must be longer
 
 
 def check_object(oid: bytes, blob: bytes, where: str) -> None:
@@ -62,6 +65,10 @@ class Holdings:
 
     def __init__(self, remote: PackRemote, index: PushIndex) -> None:
         remote.load_all()
+        now = time.time()
+        for pack_id, leftover in list(remote.unindexed.items()):  # a push cut short after a pack, before its index
+            if now - leftover.modified < ADOPT_AGE:
+                remote.adopt(pack_id, leftover)
         self.remote = remote
         self.index = index
         self.lost_objects: set[bytes] = set()

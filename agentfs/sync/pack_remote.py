@@ -21,7 +21,7 @@ from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import keys, kinds
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
-from ..format.segment import IndexEntry, decode_record
+from ..format.segment import TRAILER, IndexEntry, decode_record, decode_trailer
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .remote import Remote, modified
@@ -154,6 +154,31 @@ class PackRemote(Remote):
                 infos = []
             found += [Leftover(str(info["name"]), modified(info), int(info.get("size") or 0)) for info in infos]
         return sorted(found)
+
+    def adopt(self, pack_id: str, leftover: Leftover) -> bool:
+        """Put the index of a whole pack of objects that a push cut short left without one (a pack's index is its
+        last bytes: read back, checked), so a resumed push does not send its objects again. False, changing
+        nothing, for a pack that is not whole or holds anything but objects (its entries would wait on others)."""
+        where = f"remote {self.url} pack {pack_id}"
+        if leftover.size <= TRAILER.size:
+            return False
+        try:
+            with self.failing(f"read {leftover.key}", FileNotFoundError):
+                trailer = bytes(self.fs.cat_file(leftover.key, start=leftover.size - TRAILER.size, end=leftover.size))
+                sealed = decode_trailer(trailer, leftover.size)
+                if sealed is None or leftover.size - sealed[0] > MAX_INDEX:
+                    return False
+                data = bytes(self.fs.cat_file(leftover.key, start=sealed[0], end=leftover.size))
+            _size, entries = decode_pack_index(data, pack_id, where)
+        except (FileNotFoundError, FormatError):
+            return False
+        if any(entry.kind != kinds.OBJECT for entry in entries):
+            return False
+        self.create(self.key(*keys.pack_index_key(pack_id)), data)
+        self.keep_index(pack_id, data)
+        self.learn(pack_id, entries)
+        self.unindexed.pop(pack_id, None)
+        return True
 
     def keep_index(self, pack_id: str, data: bytes) -> None:
         """Keep the index of a pack this process pushed, as if read: confirming what the remote holds never fetches it."""
