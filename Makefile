@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states faketime
+.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states faketime test-push-stress
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,13 @@ test-langgraph-upstream: $(BIN)/python
 crash-states: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	AGENTFS_CRASH_STATES=full $(BIN)/python -m pytest -q tests/test_crash_states.py
+
+# The interrupted-push test at the issue's size (300 MB, 10 SIGKILLs) and the memory test at 1 GiB on
+# moto too; `make test` runs 64 MB with 2 kills, and 1 GiB on a file remote with 64 MiB on moto
+test-push-stress: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	AGENTFS_RESUME_BYTES=300000000 AGENTFS_RESUME_KILLS=10 AGENTFS_MEMORY_S3_BYTES=1073741824 \
+		$(BIN)/python -m pytest -q -s tests/test_push_resume.py tests/test_sync_memory.py
 
 # libfaketime for the clock-skew tests (Debian package faketime); installed once, skipped when present
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -329,7 +329,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if encrypted(remote.identify()) is not None:  # an encrypted remote is read with its store's keys
             with open_existing(args) as store:
                 remote.sealer = store.sealer
-        report = verify_remote(remote, deep=args.deep)
+        report = verify_remote(remote, deep=args.deep, progress=not args.quiet)
     else:
         with open_existing(args) as store:
             report = store.verify()

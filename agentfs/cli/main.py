@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", metavar="PATH", help=f"the store directory (default: ${STORE_ENV}, else ./{DEFAULT_STORE})")
     parser.add_argument("--key-file", metavar="PATH", help="unlock an encrypted store with this key file instead of a passphrase")
     parser.add_argument("--version", action="version", version=f"agentfs {agentfs.__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars (they show only on a terminal anyway)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:
         module.register(subparsers)

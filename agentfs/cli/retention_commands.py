@@ -133,7 +133,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     if args.remote is not None:
         with open_existing(args) as store:
             remote = PackRemote(args.remote, storage_options(args.storage_options))
-            report = remote_gc(remote, store, grace=args.grace, settle=args.settle)
+            report = remote_gc(remote, store, grace=args.grace, settle=args.settle, progress=not args.quiet)
         if args.json:
             output.emit_json(dataclasses.asdict(report))
         else:

@@ -45,7 +45,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         print("agentfs: error: --on-commit needs --watch", file=sys.stderr)
         return USAGE
     if not args.watch:
-        return push_once(store, PackRemote(args.url, options), args.workers, recheck_first=args.recheck)
+        return push_once(store, PackRemote(args.url, options), args.workers, recheck_first=args.recheck, progress=not args.quiet)
     try:
         daemon = SyncDaemon(
             store,
@@ -94,27 +94,36 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return code
 
 
-def push_once(store: agentfs.Store, remote: PackRemote, workers: int, *, recheck_first: bool = False) -> int:
+def push_once(store: agentfs.Store, remote: PackRemote, workers: int, *, recheck_first: bool = False, progress: bool = True) -> int:
     """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`.
 
     With `recheck_first` (--recheck), list the remote first and push again what it lost."""
     pusher = Pusher(store, remote, workers=workers)
     try:
         if recheck_first:
-            reconciliation = recheck(pusher, progress=True)
+            reconciliation = recheck(pusher, progress=progress)
             stats = reconciliation.pushed
             lost = (reconciliation.lost_entries, reconciliation.lost_objects, reconciliation.lost_records)
             output.line(f"recheck: the remote lacked {lost[0]} checkpoints, {lost[1]} objects, {lost[2]} records the index claimed")
         else:
-            stats = pusher.push(progress=True)
+            stats = pusher.push(progress=progress)
     except (AgentFSError, OSError) as exc:
         pusher.record_status(pushed=False, error=str(exc))
         raise
     for reason in stats.refused:
         print(f"agentfs: error: {reason}", file=sys.stderr)
     warn_diverged(stats.diverged)
-    refused = f"{output.count(len(stats.refused), 'corrupt record')} refused, e.g. {stats.refused[0]}" if stats.refused else None
+    refused = None
+    if stats.refused:
+        held = ", ".join(f"{run}@{checkpoint_id}" for run, checkpoint_id in stats.held_back[:10]) or "none"
+        refused = f"{output.count(len(stats.refused), 'corrupt record')} refused (not pushed: {held}), e.g. {stats.refused[0]}"
     pusher.record_status(pushed=True, error=refused)
+    if stats.lost_entries or stats.lost_objects:
+        print(
+            f"agentfs: warning: the remote had lost {_amounts(stats.lost_entries, stats.lost_objects)} this store had pushed;"
+            " uploaded again",
+            file=sys.stderr,
+        )
     output.line(f"pushed {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) to {remote.url}")
     return FAILED if stats.refused else OK
 
@@ -126,7 +135,7 @@ def _amounts(checkpoints: int, objects: int) -> str:
 def cmd_pull(args: argparse.Namespace) -> int:
     store = agentfs.open(store_path(args), encryption=cli_encryption(args, store_path(args)))
     remote = PackRemote(args.url, storage_options(args.storage_options))
-    stats = pull(store, remote, args.runs or None, progress=True)
+    stats = pull(store, remote, args.runs or None, progress=not args.quiet)
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
     for run, checkpoint_id in stats.repaired:
         output.line(f"repaired damaged checkpoint {run}@{checkpoint_id} from {remote.url}")
@@ -144,7 +153,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
         options, key_file = storage_options(args.storage_options), getattr(args, "key_file", None)
         unlock = Encryption(key_file=key_file) if key_file else None
         with agentfs.open(target, remote=args.url, storage_options=options, encryption=unlock) as store:
-            stats = pull(store, remote, None, progress=True)
+            stats = pull(store, remote, None, progress=not args.quiet)
     except BaseException:  # also Ctrl-C: a failed clone leaves no half-made store behind
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
@@ -171,6 +180,7 @@ def remote_json(remote: RemoteStats) -> dict[str, Any]:
         "pulled_from": remote.pulled_from,
         "diverged": remote.diverged,
         "last_reconciliation": remote.last_reconciliation,
+        "lost_data": remote.lost_data,
     }
 
 
@@ -193,6 +203,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             output.line(
                 f"  last recheck: {pushed_at(done['finished'])}, re-pushed {_amounts(done['repushed_entries'], done['repushed_objects'])}, "
                 f"{output.count(done['repushed_records'], 'record')}" + (", config written again" if done["config_recreated"] else "")
+            )
+        if remote.lost_data is not None:
+            lost = remote.lost_data
+            output.line(
+                f"  lost data:  the remote had lost {_amounts(lost['entries'], lost['objects'])} this store had pushed "
+                f"(found {pushed_at(lost['found'])}; uploaded again)"
             )
         for run, heads in remote.diverged.items():
             output.line(f"  diverged:   run {run}: {len(heads)} heads {', '.join(heads)} (latest() returns the newest)")

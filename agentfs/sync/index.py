@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,17 @@ class PushIndex:
         """A gone entry pushed again (a new checkpoint borrows from it)."""
         with self._lock:
             self.gone.discard(entry)
+
+    def note_lost(self, objects: int, entries: int) -> None:
+        """A push found the remote lacking what this index said it held (and uploaded it again): `status` says so."""
+        found = {"found": time.time(), "objects": objects, "entries": entries}
+        write_atomic(self.tmp, self.directory / "lost.json", json.dumps(found).encode(), sync=False, exclusive=False)
+
+    def read_lost(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((self.directory / "lost.json").read_text()))
+        except (FileNotFoundError, ValueError):
+            return None
 
     def write_status(self, status: dict[str, Any]) -> None:
         write_atomic(self.tmp, self.directory / "status.json", json.dumps(status, indent=2).encode(), sync=False, exclusive=False)

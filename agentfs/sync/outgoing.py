@@ -8,10 +8,15 @@ pushes the rest.
 from __future__ import annotations
 
 import threading
+import time
 
-from ..format import codec
+from ..format import codec, kinds
 from ..format.entries import decode_entry_at
 from ..format.refs import Location
+from .index import PushIndex
+from .pack_remote import PackRemote
+
+ADOPT_AGE = 600.0  # a pack without an index younger than this is indexed by the next push; remote gc's grace must be longer
 
 
 def check_object(oid: bytes, blob: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> None:
@@ -48,3 +53,42 @@ class Refusals:
     def record(self, reason: str) -> None:
         with self.lock:
             self.reasons.append(reason)
+
+
+class Holdings:
+    """What the remote holds by its pack indexes (one listing of packs/; only the indexes not kept here are
+    fetched): the push index is a cache, and its claims are confirmed here before a head is published.
+
+    A claim no pack index supports (the remote lost data) is counted and dropped by `settle`, so the
+    object or entry goes up again (tests/test_push_resume.py::test_push_uploads_again_what_the_remote_lost).
+    """
+
+    def __init__(self, remote: PackRemote, index: PushIndex) -> None:
+        remote.load_all()
+        now = time.time()
+        for pack_id, leftover in list(remote.unindexed.items()):  # a push cut short after a pack, before its index
+            if now - leftover.modified < ADOPT_AGE:
+                remote.adopt(pack_id, leftover)
+        self.remote = remote
+        self.index = index
+        self.lost_objects: set[bytes] = set()
+        self.lost_entries: set[Location] = set()
+
+    def object(self, oid: bytes) -> bool:
+        if (kinds.OBJECT, oid) in self.remote.places:
+            return True
+        if oid in self.index.objects:
+            self.lost_objects.add(oid)
+        return False
+
+    def entry(self, loc: Location) -> bool:
+        if (kinds.ENTRY, kinds.pair_key(*loc)) in self.remote.places:
+            return True
+        if loc in self.index.entries:
+            self.lost_entries.add(loc)
+        return False
+
+    def settle(self) -> None:
+        """Drop from the push index what it claimed and the remote lacks."""
+        if self.lost_objects or self.lost_entries:
+            self.index.forget(self.lost_objects, self.lost_entries, set())

@@ -10,8 +10,12 @@ Head keys name packs only as hints, so they stay valid.
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+from tqdm import tqdm
 
 from ..errors import AgentFSError, RemoteError
 from ..format import keys
@@ -20,6 +24,7 @@ from ..format.segment import Record, decode_record
 from .pack_remote import PackRemote
 
 Key = tuple[int, bytes]  # a record's kind and key
+IN_FLIGHT = 4  # packs read whole and rewritten at once
 
 
 @dataclasses.dataclass
@@ -35,10 +40,33 @@ def packs_holding(remote: PackRemote, doomed: set[Key]) -> list[str]:
     return sorted(pack_id for pack_id, frames in remote.pack_frames().items() if any((f.kind, f.key) in doomed for f in frames))
 
 
-def repack(remote: PackRemote, pack_ids: list[str], doomed: set[Key], writer: bytes, pool: ThreadPoolExecutor, stop_at: float) -> Repack:
-    """Rewrite each pack of `pack_ids` without the `doomed` records; nothing is deleted after `stop_at`."""
+def repack(
+    remote: PackRemote,
+    pack_ids: list[str],
+    doomed: set[Key],
+    writer: bytes,
+    pool: ThreadPoolExecutor,
+    stop_at: float,
+    *,
+    progress: bool = False,
+) -> Repack:
+    """Rewrite each pack of `pack_ids` without the `doomed` records; nothing is deleted after `stop_at`. Packs are
+    read whole, IN_FLIGHT at once (memory: about 3 x IN_FLIGHT x a pack's size)."""
     report = Repack()
-    for result in pool.map(lambda pack_id: _repack_one(remote, pack_id, doomed, writer, stop_at), pack_ids):
+    sizes = {pack_id: sum(frame.length for frame in remote.pack_frames().get(pack_id, [])) for pack_id in pack_ids}
+    shown = progress and sys.stderr.isatty()
+    bar = tqdm(total=sum(sizes.values()), unit="B", unit_scale=True, desc=f"gc {remote.url}: repacking", disable=not shown)
+    slots = threading.BoundedSemaphore(IN_FLIGHT)
+
+    def one(pack_id: str) -> tuple[str, list[str], int]:
+        with slots:
+            done = _repack_one(remote, pack_id, doomed, writer, stop_at)
+        bar.update(sizes[pack_id])
+        return done
+
+    with bar:
+        results = list(pool.map(one, pack_ids))
+    for result in results:
         pack_id, made, freed = result
         if freed < 0:
             report.skipped.append(pack_id)

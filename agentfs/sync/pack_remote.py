@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteError, WrongKey
@@ -26,19 +26,29 @@ from ..format import codec, crypto, keys, kinds
 from ..format.config import encrypted
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
-from ..format.segment import IndexEntry, decode_record
+from ..format.segment import TRAILER, IndexEntry, decode_record, decode_trailer
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
-READ_AHEAD = 8 << 20  # one ranged GET fetches neighbouring objects up to this many bytes
-AHEAD_MAX = 64 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
+# one ranged GET fetches neighbouring records up to this many bytes (half a pack: push.PACK_TARGET); times the
+# reading threads, it bounds a reader's memory (tests/test_sync_memory.py)
+READ_AHEAD = 4 << 20
+AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
 KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
 
 Place = tuple[str, int, int]  # pack id, frame offset, frame length
+
+
+class Leftover(NamedTuple):
+    """A key no reader uses: a pack without an index, or a file-like remote's temporary key (a push cut short)."""
+
+    key: str
+    modified: float  # seconds since the epoch
+    size: int
 
 
 class PackRemote(Remote):
@@ -51,6 +61,7 @@ class PackRemote(Remote):
         self.ids: dict[tuple[int, str], set[str]] = {}  # (kind, run) -> record ids in the packs loaded
         self._frames: dict[str, list[IndexEntry]] = {}  # pack id -> its records, by offset
         self.pack_times: dict[str, float] = {}  # pack id -> when its index was written (from the last listing)
+        self.unindexed: dict[str, Leftover] = {}  # pack id -> a pack without an index (from the last listing)
         self._lock = threading.Lock()
         self._pack_locks: dict[str, threading.Lock] = {}
         self._listed_at = float("-inf")
@@ -102,6 +113,10 @@ class PackRemote(Remote):
             return
         super().attach(store)
         self.use_keys(store.sealer)
+        self.keep_indexes(store)
+
+    def keep_indexes(self, store: Repository) -> None:
+        """Keep the pack indexes read (and pushed) under the store's state directory for this remote."""
         self._store = store
         self._cache = store.remote_state_dir(self.name) / keys.PACKS
         make_dirs(self._cache / "tmp", sync=False)
@@ -160,12 +175,65 @@ class PackRemote(Remote):
         except FileNotFoundError:
             return []
         times = {}
+        packs: dict[str, Leftover] = {}
         for info in infos:
             name = posixpath.basename(str(info["name"]).rstrip("/"))
-            if name.endswith(suffix) and PACK_ID.fullmatch(name[: -len(suffix)]):
-                times[name[: -len(suffix)]] = modified(info)
+            stem, dot, ending = name.rpartition(".")
+            if not dot or not PACK_ID.fullmatch(stem):
+                continue
+            if f".{ending}" == suffix:
+                times[stem] = modified(info)
+            elif f".{ending}" == keys.PACK_SUFFIX:
+                packs[stem] = Leftover(str(info["name"]), modified(info), int(info.get("size") or 0))
         self.pack_times = times
+        self.unindexed = {pack_id: leftover for pack_id, leftover in packs.items() if pack_id not in times}
         return sorted(times)
+
+    def leftovers(self) -> list[Leftover]:
+        """Packs without an index and (file-like remotes) temporary keys: what pushes cut short left; a pusher
+        still writing one puts its index (or links it) within seconds of finishing it. Lists packs/ (and tmp/)."""
+        self.pack_ids()
+        found = list(self.unindexed.values())
+        if self.file_like:
+            prefix = self.key(keys.TMP)
+            self.fs.invalidate_cache(prefix)
+            try:
+                with self.failing(f"list {prefix}", FileNotFoundError):
+                    infos = self.fs.ls(prefix, detail=True)
+            except FileNotFoundError:
+                infos = []
+            found += [Leftover(str(info["name"]), modified(info), int(info.get("size") or 0)) for info in infos]
+        return sorted(found)
+
+    def adopt(self, pack_id: str, leftover: Leftover) -> bool:
+        """Put the index of a whole pack of objects that a push cut short left without one (a pack's index is its
+        last bytes: read back, checked), so a resumed push does not send its objects again. False, changing
+        nothing, for a pack that is not whole or holds anything but objects (its entries would wait on others)."""
+        where = f"remote {self.url} pack {pack_id}"
+        if leftover.size <= TRAILER.size:
+            return False
+        try:
+            with self.failing(f"read {leftover.key}", FileNotFoundError):
+                trailer = bytes(self.fs.cat_file(leftover.key, start=leftover.size - TRAILER.size, end=leftover.size))
+                sealed = decode_trailer(trailer, leftover.size)
+                if sealed is None or leftover.size - sealed[0] > MAX_INDEX:
+                    return False
+                data = bytes(self.fs.cat_file(leftover.key, start=sealed[0], end=leftover.size))
+            _size, entries = decode_pack_index(data, pack_id, where)
+        except (FileNotFoundError, FormatError):
+            return False
+        if any(entry.kind != kinds.OBJECT for entry in entries):
+            return False
+        self.create(self.key(*keys.pack_index_key(pack_id)), data)
+        self.keep_index(pack_id, data)
+        self.learn(pack_id, entries)
+        self.unindexed.pop(pack_id, None)
+        return True
+
+    def keep_index(self, pack_id: str, data: bytes) -> None:
+        """Keep the index of a pack this process pushed, as if read: confirming what the remote holds never fetches it."""
+        if self._cache is not None:
+            write_atomic(self._cache / "tmp", self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}", data, sync=False, exclusive=False)
 
     def load_all(self, *, force: bool = True) -> None:
         """Learn every pack's records: list packs/ (at most once per RELIST seconds unless `force`), fetch new indexes."""
@@ -238,7 +306,9 @@ class PackRemote(Remote):
 
     def _read_range(self, kind: int, key: bytes, place: Place) -> bytes | None:
         pack_id, offset, length = place
-        frames = self._following(kind, key, place) if kind == kinds.OBJECT else [IndexEntry(kind, key, offset, length)]
+        # entries are read ahead only for a reader with no store (verify --remote, remote gc: they read every one)
+        reads_ahead = kind == kinds.OBJECT or (kind == kinds.ENTRY and self._store is None)
+        frames = self._following(kind, key, place) if reads_ahead else [IndexEntry(kind, key, offset, length)]
         end = frames[-1].offset + frames[-1].length
         where = f"remote {self.url} pack {pack_id}"
         pack = self.key(*keys.pack_key(pack_id))
@@ -268,18 +338,19 @@ class PackRemote(Remote):
         return record.body if self.sealer is None else self.sealer.open(frame.kind, stored, record.body, where)
 
     def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
-        """The object's frame and the object frames right after it that the store lacks, up to READ_AHEAD bytes."""
+        """The record's frame and the frames of its kind right after it that the store lacks, up to READ_AHEAD bytes."""
         pack_id, offset, _length = place
         frames = self._frames[pack_id]
         at = next(i for i, frame in enumerate(frames) if frame.offset == offset)
         chosen = [frames[at]]
         budget = READ_AHEAD if self._ahead_bytes < AHEAD_MAX else 0
         for frame in frames[at + 1 :]:
-            if frame.kind != kinds.OBJECT or frame.offset != chosen[-1].offset + chosen[-1].length:
+            if frame.kind != kind or frame.offset != chosen[-1].offset + chosen[-1].length:
                 break
             if sum(f.length for f in chosen) + frame.length > budget:
                 break
-            if (frame.kind, frame.key) in self._ahead or (self._store is not None and self._store.db.exists(frame.key)):
+            held_here = kind == kinds.OBJECT and self._store is not None and self._store.db.exists(frame.key)
+            if (frame.kind, frame.key) in self._ahead or held_here:
                 break
             chosen.append(frame)
         return chosen

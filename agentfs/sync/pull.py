@@ -30,6 +30,7 @@ class PullStats:
     bytes: int = 0
     repaired: list[Location] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
     diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pulled runs with several
+    bar: tqdm[None] | None = dataclasses.field(default=None, repr=False, compare=False)  # byte progress, on a terminal
 
 
 def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
@@ -52,12 +53,12 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
         stats.repaired = _damaged(store, wanted)
         missing = sorted((loc for loc in wanted if not store.has_entry(*loc)), key=lambda loc: (loc[1], loc[0]))
         missing += stats.repaired
-        bar = tqdm(total=len(missing), unit="checkpoint", desc=f"pull {remote.url}", disable=not (progress and sys.stderr.isatty()))
-        with bar:
+        # bytes fetched, as they come (the closure's size is known only once its tree nodes are in)
+        stats.bar = tqdm(unit="B", unit_scale=True, desc=f"pull {remote.url}", disable=not (progress and sys.stderr.isatty()))
+        with stats.bar:
             for start in range(0, len(missing), BATCH):
-                batch = missing[start : start + BATCH]
-                _pull_batch(store, remote, pool, batch, stats)
-                bar.update(len(batch))
+                _pull_batch(store, remote, pool, missing[start : start + BATCH], stats)
+        stats.bar = None
         journal = [record for record in records if record[0] != RETIRED]
         for size in pool.map(lambda record: _pull_record(store, remote, *record), journal):
             stats.records += size > 0
@@ -139,6 +140,8 @@ def fetch_closure(
         for size in pool.map(lambda oid: _fetch_object(store, remote, oid), missing):
             stats.objects += 1
             stats.bytes += size
+            if stats.bar is not None:
+                stats.bar.update(size)
 
     def read_nodes(nodes: list[Reached]) -> list[Children | AgentFSError]:
         fetch([node.oid for node in nodes])

@@ -1,9 +1,12 @@
 """Push to a remote: the new records of a batch as packs, then the packs' indexes, then head keys.
 
 In that order, each step waiting for the one before: a reader that sees a head key finds every pack
-index it needs, and every index names a pack that is whole. Packs go up concurrently (at most
-IN_FLIGHT at once, so memory stays bounded by IN_FLIGHT x PACK_TARGET); every record is verified
-before it is packed, so nothing corrupt goes up. What the remote is known to hold is skipped.
+index it needs, and every index names a pack that is whole. A pack of objects only gets its index as
+soon as it is up, and the push index notes its objects then, so a push cut short at any point resumes
+without uploading them again (tests/test_push_resume.py). Packs go up concurrently (at most IN_FLIGHT
+at once: memory stays bounded by about 2 x (IN_FLIGHT + 1) x PACK_TARGET, tests/test_sync_memory.py);
+every record is verified before it is packed, so nothing corrupt goes up. What the remote holds, by
+its pack indexes, is skipped: the push index is confirmed against them before a head is published.
 """
 
 from __future__ import annotations
@@ -32,15 +35,18 @@ from ..format.segment import IndexEntry, Record
 from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
-from .outgoing import Refusals, check_entry, check_object
+from .outgoing import Holdings, Refusals, check_entry, check_object
 from .pack_remote import KIND_OF, PackRemote
 from .pull import check_record
 from .remote_gc import GcBarrier
 
 BATCH = 1024
-PACK_TARGET = 32 << 20  # a pack is closed once it holds this many bytes (a big artifact spans several)
-IN_FLIGHT = 4
-CHECK_WINDOW = 128  # objects read and verified at once before packing (bounds memory: 128 chunks, ~64 KiB to 1 MiB each)
+# a pack is closed once it holds this many bytes (a big artifact spans several); a push cut short sends again at most
+# the IN_FLIGHT packs not yet indexed (8 MiB). Larger packs or more in flight: more bytes lost to a kill
+# (tests/test_push_resume.py bounds them at 1.3x a clean push); smaller: more requests to resume an artifact
+PACK_TARGET = 8 << 20
+IN_FLIGHT = 1
+CHECK_WINDOW = 16  # objects read and verified at once before packing (bounds memory: 16 chunks, ~64 KiB to 1 MiB each)
 
 
 @dataclasses.dataclass
@@ -51,6 +57,9 @@ class PushStats:
     bytes: int = 0
     seconds: float = 0.0
     refused: list[str] = dataclasses.field(default_factory=list)  # corrupt local records, not pushed: why, each
+    held_back: list[Location] = dataclasses.field(default_factory=list)  # checkpoints not pushed: they need a refused record
+    lost_objects: int = 0  # the push index said the remote held them, its pack indexes did not: uploaded again
+    lost_entries: int = 0
     diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pushed runs with several
 
 
@@ -82,12 +91,14 @@ class Pusher:
         # one index per remote and process: what a resume fetched counts as already there
         self.index = remote.index or PushIndex(store.remote_state_dir(remote.name), store.sealer)
         remote.index = self.index
+        remote.keep_indexes(store)
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
         self.barrier = GcBarrier(remote, self.index)
         self.last_scan: list[Location] = []  # what the last push found pending: status without a rescan
         self._stats_lock = threading.Lock()
         self.refusals = Refusals()
+        self._bar: tqdm[None] | None = None  # the running push's byte progress
 
     def pending(self) -> list[Location]:
         """Local checkpoints the remote is not known to hold, oldest first."""
@@ -108,19 +119,26 @@ class Pusher:
         if not pending and not records:
             return stats
         self._ensure_config()
-        bar = tqdm(total=len(pending), unit="checkpoint", desc=f"push {self.remote.url}", disable=not (progress and sys.stderr.isatty()))
+        title = f"push {self.remote.url}"
+        bar = tqdm(total=0, unit="B", unit_scale=True, desc=title, disable=not (progress and sys.stderr.isatty()))
+        self._bar = bar
+        self.barrier.notice = lambda waiting: bar.set_description_str(f"{title}: {waiting}" if waiting else title)
         with bar, ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-push") as pool:
             for start in range(0, max(len(pending), 1), self.batch_size):
                 if stop is not None and stop.is_set():
                     break
                 batch = pending[start : start + self.batch_size]
                 self._push_part(pool, batch, records if start == 0 else [], stats, stop)
-                bar.update(len(batch))
+        self._bar = None
+        self.barrier.notice = lambda _waiting: None
         pushed = {run for run, _id in pending}
         stats.diverged = diverged(self.store, pushed)
         self.index.note_divergence(pushed, stats.diverged)
         stats.seconds = time.monotonic() - started
         stats.refused = self.refusals.reasons
+        stats.held_back = sorted(self.refusals.entries)
+        if stats.lost_objects or stats.lost_entries:
+            self.index.note_lost(stats.lost_objects, stats.lost_entries)
         return stats
 
     def record_status(self, *, pushed: bool, error: str | None) -> None:
@@ -178,15 +196,22 @@ class Pusher:
     ) -> None:
         """Push a batch of entries and the journal and retirement `records` as packs, their indexes, then head keys."""
         self.barrier.check(stop, force=True)  # the remote gc rule (remote_gc.py): before trusting the index
-        entries = self._entries(batch)
+        held = Holdings(self.remote, self.index)  # the push index confirmed against the remote's pack indexes
+        entries = self._entries(batch, held)
         seen: set[bytes] = set()
         oids: list[bytes] = []
         for loc, (_raw, entry) in list(entries.items()):
             try:
-                oids.extend(oid for oid in self._closure(loc, entry, seen) if oid not in self.index.objects)
+                oids.extend(oid for oid in self._closure(loc, entry, seen) if not held.object(oid))
             except AgentFSError as exc:  # a corrupt tree node: this checkpoint stays local, the rest goes up
                 self.refusals.entry(loc, str(exc))
                 del entries[loc]
+        held.settle()
+        stats.lost_objects += len(held.lost_objects)
+        stats.lost_entries += len(held.lost_entries)
+        if self._bar is not None:
+            self._bar.total = (self._bar.total or 0) + self._sizes(oids) + sum(len(raw) for raw, _entry in entries.values())
+            self._bar.refresh()
         uploads = self._put_packs(pool, self._records(pool, oids, entries, records), stats)
         if self.barrier.check(stop):  # a remote gc finished since the look above: what the index vouched for may be gone
             sent = set(oids)
@@ -216,8 +241,12 @@ class Pusher:
             places.update((self._place_key(frame.kind, frame.key), pack_id) for frame in frames)
         self.index.add_places(places)
 
-    def _entries(self, batch: list[Location]) -> dict[Location, tuple[bytes, Entry]]:
-        """The batch's entries, checked, with any entry they borrow from that the remote is not known to hold."""
+    def _sizes(self, oids: list[bytes]) -> int:
+        """About how many bytes `oids` are here (their frames): the progress bar's total."""
+        return sum(location.length for oid in oids if (location := self.store.db.location(oid)) is not None)
+
+    def _entries(self, batch: list[Location], held: Holdings) -> dict[Location, tuple[bytes, Entry]]:
+        """The batch's entries, checked, with any entry they borrow from that the remote does not hold."""
         entries: dict[Location, tuple[bytes, Entry]] = {}
         todo = list(batch)
         while todo:
@@ -234,7 +263,7 @@ class Pusher:
                 self.refusals.entry(loc, str(exc))
                 continue
             entries[loc] = (raw, entry)
-            todo.extend(dep for dep in entry.borrowed() if dep not in self.index.entries and self.store.has_entry(*dep))
+            todo.extend(dep for dep in entry.borrowed() if not held.entry(dep) and self.store.has_entry(*dep))
         return entries
 
     def _records(
@@ -276,8 +305,8 @@ class Pusher:
                     self.refusals.entry(loc, "it borrows from a checkpoint that was refused")
 
     def _checked_object(self, oid: bytes) -> Record | None:
-        data = self.store.db.read_raw(oid)
-        try:
+        try:  # a damaged frame fails here already (its checksum): refused like a body that does not hash to its oid
+            data = self.store.db.read_raw(oid)
             check_object(oid, data, f"local object {oid.hex()} in {self.store.root}", self.store.hasher)
         except AgentFSError as exc:
             self.refusals.object(oid, f"object not pushed: {exc}")
@@ -310,11 +339,26 @@ class Pusher:
         return [future.result() for future in uploads]  # every pack whole before any index names it
 
     def _put_pack(self, records: list[Record], stats: PushStats) -> Pack:
+        """Put one pack up; one of objects only gets its index at once and its objects are noted as pushed, so
+        a push cut short later does not upload them again. A pack holding entries is indexed by _put_indexes."""
         pack = encode_pack(self.store.sealed(records), self.writer)  # an encrypted store's packs hold what its segments do
+        records.clear()  # the pack holds the bytes now: memory bound
         self.remote.create(self.remote.key(*keys.pack_key(pack.pack_id)), pack.data)
         with self._stats_lock:
             stats.bytes += len(pack.data)
-        return pack._replace(data=b"")  # what the index needs; the bytes are up
+        if self._bar is not None:
+            self._bar.update(len(pack.data))
+        pack = pack._replace(data=b"")  # what the index needs; the bytes are up
+        if all(frame.kind == kinds.OBJECT for frame in pack.entries):
+            self._put_index(pack)
+            self._place([(pack.pack_id, pack.entries)])
+            self.index.add_objects([frame.key for frame in pack.entries])
+            return pack._replace(footer=b"")  # indexed: _put_indexes skips it
+        return pack
+
+    def _put_index(self, pack: Pack) -> None:
+        self.remote.create(self.remote.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
+        self.remote.keep_index(pack.pack_id, pack.footer)  # never fetched back by this store's confirmations
 
     def _put_indexes(self, pool: ThreadPoolExecutor, packs: list[Pack]) -> list[tuple[str, list[IndexEntry]]]:
         """Put up the indexes of packs that are up; (pack id, its records' places) of each."""
@@ -322,14 +366,13 @@ class Pusher:
         # its objects, or an entry it borrows from, would find it lacking them. Indexes of packs with no entry go
         # up first, together; then those with entries, one at a time in pack order (_records puts objects first
         # and every entry after those it borrows from).
-        def put(pack: Pack) -> None:
-            self.remote.create(self.remote.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
-
-        holds_entries = [any(frame.kind == kinds.ENTRY for frame in pack.entries) for pack in packs]
-        for _ in pool.map(put, [pack for pack, entries in zip(packs, holds_entries, strict=True) if not entries]):
+        # (packs of objects only were indexed as they went up, _put_pack: their footer is dropped)
+        unindexed = [pack for pack in packs if pack.footer]
+        holds_entries = [any(frame.kind == kinds.ENTRY for frame in pack.entries) for pack in unindexed]
+        for _ in pool.map(self._put_index, [pack for pack, entries in zip(unindexed, holds_entries, strict=True) if not entries]):
             pass
-        for pack in [pack for pack, entries in zip(packs, holds_entries, strict=True) if entries]:
-            put(pack)
+        for pack in [pack for pack, entries in zip(unindexed, holds_entries, strict=True) if entries]:
+            self._put_index(pack)
         return [(pack.pack_id, pack.entries) for pack in packs]
 
     def _count(self, kind: int, stats: PushStats) -> None:

@@ -23,12 +23,14 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tqdm import tqdm
 from ulid import ULID
 
 from ..engine.repository import HOST, Repository
@@ -69,6 +71,7 @@ class RemoteGcReport:
     kept_young: int = 0  # unreferenced but younger than the grace period
     packs_deleted: list[str] = dataclasses.field(default_factory=list)  # format 2: packs rewritten without what was deleted
     packs_made: list[str] = dataclasses.field(default_factory=list)  # format 2: the packs holding their live records
+    leftovers_deleted: list[str] = dataclasses.field(default_factory=list)  # packs without an index, temporary keys: pushes cut short
 
 
 def _marker(remote: Remote, name: str) -> str:
@@ -187,6 +190,7 @@ def remote_gc(
     slack: float = SLACK,
     deadline: float = DEADLINE,
     workers: int = 16,
+    progress: bool = False,
 ) -> RemoteGcReport:
     """Delete what no remaining remote entry references; safe while other machines push (see module doc)."""
     if settle < MIN_SETTLE:
@@ -201,9 +205,11 @@ def remote_gc(
         try:
             marks = Marks(remote, store, pool)
             marks.scan(remote.list_all_records())
-            time.sleep(max(0.0, started + settle - time.time()))
+            waiting = f"gc {remote.url}: waiting {settle:g} s (settle time) for pushers that have not seen this gc"
+            wait_out(started + settle, waiting, progress)
             marks.scan(remote.list_all_records())  # entries pushed meanwhile: what they use stays
             listed = remote.list_objects()
+            leftovers = remote.leftovers()
         except BaseException as exc:
             _put_json(remote, f"{gc_id}.done", {"format": 1, "aborted": f"{type(exc).__name__}: {exc}"[:500]})
             raise
@@ -231,13 +237,34 @@ def remote_gc(
         doomed = {(kinds.OBJECT, oid) for oid in doomed_objects} | {(kinds.ENTRY, kinds.pair_key(*loc)) for loc in doomed_entries}
         doomed |= {(kinds.JOURNAL, kinds.pair_key(*loc)) for loc in doomed_journal}
         holding = plan["packs"] = packs_holding(remote, doomed)
+        # a pusher puts a pack's index (or links a temporary key) right after it: one this old was abandoned
+        abandoned = [leftover for leftover in leftovers if leftover.modified < cutoff]
+        plan["leftovers"] = [leftover.key for leftover in abandoned]
         _put_json(remote, f"{gc_id}.plan", plan)
-        repacked = repack(remote, holding, doomed, ULID.from_str(gc_id).bytes, pool, stop_at)
+        repacked = repack(remote, holding, doomed, ULID.from_str(gc_id).bytes, pool, stop_at, progress=progress)
+        for leftover in abandoned:
+            if time.time() > stop_at:
+                raise RemoteError(f"remote gc of {remote.url} passed its deadline; the rest is left for the next gc")
+            remote.delete(leftover.key)
+            report.leftovers_deleted.append(leftover.key)
+            repacked.bytes_freed += leftover.size
         report.bytes_freed, report.packs_deleted, report.packs_made = repacked.bytes_freed, repacked.deleted, repacked.made
         report.journal_deleted, report.entries_deleted = len(doomed_journal), len(doomed_entries)
         report.objects_deleted = len(doomed_objects)
     _put_json(remote, f"{gc_id}.done", {"format": 1, "created": time.time(), **dataclasses.asdict(report)})
     return report
+
+
+def wait_out(until: float, what: str, progress: bool) -> None:
+    """Sleep until `until` (seconds since the epoch), saying what for on a terminal (a bar counting the seconds down)."""
+    left = until - time.time()
+    if left <= 0:
+        return
+    with tqdm(total=round(left), unit="s", desc=what, disable=not (progress and sys.stderr.isatty())) as bar:
+        while (left := until - time.time()) > 0:
+            time.sleep(min(1.0, left))
+            bar.n = round(bar.total - max(0.0, until - time.time()))
+            bar.refresh()
 
 
 class GcBarrier:
@@ -247,12 +274,13 @@ class GcBarrier:
         self.remote = remote
         self.index = index
         self.checked = float("-inf")  # monotonic time of the last look, taken before the listing
+        self.notice: Callable[[str], None] = lambda _what: None  # says what a push waits for (its progress bar)
 
     def check(self, stop: threading.Event | None = None, force: bool = False) -> bool:
         """True if a finished gc changed the index: objects it vouched for may be gone."""
         if not force and time.monotonic() - self.checked < RECHECK:
             return False
-        changed = False
+        changed = waited = False
         while True:
             looked = time.monotonic()
             pending = {g: kinds for g, kinds in list_markers(self.remote).items() if g not in self.index.gc_seen}
@@ -261,9 +289,14 @@ class GcBarrier:
                 if gc_id not in running:
                     changed |= self._apply(gc_id, pending[gc_id])
             if not running:
+                if waited:
+                    self.notice("")
                 self.checked = looked
                 return changed
             log.info("agentfs sync: waiting for remote gc %s on %s to finish", running[0], self.remote.url)
+            if not waited:
+                self.notice(f"waiting for remote gc {running[0]} to finish")
+                waited = True
             if stop is not None and stop.wait(POLL):
                 raise InterruptedError("push stopped while a remote gc was running")
             if stop is None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
+
+from tqdm import tqdm
 
 from ..engine.maintenance import Problem, VerifyReport
 from ..errors import AgentFSError, IntegrityError, ObjectMissing
@@ -18,9 +22,10 @@ from .pull import check_record
 class _Walk:
     """Checks entries of a remote (concurrently: `seen` may let two threads check one object; harmless)."""
 
-    def __init__(self, remote: PackRemote, objects: set[bytes], entries: set[Location], deep: bool) -> None:
+    def __init__(self, remote: PackRemote, objects: dict[bytes, int], entries: set[Location], deep: bool, bar: tqdm[None]) -> None:
         self.remote = remote
-        self.objects = objects
+        self.objects = objects  # oid -> its frame's length on the remote
+        self.bar = bar
         self.entries = entries
         self.deep = deep
         self.seen: set[bytes] = set()
@@ -60,6 +65,7 @@ class _Walk:
         return [Problem(_kind(data), where, str(data))] if isinstance(data, AgentFSError) else []
 
     def _fetch(self, oid: bytes) -> bytes | AgentFSError:
+        self.bar.update(self.objects[oid])
         try:
             blob = self.remote.fetch_object(oid)  # a format-2 remote checks the record's frame here
             if blob is None:
@@ -86,15 +92,29 @@ def _kind(error: AgentFSError) -> str:
     return "corrupt" if isinstance(error, IntegrityError) else "malformed"
 
 
-def verify_remote(remote: PackRemote, *, deep: bool = False, workers: int = 16) -> VerifyReport:
-    """Check every entry, journal and retirement record on `remote`; with `deep`, re-hash every object an entry uses."""
+def verify_remote(remote: PackRemote, *, deep: bool = False, workers: int = 16, progress: bool = False) -> VerifyReport:
+    """Check every entry, journal and retirement record on `remote`; with `deep`, re-hash every object an entry uses
+    (memory: each of `workers` threads holds one ranged read, at most READ_AHEAD past its object). Keys that pushes cut
+    short left (packs without an index, temporary keys) are reported as leftovers: `gc --remote` collects them."""
     remote.use_keys(remote.sealer)  # an encrypted remote is read with its store's keys only (WrongKey without them)
     records = remote.list_all_records()
     entries = {(run, rid) for kind, run, rid in records if kind == LOG}
-    objects = set(remote.list_objects())
+    objects = {oid: length for oid, (_when, length) in remote.list_objects().items()}
     report = VerifyReport(objects=len(objects), entries=len(entries))
-    walk = _Walk(remote, objects, entries, deep)
-    with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-verify") as pool:
+    now = time.time()
+    for leftover in remote.leftovers():
+        report.problems.append(
+            Problem(
+                "leftover",
+                leftover.key,
+                f"{leftover.size} bytes, {max(0.0, now - leftover.modified):.0f} s old, that no index names (a push cut short, or"
+                " one still running): `agentfs gc --remote` deletes it once it is older than the grace period",
+            )
+        )
+    total = sum(objects.values()) if deep else 0
+    bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"verify {remote.url}", disable=not (deep and progress and sys.stderr.isatty()))
+    walk = _Walk(remote, objects, entries, deep, bar)
+    with bar, ThreadPoolExecutor(workers, thread_name_prefix="agentfs-verify") as pool:
         for problems in pool.map(walk.entry, sorted(entries)):
             report.problems.extend(problems)
         others = [r for r in records if r[0] != LOG]

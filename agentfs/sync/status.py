@@ -23,6 +23,7 @@ class RemoteStats:
     pulled_from: bool
     diverged: dict[str, list[str]]  # run -> its heads, where the last push or pull found several
     last_reconciliation: dict[str, Any] | None  # the last recheck: when, what the remote had lost, what went up again
+    lost_data: dict[str, Any] | None = None  # the last push that found the remote lacking what it had held: when, how much
 
 
 def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteStats]:
@@ -44,6 +45,7 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
                 pulled_from=(directory / "pulled").exists(),
                 diverged=index.read_divergence(),
                 last_reconciliation=index.read_reconciliation(),
+                lost_data=index.read_lost(),
             )
         )
     return rows

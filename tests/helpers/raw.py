@@ -179,6 +179,18 @@ def corrupt_object(store: StoreLike, oid: bytes) -> bytes:
     return sound
 
 
+def flip_in_place(store: StoreLike, oid: bytes) -> None:
+    """Flip one byte inside the stored copy of this object where it lies (a bad disk sector): its frame no longer
+    matches its checksum."""
+    location = _locations(store, (kinds.OBJECT, oid))[0]
+    fd = os.open(_segments(store) / fmt.segment_name(location.segment_id), os.O_RDWR)
+    try:
+        position = location.offset + location.length // 2
+        os.pwrite(fd, bytes([os.pread(fd, 1, position)[0] ^ 0xFF]), position)
+    finally:
+        os.close(fd)
+
+
 def age_objects(store: StoreLike, oids: Iterable[bytes], seconds: float) -> None:
     """Make these stored objects look written `seconds` ago, as gc's grace period sees them: they move
     into a sealed segment of their own whose mtime is that long ago."""
