@@ -18,16 +18,17 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteError
-from ..format import keys, kinds
+from ..format import codec, keys, kinds
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
-from ..format.segment import IndexEntry, decode_record
+from ..format.segment import KEYED_FRAME, IndexEntry, decode_record
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
+MAX_OBJECT_FRAME = KEYED_FRAME.size + 32 + codec.MAX_BLOB  # an object's frame: its head, its key (the oid), its blob
 READ_AHEAD = 8 << 20  # one ranged GET fetches neighbouring objects up to this many bytes
 AHEAD_MAX = 64 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
@@ -192,7 +193,7 @@ class PackRemote(Remote):
         end = frames[-1].offset + frames[-1].length
         where = f"remote {self.url} pack {pack_id}"
         pack = self.key(*keys.pack_key(pack_id))
-        if end - offset > MAX_FRAME + READ_AHEAD:
+        if end - offset > MAX_FRAME + READ_AHEAD or (kind == kinds.OBJECT and length > MAX_OBJECT_FRAME):
             raise RemoteError(f"{where}: a record at offset {offset} says it is {length} bytes; refused")
         try:
             with self.failing(f"read {pack}", FileNotFoundError):
@@ -214,6 +215,8 @@ class PackRemote(Remote):
         record = decode_record(data, f"{where} offset {frame.offset}")
         if (record.kind, record.key) != (frame.kind, frame.key):
             raise FormatError(f"{where} offset {frame.offset}: the record is not the one its index names")
+        if record.kind == kinds.OBJECT:  # a decompression bomb is refused here, naming the remote and pack
+            codec.check_size(record.body, record.key, f"{where} offset {frame.offset}")
         return record.body
 
     def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
