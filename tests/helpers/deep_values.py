@@ -6,7 +6,8 @@ too deep for the C stack kills the process that reads it, so each attempt runs h
                                                                   bytes a hostile or older writer could store
     python -m tests.helpers.deep_values read STORE                read the head's state; print the outcome
     python -m tests.helpers.deep_values mcp STORE                 the MCP server's read_state of key "v"
-    python -m tests.helpers.deep_values sweep STORE DEPTH...      commit and read each kind at each depth
+    python -m tests.helpers.deep_values sweep DIR DEPTH...        commit and read each kind at each depth
+    python -m tests.helpers.deep_values forged-sweep DIR DEPTH... forge and read each kind at each depth
 
 Each prints one line per attempt: `ok <depth>` or `<ErrorType>: <message>`. Exit 0 unless something else broke.
 """
@@ -72,23 +73,32 @@ def read_state_over_mcp(root: str) -> str:
     return "ok"
 
 
+def forge(root: str, kind: str, depth: int) -> str:
+    """commit() as a writer without the limits would: the bytes a hostile or careless writer stores."""
+    checks = values.too_deep, values.MAX_DEPTH
+    values.too_deep = lambda value, limit=0: False  # type: ignore[assignment]
+    values.MAX_DEPTH = 1 << 30
+    try:
+        return commit(root, kind, depth)
+    finally:
+        values.too_deep, values.MAX_DEPTH = checks
+
+
 def main(argv: list[str]) -> int:
     mode, root, *rest = argv
-    if mode == "forge":  # what a writer without the limits stores
-        values.too_deep = lambda value, limit=0: False  # type: ignore[assignment]
-        values.MAX_DEPTH = 1 << 30
-        sys.setrecursionlimit(100_000)
+    sys.setrecursionlimit(20_000)  # a forged value's pack recurses in Python; readers must not need it
     if mode in ("commit", "forge"):
-        print(commit(root, rest[0], int(rest[1])), flush=True)
+        print((commit if mode == "commit" else forge)(root, rest[0], int(rest[1])), flush=True)
     elif mode == "read":
         print(read(root), flush=True)
     elif mode == "mcp":
         print(read_state_over_mcp(root), flush=True)
-    elif mode == "sweep":
+    elif mode in ("sweep", "forged-sweep"):
+        write = commit if mode == "sweep" else forge
         for depth in map(int, rest):
             for kind in KINDS:
                 with tempfile.TemporaryDirectory(dir=root) as store:
-                    print(kind, depth, commit(store, kind, depth), read(store), flush=True)
+                    print(kind, depth, write(store, kind, depth), read(store), flush=True)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return 0
