@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,8 +26,19 @@ ArtifactSource = ByteSource | Artifact
 def encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:
     """A dict with str keys is stored key by key, so an unchanged key costs nothing next time."""
     if type(state) is dict and all(type(key) is str for key in state):
+        for key in state:
+            if not key.isascii():
+                _check_text(key)
         return MAP_STATE, {key: encode_body(value, functools.partial(_key_path, key)) for key, value in state.items()}
     return VALUE_STATE, {"": encode_body(state, "state")}
+
+
+def _check_text(key: str) -> None:
+    """Refuse a state key that is not UTF-8 text (a lone surrogate, from a bad decode): the manifest stores it as UTF-8."""
+    try:
+        key.encode()
+    except UnicodeEncodeError as exc:
+        raise SerializationError(f"state[{json.dumps(key)}]: the key is not valid text ({exc.reason}); it cannot be stored") from None
 
 
 def _key_path(key: str) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import fcntl
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -31,7 +30,8 @@ from typing import Any
 
 from ..errors import AgentFSError, Conflict, FormatError, InvalidName, NotFound
 from ..format import codec, kinds
-from ..format.config import encode_config
+from ..format.bounded_json import load_json
+from ..format.config import MAX_CONFIG, encode_config
 from ..format.entries import decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import digest
@@ -79,10 +79,7 @@ def read_format(root: Path) -> tuple[int, dict[str, Any]]:
         data = path.read_bytes()
     except FileNotFoundError:
         raise NotFound(f"no agentfs store at {root}: {path} does not exist") from None
-    try:
-        config = json.loads(data)
-    except ValueError as exc:
-        raise FormatError(f"{path} is not valid JSON: {exc}") from None
+    config = load_json(data, str(path), max_bytes=MAX_CONFIG)
     if not isinstance(config, dict) or not isinstance(config.get("store_id"), str) or config.get("hash") != "sha256":
         raise FormatError(f"{path} is not an agentfs store config")
     found = config.get("format")

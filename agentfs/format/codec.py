@@ -37,6 +37,12 @@ SMALL_LEVEL, LARGE_LEVEL = 1, 3
 # per commit. The 1,000-step conversation packs its value until it outgrows 16 KiB: its store grows by 1.5 KB
 # (5.690x -> 5.692x its final state), where the same parameters for its chunks too cost 12 KB.
 ENTRY_PARAMETERS = zstandard.ZstdCompressionParameters.from_level(1, source_size=SMALL_OBJECT, min_match=6, hash_log=13)
+# No object is larger than this, uncompressed: the largest a writer makes is a chunk of chunking.LARGE (768 KiB);
+# packed objects are at most refs.PACK_MAX, tree nodes at most 512 children (about 23 KiB)
+# (tests/test_hostile_decode.py checks these). A reader refuses a larger object before decompressing it, so a
+# crafted frame (8 KB declaring 256 MiB, or 1 TiB) costs at most this much memory, whatever its hash.
+MAX_OBJECT = 1 << 20
+MAX_BLOB = HEADER_SIZE + MAX_OBJECT  # an object file: raw bytes are stored only where zstd saves nothing
 
 _local = threading.local()
 
@@ -85,14 +91,46 @@ def decode(blob: bytes | memoryview, oid: bytes, where: str, hasher: Hasher = ha
     codec = blob[4]
     body = memoryview(blob)[HEADER_SIZE:]
     if codec == RAW:
+        check_size(blob, oid, where)
         data = bytes(body)
     elif codec == ZSTD:
-        try:
-            data = _decompressor().decompress(body)
-        except zstandard.ZstdError as exc:
-            raise IntegrityError(f"object {oid.hex()} at {where} does not decompress: {exc}") from None
+        data = _decompress(body, oid, where)
     else:
         raise FormatError(f"object {oid.hex()} at {where} has unknown codec {codec}")
     if hasher(data) != oid:
         raise IntegrityError(f"object {oid.hex()} at {where} does not match its hash (corrupt)")
     return data
+
+
+def check_size(blob: bytes | memoryview, oid: bytes, where: str) -> None:
+    """Refuse an object file that holds, or whose zstd frame declares, more than MAX_OBJECT bytes: read
+    from its header, nothing decompressed (a remote reader calls it on each object frame it fetches)."""
+    if len(blob) < HEADER_SIZE or blob[4] not in (RAW, ZSTD):
+        return  # decode() says what is wrong with it
+    body = memoryview(blob)[HEADER_SIZE:]
+    if blob[4] == RAW:
+        size = len(body)
+    else:
+        try:
+            size = zstandard.get_frame_parameters(body).content_size
+        except zstandard.ZstdError as exc:
+            raise IntegrityError(f"object {oid.hex()} at {where} is not a zstd frame: {exc}") from None
+        if size == zstandard.CONTENTSIZE_UNKNOWN:
+            return  # _decompress caps its output
+    if size > MAX_OBJECT:
+        raise IntegrityError(f"object {oid.hex()} at {where} is {size} bytes, over the largest object ({MAX_OBJECT}); refused unread")
+
+
+def _decompress(frame: memoryview, oid: bytes, where: str) -> bytes:
+    """A zstd frame's bytes, at most MAX_OBJECT: a frame declaring more is refused before any allocation
+    (zstandard allocates the declared size at once), one declaring no size is decompressed into a buffer
+    of MAX_OBJECT and refused if it holds more."""
+    try:
+        declared = zstandard.get_frame_parameters(frame).content_size
+        if declared == zstandard.CONTENTSIZE_UNKNOWN:
+            return _decompressor().decompress(frame, max_output_size=MAX_OBJECT)
+        if declared > MAX_OBJECT:
+            raise IntegrityError(f"object {oid.hex()} at {where} is {declared} bytes, over the largest object ({MAX_OBJECT}); refused")
+        return _decompressor().decompress(frame)
+    except zstandard.ZstdError as exc:
+        raise IntegrityError(f"object {oid.hex()} at {where} does not decompress: {exc}") from None

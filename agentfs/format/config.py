@@ -10,9 +10,11 @@ from ulid import ULID
 
 from ..errors import FormatError
 from . import chunking, refs
+from .bounded_json import load_json
 
 FORMAT = 2  # a local store's layout: segments (docs/FORMAT.md)
 REMOTE_FORMAT = 2  # a remote's layout: packs, pack indexes, head keys (docs/FORMAT.md)
+MAX_CONFIG = 1 << 20  # a config is under 1 KB; a reader refuses one over this
 
 
 def new_config() -> dict[str, Any]:
@@ -63,10 +65,7 @@ def encode_config(config: dict[str, Any]) -> bytes:
 
 def check_config(data: bytes, where: str, expected: int, format_1: str) -> dict[str, Any]:
     """A config's fields, refused unless it is of format `expected` and sha256; a format-1 one with `format_1`."""
-    try:
-        config = json.loads(data)
-    except ValueError as exc:
-        raise FormatError(f"{where} is not valid JSON: {exc}") from None
+    config = load_json(data, where, max_bytes=MAX_CONFIG)
     if not isinstance(config, dict):
         raise FormatError(f"{where} is not an agentfs config")
     if config.get("format") == 1:

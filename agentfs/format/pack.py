@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from ..errors import FormatError
 from ..names import check_id, check_name
+from .bounded_json import load_json
 from .segment import HEADER, TRAILER, IndexEntry, Record, batch_parts, decode_footer, decode_trailer, encode_header, encode_seal
 
 HEAD_FORMAT = 2
@@ -83,10 +84,7 @@ def encode_head(run: str, checkpoint_id: str, packs: Sequence[str]) -> bytes:
 
 def decode_head(data: bytes, run: str, checkpoint_id: str, where: str) -> Head:
     """A head key's content, refused unless it is format 2's and names the run and id its key does."""
-    try:
-        fields: Any = json.loads(data)
-    except ValueError as exc:
-        raise FormatError(f"{where} is not valid JSON: {exc}") from None
+    fields: Any = load_json(data, where, max_bytes=MAX_HEAD)
     if not isinstance(fields, dict) or fields.get("format") != HEAD_FORMAT:
         raise FormatError(f"{where} is not a format-{HEAD_FORMAT} head key")
     if fields.get("run") != run or fields.get("id") != checkpoint_id:

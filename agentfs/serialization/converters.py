@@ -38,6 +38,8 @@ class Registered:
 
 _by_name: dict[str, Registered] = {}
 _by_class: dict[type, Registered] = {}
+# what counts as a level of nesting (depth.py): msgpack's containers, the ext records holding values, registered classes
+container_types: set[type] = {list, dict, tuple, set, frozenset}
 
 
 def register(cls: type, name: str | None = None) -> type:
@@ -84,6 +86,7 @@ def register(cls: type, name: str | None = None) -> type:
     entry = Registered(cls, name, to_fields, from_fields)
     _by_name[name] = entry
     _by_class[cls] = entry
+    container_types.add(cls)
     return cls
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import reprlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,11 +13,14 @@ import msgpack
 
 from ..errors import FormatError, SerializationError
 from . import converters
+from .depth import MAX_DEPTH, deep_path, too_deep
 
 LIST_BODY = 1  # a list stored as its items' bytes, without the array header
 MAP_BODY = 2  # a dict stored as its keys' and values' bytes, without the map header
 PLAIN = 0
-MAX_DEPTH = 512
+# how deep the (recursive) searches for an error's path go: a cycle within it is named as one, deeper ones are
+# reported as too deep (tests/test_hostile_decode.py's depth sweep reaches 2,000)
+SEARCH_DEPTH = 2 * MAX_DEPTH
 BIN8, BIN16, BIN32 = b"\xc4", b"\xc5", b"\xc6"  # msgpack's bin headers
 Path = str | Callable[[], str]  # where a value lies, for errors; a callable is called only to word an error
 
@@ -26,12 +30,25 @@ class _Unsupported(Exception):
         self.obj = obj
 
 
-_PACK_ERRORS = (_Unsupported, TypeError, ValueError, OverflowError, RecursionError)  # RecursionError: a cycle through a tuple
+class _TooDeep(Exception):
+    """Ext records (tuples, sets, registered classes) nested more than MAX_DEPTH deep, found while packing."""
+
+
+_PACK_ERRORS = (_Unsupported, _TooDeep, TypeError, ValueError, OverflowError, RecursionError)  # RecursionError: a cycle
 _packers = threading.local()  # each thread's idle Packer: making one per value (msgpack.packb) costs more than a small pack
+_packing = threading.local()  # .ext_level: how many ext records the pack in progress is inside
+_unpacking = threading.local()  # .ext_level: the same for the unpack in progress
 
 
 def _default(obj: Any) -> msgpack.ExtType:
-    ext = converters.to_ext(obj, _pack)
+    level = getattr(_packing, "ext_level", 0)
+    if level >= MAX_DEPTH:  # refused before packing deeper: each level costs C stack
+        raise _TooDeep()
+    _packing.ext_level = level + 1
+    try:
+        ext = converters.to_ext(obj, _pack)
+    finally:
+        _packing.ext_level = level
     if ext is None:
         raise _Unsupported(obj)
     return msgpack.ExtType(*ext)
@@ -85,17 +102,34 @@ def _tagged(value: Any) -> Any:
 
 
 def _ext_hook(code: int, payload: bytes) -> Any:
-    return converters.from_ext(code, payload, _unpack, _iter_unpack)
+    level = getattr(_unpacking, "ext_level", 0)
+    if level >= MAX_DEPTH:  # refused before decoding its payload: each level costs C stack (depth.py)
+        raise FormatError(f"ext records nest more than {MAX_DEPTH} deep (agentfs stores values at most {MAX_DEPTH} containers deep)")
+    _unpacking.ext_level = level + 1
+    try:
+        return converters.from_ext(code, payload, _unpack, _iter_unpack)
+    finally:
+        _unpacking.ext_level = level
+
+
+def _unpacker(data: bytes) -> msgpack.Unpacker:
+    """An Unpacker holding `data`; not msgpack.unpackb, whose 40 KiB context lives on the C stack (depth.py).
+    No length it reads can exceed len(data) (msgpack's max_*_len default to max_buffer_size)."""
+    unpacker = msgpack.Unpacker(ext_hook=_ext_hook, raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    return unpacker
 
 
 def _unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
+    unpacker = _unpacker(data)
+    value = unpacker.unpack()
+    if unpacker.tell() != len(data):
+        raise FormatError(f"{len(data) - unpacker.tell()} bytes follow the value")
+    return value
 
 
 def _iter_unpack(data: bytes) -> list[Any]:
-    unpacker = msgpack.Unpacker(ext_hook=_ext_hook, raw=False, strict_map_key=False, max_buffer_size=0)
-    unpacker.feed(data)
-    return list(unpacker)
+    return list(_unpacker(data))
 
 
 def _index(key: Any) -> str:
@@ -112,7 +146,7 @@ def _children(value: Any) -> Iterator[tuple[str, Any]]:
             yield f"[{index}]", item
     elif isinstance(value, (set, frozenset)):
         for item in value:
-            yield f" item {item!r}", item
+            yield f" item {reprlib.repr(item)}", item
     else:
         registered = converters._by_class.get(type(value))
         if registered is not None:
@@ -125,7 +159,7 @@ def _children(value: Any) -> Iterator[tuple[str, Any]]:
 def _path_of(root: Any, target: Any, path: str, depth: int = 0) -> str | None:
     if root is target:
         return path
-    if depth > MAX_DEPTH:
+    if depth > SEARCH_DEPTH:
         return None
     for step, child in _children(root):
         found = _path_of(child, target, path + step, depth + 1)
@@ -137,9 +171,11 @@ def _path_of(root: Any, target: Any, path: str, depth: int = 0) -> str | None:
 def _describe(value: Any, path: str, exc: Exception) -> SerializationError:
     if isinstance(exc, _Unsupported):
         return SerializationError(_unsupported(exc.obj, _path_of(value, exc.obj, path) or path))
-    cycle = _cycle(value, path)
+    cycle = _cycle(value, path)  # first: a cycle through a tuple also nests ext records without end
     if cycle is not None:
         return SerializationError(cycle)
+    if isinstance(exc, _TooDeep) or too_deep(value):  # too_deep: msgpack's own limit, lists and dicts over 511 deep
+        return _too_deep(value, path)
     return SerializationError(f"{_failing_leaf(value, path)} cannot be stored: {exc}")
 
 
@@ -167,7 +203,7 @@ def _cycle(root: Any, path: str) -> str | None:
     def search(value: Any, where: str, depth: int) -> str | None:
         if id(value) in holding:
             return f"{where} is {holding[id(value)]} again: a value that contains itself cannot be stored"
-        if id(value) in clear or depth > MAX_DEPTH:
+        if id(value) in clear or depth > SEARCH_DEPTH:
             return None
         holding[id(value)] = where
         for step, child in _children(value):
@@ -183,7 +219,7 @@ def _cycle(root: Any, path: str) -> str | None:
 
 def _failing_leaf(value: Any, path: str, depth: int = 0) -> str:
     """The path of the deepest value that fails to pack on its own (a lone surrogate, an int over 64 bits)."""
-    if depth > MAX_DEPTH:
+    if depth > SEARCH_DEPTH:
         return path
     for step, child in _children(value):
         try:
@@ -193,21 +229,38 @@ def _failing_leaf(value: Any, path: str, depth: int = 0) -> str:
     return path
 
 
+def _too_deep(value: Any, path: str) -> SerializationError:
+    return SerializationError(
+        f"{deep_path(value, path)} is nested {MAX_DEPTH + 1} containers deep: agentfs stores values nested at most {MAX_DEPTH} deep"
+    )
+
+
 def encode_value(value: Any, path: Path = "state") -> bytes:
-    """msgpack bytes for `value`; SerializationError names the path of the first unsupported value."""
+    """msgpack bytes for `value`; SerializationError names the path of the first unsupported value, or of
+    the first container nested deeper than MAX_DEPTH (a reader refuses those: depth.py)."""
     try:
-        return _pack(value)
+        data = _pack(value)
     except _PACK_ERRORS as exc:
         raise _describe(value, path if isinstance(path, str) else path(), exc) from None
+    if too_deep(value):
+        raise _too_deep(value, path if isinstance(path, str) else path())
+    return data
+
+
+def _checked_depth(value: Any, where: str) -> Any:
+    if too_deep(value):
+        raise FormatError(f"{where} nests containers more than {MAX_DEPTH} deep; refused")
+    return value
 
 
 def decode_value(data: bytes, where: str) -> Any:
     try:
-        return _unpack(data)
+        value = _unpack(data)
     except FormatError as exc:
         raise FormatError(f"{where}: {exc}") from None
     except Exception as exc:  # any converter fed a crafted record: never let it pass as another error
         raise FormatError(f"{where} is not a valid value record: {type(exc).__name__}: {exc}") from None
+    return _checked_depth(value, where)
 
 
 def _header_size(first: int) -> int:
@@ -249,5 +302,8 @@ def decode_body(fmt: int, count: int, data: bytes, where: str) -> Any:
     if len(items) != expected:
         raise FormatError(f"{where} declares {count} items but holds {len(items)} records")
     if fmt == LIST_BODY:
-        return items
-    return dict(zip(items[::2], items[1::2], strict=True))
+        return _checked_depth(items, where)
+    try:
+        return _checked_depth(dict(zip(items[::2], items[1::2], strict=True)), where)
+    except TypeError as exc:  # a key msgpack decoded as a list or dict (unhashable): crafted, never written
+        raise FormatError(f"{where} is not a valid value record: a map key is {exc}") from None

@@ -26,13 +26,14 @@ from ..format import codec, crypto, keys, kinds
 from ..format.config import encrypted
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
-from ..format.segment import TRAILER, IndexEntry, decode_record, decode_trailer
+from ..format.segment import KEYED_FRAME, TRAILER, IndexEntry, decode_record, decode_trailer
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
+MAX_OBJECT_FRAME = KEYED_FRAME.size + 32 + codec.MAX_BLOB  # an object's frame: its head, its key (the oid), its blob
 # one ranged GET fetches neighbouring records up to this many bytes (half a pack: push.PACK_TARGET); times the
 # reading threads, it bounds a reader's memory (tests/test_sync_memory.py)
 READ_AHEAD = 4 << 20
@@ -312,7 +313,7 @@ class PackRemote(Remote):
         end = frames[-1].offset + frames[-1].length
         where = f"remote {self.url} pack {pack_id}"
         pack = self.key(*keys.pack_key(pack_id))
-        if end - offset > MAX_FRAME + READ_AHEAD:
+        if end - offset > MAX_FRAME + READ_AHEAD or (kind == kinds.OBJECT and length > MAX_OBJECT_FRAME):
             raise RemoteError(f"{where}: a record at offset {offset} says it is {length} bytes; refused")
         try:
             with self.failing(f"read {pack}", FileNotFoundError):
@@ -335,7 +336,10 @@ class PackRemote(Remote):
         stored = frame.key if self.sealer is None else self.sealer.stored_key(frame.kind, frame.key)
         if (record.kind, record.key) != (frame.kind, stored):
             raise FormatError(f"{where}: the record is not the one its index names")
-        return record.body if self.sealer is None else self.sealer.open(frame.kind, stored, record.body, where)
+        body = record.body if self.sealer is None else self.sealer.open(frame.kind, stored, record.body, where)
+        if record.kind == kinds.OBJECT:  # a decompression bomb is refused here (after authentication), naming the remote and pack
+            codec.check_size(body, record.key, where)
+        return body
 
     def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
         """The record's frame and the frames of its kind right after it that the store lacks, up to READ_AHEAD bytes."""

@@ -36,6 +36,7 @@ from ulid import ULID
 from ..engine.repository import HOST, Repository
 from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import codec, keys, kinds
+from ..format.bounded_json import load_json
 from ..format.entries import Entry, decode_entry_at
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location, parse_node
@@ -57,6 +58,7 @@ RECHECK = 2.0  # a pusher looks at gc/ again before an entry once its last look 
 MIN_SETTLE = RECHECK + 1.0  # the rest of the settle period covers the entry's own PUT
 CLOCK_MARGIN = 60.0
 POLL = 0.5
+MAX_MARKER = 256 << 20  # a plan lists every object it deletes
 
 
 @dataclasses.dataclass
@@ -84,13 +86,11 @@ def _put_json(remote: Remote, name: str, record: dict[str, Any]) -> None:
 
 
 def _get_json(remote: Remote, name: str) -> dict[str, Any]:
-    data = remote.read(_marker(remote, name), 256 << 20)
-    try:
-        record = json.loads(data) if data is not None else None
-    except ValueError:
-        record = None
+    where = f"remote {remote.url} gc marker {name}"
+    data = remote.read(_marker(remote, name), MAX_MARKER)
+    record = load_json(data, where, max_bytes=MAX_MARKER) if data is not None else None
     if not isinstance(record, dict):
-        raise FormatError(f"remote {remote.url}: gc marker {name} is missing or malformed")
+        raise FormatError(f"{where} is missing or malformed")
     return record
 
 
@@ -284,10 +284,16 @@ class GcBarrier:
         while True:
             looked = time.monotonic()
             pending = {g: kinds for g, kinds in list_markers(self.remote).items() if g not in self.index.gc_seen}
-            running = [g for g, kinds in sorted(pending.items()) if not self._settled(g, kinds)]
-            for gc_id, _kinds in sorted(pending.items()):
-                if gc_id not in running:
-                    changed |= self._apply(gc_id, pending[gc_id])
+            running = []
+            for gc_id, markers in sorted(pending.items()):
+                try:
+                    if not self._settled(gc_id, markers):
+                        running.append(gc_id)
+                        continue
+                    changed |= self._apply(gc_id, markers)
+                except FormatError as exc:  # not written by a gc (they write well-formed markers): skipped, never blocking pushes
+                    log.warning("agentfs sync: skipping remote gc %s: %s", gc_id, exc)
+                    self.index.apply_gc(gc_id, set(), set())
             if not running:
                 if waited:
                     self.notice("")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from .. import limits
 from ..context import Context
 from . import (
+    bombs,
     conversation,
     daemon_load,
     encryption,
@@ -39,6 +40,7 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "journal": journal.run,
     "langgraph_store": langgraph_store.run,
     "history": history.run,
+    "bombs": bombs.run,
     "daemon_load": daemon_load.run,
     "encryption": encryption.run,
 }
