@@ -48,3 +48,11 @@ class SchemaError(AgentFSError, ValueError):
 
 class RemoteError(AgentFSError, OSError):
     """A remote operation that failed after its retries."""
+
+
+class RetirementRefused(AgentFSError, ValueError):
+    """A retirement record from a remote that names what that remote may not retire here (docs/FORMAT.md)."""
+
+
+class RemoteDataMissing(ObjectMissing):
+    """A checkpoint a remote's head key or pack index names whose bytes the remote no longer holds."""

@@ -17,7 +17,7 @@ import agentfs
 from ..errors import AgentFSError
 from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
 from ..sync.pack_remote import PackRemote
-from ..sync.pull import pull
+from ..sync.pull import PullStats, pull
 from ..sync.push import Pusher
 from ..sync.reconcile import recheck
 from ..sync.status import RemoteStats, remote_stats
@@ -130,7 +130,20 @@ def cmd_pull(args: argparse.Namespace) -> int:
     for run, checkpoint_id in stats.repaired:
         output.line(f"repaired damaged checkpoint {run}@{checkpoint_id} from {remote.url}")
     warn_diverged(stats.diverged)
-    return OK
+    return report_pulled(stats)
+
+
+def report_pulled(stats: PullStats) -> int:
+    """What a pull or clone retired (on whose policy), refused and skipped; FAILED if it skipped anything."""
+    for applied in stats.retired:
+        output.line(applied.describe())
+    for reason in stats.refused:
+        print(f"agentfs: warning: {reason}", file=sys.stderr)
+    for reason in stats.skipped:
+        print(f"agentfs: error: {reason}", file=sys.stderr)
+    if stats.skipped:
+        print(f"agentfs: error: {output.count(len(stats.skipped), 'record')} could not be pulled; the rest was", file=sys.stderr)
+    return FAILED if stats.skipped else OK
 
 
 def cmd_clone(args: argparse.Namespace) -> int:
@@ -146,7 +159,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
             shutil.rmtree(made, ignore_errors=True)
         raise
     output.line(f"cloned {remote.url} into {target}: {_amounts(stats.entries, stats.objects)}")
-    return OK
+    return report_pulled(stats)
 
 
 def pushed_at(seconds: float | None) -> str:
@@ -167,6 +180,7 @@ def remote_json(remote: RemoteStats) -> dict[str, Any]:
         "pulled_from": remote.pulled_from,
         "diverged": remote.diverged,
         "last_reconciliation": remote.last_reconciliation,
+        "refused_retirements": remote.refused_retirements,
     }
 
 
@@ -190,6 +204,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"  last recheck: {pushed_at(done['finished'])}, re-pushed {_amounts(done['repushed_entries'], done['repushed_objects'])}, "
                 f"{output.count(done['repushed_records'], 'record')}" + (", config written again" if done["config_recreated"] else "")
             )
+        for reason in remote.refused_retirements:
+            output.line(f"  refused:    {reason}")
         for run, heads in remote.diverged.items():
             output.line(f"  diverged:   run {run}: {len(heads)} heads {', '.join(heads)} (latest() returns the newest)")
     return OK

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..format.refs import Location
+from .authority import read_refused
 from .index import PushIndex, synced_dirs
 from .push import lag_seconds
 
@@ -23,6 +24,7 @@ class RemoteStats:
     pulled_from: bool
     diverged: dict[str, list[str]]  # run -> its heads, where the last push or pull found several
     last_reconciliation: dict[str, Any] | None  # the last recheck: when, what the remote had lost, what went up again
+    refused_retirements: list[str]  # why each retirement record of the remote this store refused was (sync/authority.py)
 
 
 def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteStats]:
@@ -44,6 +46,7 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
                 pulled_from=(directory / "pulled").exists(),
                 diverged=index.read_divergence(),
                 last_reconciliation=index.read_reconciliation(),
+                refused_retirements=sorted(read_refused(directory).values()),
             )
         )
     return rows

@@ -1,0 +1,101 @@
+"""A remote's authority: which of its retirement records this store applies (docs/FORMAT.md, "What a reader refuses").
+
+A retirement record read from a remote removes checkpoints here (and a local gc then deletes their
+bytes). Anyone who can write to the bucket can write one, so a remote may retire only what it holds
+or held as far as this store knows: checkpoints this store pushed to it or pulled from it (its push
+index, kept under remotes/<name>/). A record is refused whole, never applied in part, when it names
+
+- a checkpoint this store holds that this remote never held (committed here and not pushed there,
+  or pulled from another remote): tests/test_hostile_remote.py::test_a_forged_retirement_of_unpushed_work_is_refused;
+- a head of its run, this store's or the remote's (retention keeps the newest checkpoint), unless it
+  retires the run whole (a deleted run): ::test_a_forged_retirement_naming_the_head_is_refused.
+
+A checkpoint this store does not hold is not checked: the record takes nothing from this store, and a
+remote gc deletes retired entries, so a remote that held one may list it no more.
+What is refused is logged, kept for `agentfs status` (remotes/<name>/refused.json) and reported by pull.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Protocol
+
+from ..engine.repository import Repository
+from ..errors import RetirementRefused
+from ..format.retirement import Retirement
+from ..fsutil import write_atomic
+from .index import PushIndex
+
+log = logging.getLogger("agentfs.sync")
+
+REFUSED_FILE = "refused.json"
+
+
+class Holder(Protocol):
+    """A remote as this check sees it (PackRemote is one)."""
+
+    url: str
+    index: PushIndex | None
+
+    def list_ids(self, run: str, kind: str = ...) -> list[str]: ...
+    def head_id(self, run: str) -> str | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """A retirement this store took from a remote: `removed` are the checkpoints it held that are now gone."""
+
+    remote: str
+    run: str
+    record_id: str
+    removed: list[str]
+    named: int  # checkpoints the record names (those this store did not hold included)
+
+    def describe(self) -> str:
+        return (
+            f"retired {len(self.removed)} checkpoint(s) of run {self.run!r} held here ({self.named} named) "
+            f"on the retention policy of {self.remote} (retirement record {self.record_id})"
+        )
+
+
+def check_authority(store: Repository, remote: Holder, record: Retirement) -> None:
+    """Raise RetirementRefused unless `remote` (attached to `store`) may apply `record` to `store`."""
+    assert remote.index is not None, "attach the remote to the store first"
+    run, named = record.run, set(record.checkpoints)
+    where = f"remote {remote.url}: retirement record {record.id} of run {run!r}"
+    local = store.local_ids(run)
+    held = {cid for loc_run, cid in remote.index.entries | remote.index.gone if loc_run == run}
+    never_held = sorted((named & set(local)) - held)
+    if never_held:
+        raise RetirementRefused(
+            f"{where} names {len(never_held)} checkpoint(s) this store holds and never pushed to or pulled from that remote "
+            f"(e.g. {never_held[0]}); refused whole"
+        )
+    heads = {head for head in (local[-1] if local else None, remote.head_id(run)) if head is not None}
+    # a deleted run's record names every checkpoint (heads too); listing the remote's is needed only then
+    if named & heads and not (set(local) <= named and set(remote.list_ids(run)) <= named):
+        raise RetirementRefused(f"{where} names the head {min(named & heads)} of its run (retention never retires one); refused whole")
+
+
+def note_refused(directory: Path, refused: dict[str, str]) -> None:
+    """Keep the remote's refused retirements (record key -> why) for `agentfs status`, replacing those of the same records."""
+    known = read_refused(directory)
+    if all(known.get(key) == reason for key, reason in refused.items()):
+        return
+    data = json.dumps({**known, **refused}, indent=2).encode()
+    write_atomic(directory / "tmp", directory / REFUSED_FILE, data, sync=False, exclusive=False)
+
+
+def read_refused(directory: Path) -> dict[str, str]:
+    try:
+        found = json.loads((directory / REFUSED_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {str(key): str(value) for key, value in found.items()} if isinstance(found, dict) else {}
+
+
+def record_name(run: str, record_id: str) -> str:
+    return f"{run}/retired/{record_id}"
