@@ -10,6 +10,7 @@ from types import ModuleType
 import agentfs
 
 from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing
+from ..redaction import scrub
 from . import core_commands, journal_commands, mcp_commands, output, retention_commands, stats_commands, sync_commands, upgrade_commands
 from .common import DEFAULT_STORE, FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, STORE_ENV, USAGE
 
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(exc: BaseException, code: int) -> int:
-    print(f"agentfs: error: {exc}", file=sys.stderr)
+    print(f"agentfs: error: {scrub(str(exc))}", file=sys.stderr)
     return code
 
 
