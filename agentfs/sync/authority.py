@@ -1,4 +1,4 @@
-"""A remote's authority: which of its retirement records this store applies (docs/FORMAT.md, "What a reader refuses").
+"""A remote's authority: which of its retirement records this store applies (docs/FORMAT.md, "A remote's authority is limited").
 
 A retirement record read from a remote removes checkpoints here (and a local gc then deletes their
 bytes). Anyone who can write to the bucket can write one, so a remote may retire only what it holds
@@ -6,9 +6,9 @@ or held as far as this store knows: checkpoints this store pushed to it or pulle
 index, kept under remotes/<name>/). A record is refused whole, never applied in part, when it names
 
 - a checkpoint this store holds that this remote never held (committed here and not pushed there,
-  or pulled from another remote): tests/test_hostile_remote.py::test_a_forged_retirement_of_unpushed_work_is_refused;
+  or pulled from another remote): tests/test_hostile_remote.py::test_a_forged_retirement_of_unpushed_work_is_refused_whole;
 - a head of its run, this store's or the remote's (retention keeps the newest checkpoint), unless it
-  retires the run whole (a deleted run): ::test_a_forged_retirement_naming_the_head_is_refused.
+  retires the run whole (a deleted run): ::test_a_forged_retirement_naming_the_head_is_refused_here_and_on_a_fresh_clone.
 
 A checkpoint this store does not hold is not checked: the record takes nothing from this store, and a
 remote gc deletes retired entries, so a remote that held one may list it no more.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -32,6 +33,7 @@ from .index import PushIndex
 log = logging.getLogger("agentfs.sync")
 
 REFUSED_FILE = "refused.json"
+_refused_lock = threading.Lock()  # pull checks retirement records from several threads: one read-modify-write at a time
 
 
 class Holder(Protocol):
@@ -61,6 +63,22 @@ class Applied:
         )
 
 
+def admit(store: Repository, remote: Holder, record: Retirement) -> None:
+    """Raise RetirementRefused unless `remote` may apply `record` to `store`. A refusal is logged and kept:
+    the record stays refused, even once the store has pushed what it names."""
+    assert remote.index is not None, "attach the remote to the store first"
+    name = f"{record.run}/retired/{record.id}"
+    earlier = read_refused(remote.index.directory).get(name)
+    if earlier is not None:
+        raise RetirementRefused(earlier)
+    try:
+        check_authority(store, remote, record)
+    except RetirementRefused as exc:
+        note_refused(remote.index.directory, name, str(exc))
+        log.warning("%s", exc)
+        raise
+
+
 def check_authority(store: Repository, remote: Holder, record: Retirement) -> None:
     """Raise RetirementRefused unless `remote` (attached to `store`) may apply `record` to `store`."""
     assert remote.index is not None, "attach the remote to the store first"
@@ -80,13 +98,11 @@ def check_authority(store: Repository, remote: Holder, record: Retirement) -> No
         raise RetirementRefused(f"{where} names the head {min(named & heads)} of its run (retention never retires one); refused whole")
 
 
-def note_refused(directory: Path, refused: dict[str, str]) -> None:
-    """Keep the remote's refused retirements (record key -> why) for `agentfs status`, replacing those of the same records."""
-    known = read_refused(directory)
-    if all(known.get(key) == reason for key, reason in refused.items()):
-        return
-    data = json.dumps({**known, **refused}, indent=2).encode()
-    write_atomic(directory / "tmp", directory / REFUSED_FILE, data, sync=False, exclusive=False)
+def note_refused(directory: Path, name: str, reason: str) -> None:
+    """Keep why the remote's retirement record `name` was refused, for `agentfs status`."""
+    with _refused_lock:
+        data = json.dumps({**read_refused(directory), name: reason}, indent=2).encode()
+        write_atomic(directory / "tmp", directory / REFUSED_FILE, data, sync=False, exclusive=False)
 
 
 def read_refused(directory: Path) -> dict[str, str]:
@@ -95,7 +111,3 @@ def read_refused(directory: Path) -> dict[str, str]:
     except (FileNotFoundError, ValueError):
         return {}
     return {str(key): str(value) for key, value in found.items()} if isinstance(found, dict) else {}
-
-
-def record_name(run: str, record_id: str) -> str:
-    return f"{run}/retired/{record_id}"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.repository import Repository
-from ..errors import AgentFSError, FormatError, RemoteDataMissing, RemoteError, RetirementRefused
+from ..errors import AgentFSError, FormatError, RemoteDataMissing, RemoteError
 from ..format import keys, kinds
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.pack import MAX_HEAD, PACK_ID, Head, decode_head, decode_pack_index
@@ -27,7 +27,7 @@ from ..format.retirement import Retirement
 from ..format.segment import IndexEntry, decode_record
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
-from .authority import check_authority, note_refused, read_refused, record_name
+from .authority import admit
 from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
@@ -333,19 +333,9 @@ class PackRemote(Remote):
         return data
 
     def check_retirement(self, record: Retirement) -> None:
-        """RetirementRefused unless this remote may apply `record` to the attached store (sync/authority.py). A
-        refusal is kept: the record stays refused, even once the store has pushed what it names."""
-        assert self._store is not None and self.index is not None, "attach the remote to a store first"
-        name = record_name(record.run, record.id)
-        earlier = read_refused(self.index.directory).get(name)
-        if earlier is not None:
-            raise RetirementRefused(earlier)
-        try:
-            check_authority(self._store, self, record)
-        except RetirementRefused as exc:
-            note_refused(self.index.directory, {name: str(exc)})
-            log.warning("%s", exc)
-            raise
+        """RetirementRefused unless this remote may apply `record` to the attached store (sync/authority.py)."""
+        assert self._store is not None, "attach the remote to a store first"
+        admit(self._store, self, record)
 
     def fetch_journal(self, run: str, record_id: str) -> bytes | None:
         return self.fetch_record(JOURNAL, run, record_id)
