@@ -107,6 +107,24 @@ def test_a_forged_retirement_of_unpushed_work_is_refused_whole(
         assert any(record in reason for remote in store.stats().remotes for reason in remote.refused_retirements)
 
 
+def test_a_forged_retirement_of_unpushed_journal_records_is_refused(hostile_remote: HostileRemote, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ids = _commits(home, "r", 3)
+    _push(home, hostile_remote)
+    with agentfs.open(home) as store:
+        assert store.run("r").once("send-mail", lambda: "sent") == "sent"  # a journal record the remote never held
+        journal = store.record_ids("r", "journal")
+    record_id = new_id()
+    data = encode_retirement(Retirement("r", record_id, time.time_ns(), ids[:1], journal), {"store": "forger"})
+    hostile_remote.put(posixpath.join(*keys.retired_key("r", record_id)), data)
+    hostile_remote.put_record(kinds.RETIRED, kinds.pair_key("r", record_id), data)
+    stats = _pull(home, hostile_remote)
+    assert len(stats.refused) == 1 and record_id in stats.refused[0]
+    with agentfs.open(home) as store:
+        assert store.record_ids("r", "journal") == journal and store.run("r").ids() == ids
+        assert store.run("r").once("send-mail", lambda: "sent twice") == "sent"
+
+
 def test_a_forged_retirement_naming_a_checkpoint_pulled_from_another_remote_is_refused(
     hostile_remote: HostileRemote, tmp_path: Path
 ) -> None:
