@@ -227,12 +227,22 @@ def _two_packs(home: Path, hostile: HostileRemote) -> tuple[str, str]:
     return first, second
 
 
-def test_a_truncated_pack_is_named_and_the_rest_of_a_clone_proceeds(hostile_remote: HostileRemote, tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_a_truncated_or_deleted_pack_is_named_and_the_rest_of_a_clone_proceeds(
+    hostile_remote: HostileRemote, tmp_path: Path, damage: str
+) -> None:
     _first, second = _two_packs(tmp_path / "home", hostile_remote)
-    hostile_remote.truncate(hostile_remote.pack_key(second), 40)
+    if damage == "truncated":
+        hostile_remote.truncate(hostile_remote.pack_key(second), 40)
+    else:
+        hostile_remote.delete_pack_bytes(second)  # its index stays
     stats = _pull(tmp_path / "clone", hostile_remote)
-    assert len(_ids(tmp_path / "clone", "a")) == 2
+    assert len(_ids(tmp_path / "clone", "a")) == 2 and _ids(tmp_path / "clone", "b") == []
     assert stats.skipped and all(second in reason for reason in stats.skipped)
+    target = tmp_path / "by-cli"
+    result = cli("clone", hostile_remote.url, str(target), "--storage-options", json.dumps(hostile_remote.storage_options))
+    assert result.returncode == 4 and second in result.stderr, result
+    assert len(_ids(target, "a")) == 2
 
 
 def test_a_traversal_run_name_inside_a_pack_is_skipped_naming_pack_and_key(hostile_remote: HostileRemote, tmp_path: Path) -> None:
