@@ -44,7 +44,7 @@ class Holder(Protocol):
     index: PushIndex | None
 
     def list_ids(self, run: str, kind: str = ...) -> list[str]: ...
-    def head_id(self, run: str) -> str | None: ...
+    def known_head_id(self, run: str) -> str | None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +95,7 @@ def check_authority(store: Repository, remote: Holder, record: Retirement) -> No
             f"{where} names {len(never_held)} checkpoint(s) or journal record(s) this store holds and never pushed to "
             f"or pulled from that remote (e.g. {never_held[0]}); refused whole"
         )
-    heads = {head for head in (local[-1] if local else None, remote.head_id(run)) if head is not None}
+    heads = {head for head in (local[-1] if local else None, remote.known_head_id(run)) if head is not None}
     # a deleted run's record names every checkpoint (heads too); listing the remote's is needed only then
     if named & heads and not (set(local) <= named and set(remote.list_ids(run)) <= named):
         raise RetirementRefused(f"{where} names the head {min(named & heads)} of its run (retention never retires one); refused whole")

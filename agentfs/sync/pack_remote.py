@@ -381,6 +381,11 @@ class PackRemote(Remote):
         self._load_many(pack_id for pack_id in head.packs if pack_id not in self._frames)
         return checkpoint_id
 
+    def known_head_id(self, run: str) -> str | None:
+        """The run's head as this process last read it (a resume reads it first: no second request), else head_id."""
+        head = self.heads.get(run)
+        return head.checkpoint_id if head is not None else self.head_id(run)
+
     def list_objects(self) -> dict[bytes, tuple[float, int]]:
         """Every object in a pack with an index: (when that index was written, the object's frame length)."""
         self.load_all()
