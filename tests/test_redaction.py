@@ -177,3 +177,18 @@ def test_a_redactor_hides_its_remotes_storage_option_values_and_keeps_the_rest()
     assert "AKIAEXAMPLE1234" not in shown and "tk-998877" not in shown
     assert "http://h:9000/" in shown and "r@01ABC" in shown and "bucket/p/config" in shown
     assert redact_url("s3://k:s@bucket/p?versionId=1#f") == "s3://bucket/p"
+
+
+def test_status_shows_no_secret_an_older_agentfs_kept(tmp_path: Path) -> None:
+    """An agentfs before this redaction kept a URL's query string in remotes/<name>/url and its status."""
+    home, url = tmp_path / "home", (tmp_path / "remote").as_uri()
+    with agentfs.open(home) as store:
+        store.run("r").commit({"step": 1})
+    assert cli("sync", url, store=home).returncode == 0
+    (directory,) = (home / "remotes").iterdir()
+    (directory / "url").write_text(f"{url}?token={TOKEN}")
+    (directory / "status.json").write_text(json.dumps({"last_error": f"GET {url}/config?X-Amz-Signature={TOKEN} failed"}))
+    with agentfs.open(home) as store:
+        (remote,) = store.stats().remotes
+    assert remote.url == f"{url}?***" and remote.last_error
+    _absent(f"{remote.url} {remote.last_error}", "the status an older agentfs wrote")

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..format.refs import Location
+from ..redaction import scrub
 from .authority import read_refused
 from .index import PushIndex, synced_dirs
 from .push import lag_seconds
@@ -37,12 +38,12 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
         pending = list(held - index.entries)
         rows.append(
             RemoteStats(
-                url=(directory / "url").read_text(),
+                url=scrub((directory / "url").read_text()),  # an older agentfs kept a URL's query string
                 pushed_checkpoints=len(held & index.entries),
                 lag_checkpoints=len(pending),
                 lag_seconds=lag_seconds(pending),
                 last_push=saved.get("last_push"),
-                last_error=saved.get("last_error"),
+                last_error=None if saved.get("last_error") is None else scrub(str(saved["last_error"])),
                 pulled_from=(directory / "pulled").exists(),
                 diverged=index.read_divergence(),
                 last_reconciliation=index.read_reconciliation(),
