@@ -63,3 +63,11 @@ class StorageError(AgentFSError, OSError):
 
 class StoreClosed(AgentFSError, RuntimeError):
     """A store used after (or while) it was closed."""
+
+
+class RetirementRefused(AgentFSError, ValueError):
+    """A retirement record from a remote that names what that remote may not retire here (docs/FORMAT.md)."""
+
+
+class RemoteDataMissing(ObjectMissing):
+    """A checkpoint a remote's head key or pack index names whose bytes the remote no longer holds."""

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 import agentfs
+from agentfs.redaction import redact_url
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
-from agentfs.sync.remote import redact, remote_name
+from agentfs.sync.remote import remote_name
 from tests.servers import MotoServer, make_s3_spec
 
 pytest_plugins = ["tests.servers"]
@@ -45,6 +46,6 @@ def test_credentials_are_never_written_or_logged(tmp_path: Path, moto_server: Mo
 
 def test_urls_lose_their_passwords_before_they_are_stored() -> None:
     url = "s3://user:hunter2@example-bucket/agents"
-    assert "hunter2" not in redact(url)
+    assert "hunter2" not in redact_url(url)
     assert "hunter2" not in remote_name(url)
-    assert redact("s3://bucket/agents") == "s3://bucket/agents"
+    assert redact_url("s3://bucket/agents") == "s3://bucket/agents"

@@ -10,6 +10,7 @@ from types import ModuleType
 import agentfs
 
 from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing, WrongKey
+from ..redaction import scrub
 from . import (
     core_commands,
     journal_commands,
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(exc: BaseException, code: int) -> int:
-    print(f"agentfs: error: {exc}", file=sys.stderr)
+    print(f"agentfs: error: {scrub(str(exc))}", file=sys.stderr)
     return code
 
 

@@ -18,7 +18,7 @@ from ..engine.keyslots import Encryption
 from ..errors import AgentFSError
 from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
 from ..sync.pack_remote import PackRemote
-from ..sync.pull import pull
+from ..sync.pull import PullStats, pull
 from ..sync.push import Pusher
 from ..sync.reconcile import recheck
 from ..sync.status import RemoteStats, remote_stats
@@ -140,7 +140,20 @@ def cmd_pull(args: argparse.Namespace) -> int:
     for run, checkpoint_id in stats.repaired:
         output.line(f"repaired damaged checkpoint {run}@{checkpoint_id} from {remote.url}")
     warn_diverged(stats.diverged)
-    return OK
+    return report_pulled(stats)
+
+
+def report_pulled(stats: PullStats) -> int:
+    """What a pull or clone retired (on whose policy), refused and skipped; FAILED if it skipped anything."""
+    for applied in stats.retired:
+        output.line(applied.describe())
+    for reason in stats.refused:
+        print(f"agentfs: warning: {reason}", file=sys.stderr)
+    for reason in stats.skipped:
+        print(f"agentfs: error: {reason}", file=sys.stderr)
+    if stats.skipped:
+        print(f"agentfs: error: {output.count(len(stats.skipped), 'record')} could not be pulled; the rest was", file=sys.stderr)
+    return FAILED if stats.skipped else OK
 
 
 def cmd_clone(args: argparse.Namespace) -> int:
@@ -159,7 +172,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
             shutil.rmtree(made, ignore_errors=True)
         raise
     output.line(f"cloned {remote.url} into {target}: {_amounts(stats.entries, stats.objects)}")
-    return OK
+    return report_pulled(stats)
 
 
 def pushed_at(seconds: float | None) -> str:
@@ -181,6 +194,7 @@ def remote_json(remote: RemoteStats) -> dict[str, Any]:
         "diverged": remote.diverged,
         "last_reconciliation": remote.last_reconciliation,
         "lost_data": remote.lost_data,
+        "refused_retirements": remote.refused_retirements,
     }
 
 
@@ -210,6 +224,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"  lost data:  the remote had lost {_amounts(lost['entries'], lost['objects'])} this store had pushed "
                 f"(found {pushed_at(lost['found'])}; uploaded again)"
             )
+        for reason in remote.refused_retirements:
+            output.line(f"  refused:    {reason}")
         for run, heads in remote.diverged.items():
             output.line(f"  diverged:   run {run}: {len(heads)} heads {', '.join(heads)} (latest() returns the newest)")
     return OK

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import FormatError, IntegrityError, NotFound
+from ..errors import FormatError, IntegrityError, NotFound, ObjectMissing
 from ..format.entries import Entry
 from .repository import Repository
 
@@ -20,6 +20,8 @@ def readable(store: Repository, run: str, checkpoint_id: str) -> Entry | None:
     """
     try:
         return store.read_entry(run, checkpoint_id)
+    except ObjectMissing:
+        raise  # named by the remote, its bytes gone: loud (tests/test_hostile_remote.py, missing is loud)
     except NotFound:
         return None
     except DAMAGE as exc:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..aio import Offloader
-from ..errors import FormatError, IntegrityError, NotFound, StoreClosed
+from ..errors import FormatError, IntegrityError, NotFound, RetirementRefused, StoreClosed
 from ..format import keys, kinds
 from ..format import segment as fmt
 from ..format.config import ENCRYPTED_HASH, encode_config, encrypted, encryption_config, new_config, read_config
@@ -83,6 +83,7 @@ class Source(Protocol):
     def list_journal(self, run: str) -> list[str]: ...
     def fetch_journal(self, run: str, record_id: str) -> bytes | None: ...
     def attach(self, store: Repository) -> None: ...
+    def check_retirement(self, record: Retirement) -> None: ...
 
 
 class _Pool(ThreadPoolExecutor):
@@ -440,7 +441,11 @@ class Repository(SegmentStore):
             data = self.source.fetch_record(RETIRED, run, record_id)
             if data is None:
                 continue  # removed by a remote gc since it was listed
-            decode_retirement(data, run, record_id, f"remote {run} retired/{record_id}")
+            record = decode_retirement(data, run, record_id, f"remote {run} retired/{record_id}")
+            try:
+                self.source.check_retirement(record)  # a remote retires only what it holds or held (sync/authority.py)
+            except RetirementRefused:
+                continue  # reported by the remote, kept for `agentfs status`
             self.append_record(run, RETIRED, record_id, data)
         self._retirements_fetched.add(run)
 

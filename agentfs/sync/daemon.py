@@ -17,11 +17,12 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from ..engine.notify import observe
 from ..engine.repository import Repository
 from ..format.refs import Location
+from ..redaction import Redactor, redact_url
 from .hooks import CommitHook
 from .pack_remote import PackRemote
 from .push import Pusher, lag_seconds, local_records
 from .reconcile import recheck
-from .remote import redact, remote_name
+from .remote import remote_name
 
 log = logging.getLogger("agentfs.sync")
 WAKING_EVENTS = {"created", "moved", "closed", "modified"}  # modified: an append to a segment
@@ -56,7 +57,8 @@ class SyncDaemon:
         reconcile_interval: float = RECONCILE_INTERVAL,
     ) -> None:
         self.store = store
-        self.url = redact(url)
+        self.url = redact_url(url)
+        self.redactor = Redactor(url, storage_options)
         self._url = url
         self._storage_options = storage_options
         self.interval = interval
@@ -128,7 +130,7 @@ class SyncDaemon:
                 backoff = 0.0
             except Exception as exc:  # a remote fault must never kill the daemon: retry with backoff
                 self.consecutive_errors += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"[:500]
+                self.last_error = self.redactor.text(f"{type(exc).__name__}: {exc}")[:500]
                 backoff = min(max(backoff * 2, 0.25), self.max_backoff)
                 log.warning(
                     "agentfs sync to %s failed (attempt %d, retry in %.1fs): %s",

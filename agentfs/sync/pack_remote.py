@@ -12,6 +12,8 @@ reads (authenticated before anything decodes it), and names head and retirement 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import posixpath
 import threading
 import time
@@ -21,14 +23,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..engine.repository import Repository
-from ..errors import AgentFSError, FormatError, RemoteError, WrongKey
+from ..errors import AgentFSError, FormatError, RemoteDataMissing, RemoteError, WrongKey
 from ..format import codec, crypto, keys, kinds
 from ..format.config import encrypted
 from ..format.keys import JOURNAL, LOG, RETIRED
-from ..format.pack import MAX_HEAD, PACK_ID, decode_head, decode_pack_index
+from ..format.pack import MAX_HEAD, PACK_ID, Head, decode_head, decode_pack_index
+from ..format.retirement import Retirement
 from ..format.segment import KEYED_FRAME, TRAILER, IndexEntry, decode_record, decode_trailer
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
+from .authority import admit
 from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
@@ -40,6 +44,8 @@ READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
 KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
+
+log = logging.getLogger("agentfs.sync")
 
 Place = tuple[str, int, int]  # pack id, frame offset, frame length
 
@@ -70,6 +76,8 @@ class PackRemote(Remote):
         self._ahead_bytes = 0
         self._cache: Path | None = None
         self._store: Repository | None = None
+        self.heads: dict[str, Head] = {}  # run -> what its newest head key said, when head_id last read it
+        self.skipped: list[str] = []  # pack records and indexes refused while learning (each logged once)
         self.sealer: crypto.Sealer | None = None
 
     def use_keys(self, sealer: crypto.Sealer | None) -> None:
@@ -142,20 +150,46 @@ class PackRemote(Remote):
 
     def learn(self, pack_id: str, entries: list[IndexEntry]) -> list[IndexEntry]:
         """Take in where a pack's records lie (from its index, or from a pack this process just pushed); its
-        records with plaintext keys."""
-        where = f"remote {self.url} pack {pack_id}"
-        sealer = self.sealer
-        if sealer is not None:
-            entries = [IndexEntry(e.kind, sealer.plain_key(e.kind, e.key, where), e.offset, e.length) for e in entries]
-        frames = sorted(entries, key=lambda entry: entry.offset)
-        for entry in frames:  # checked before anything is taken in
-            if entry.kind in kinds.RUN_KINDS:
-                kinds.split_pair_key(entry.key, f"remote {self.url} pack {pack_id}")
+        records with plaintext keys.
+
+        A record whose key is not a valid run name and id (`../../x`), or in an encrypted remote not a stored
+        name of this key, is skipped and reported, never taken in:
+        tests/test_hostile_remote.py::test_a_traversal_run_name_inside_a_pack_is_skipped_naming_pack_and_key."""
+        checked = (self._checked_entry(pack_id, entry) for entry in sorted(entries, key=lambda entry: entry.offset))
+        frames = [entry for entry in checked if entry is not None]
         with self._lock:
             self._take(pack_id, frames)
             self._frames[pack_id] = frames
             self._pack_locks.setdefault(pack_id, threading.Lock())
         return frames
+
+    def _checked_entry(self, pack_id: str, entry: IndexEntry) -> IndexEntry | None:
+        """The entry with its plaintext key; None (skipped and reported) if its key is not a valid one."""
+        where = f"remote {self.url} pack {pack_id}"
+        try:
+            if self.sealer is not None:
+                entry = IndexEntry(entry.kind, self.sealer.plain_key(entry.kind, entry.key, where), entry.offset, entry.length)
+            if entry.kind in kinds.RUN_KINDS:
+                run, record_id = kinds.split_pair_key(entry.key, where)
+                check_name(run)
+                check_id(record_id)
+        except AgentFSError as exc:
+            self.skip(f"{where}: skipped the {kinds.NAMES.get(entry.kind, 'unknown')} record with key {entry.key[:80]!r}: {exc}")
+            return None
+        return entry
+
+    def skip(self, reason: str) -> None:
+        """Report a record or pack index refused while the rest proceeds."""
+        with self._lock:
+            if reason in self.skipped:
+                return
+            self.skipped.append(reason)
+        log.warning("%s", reason)
+
+    def pack_of(self, kind: int, key: bytes) -> str | None:
+        """The pack that holds a record, as the indexes read say."""
+        place = self.places.get((kind, key))
+        return None if place is None else place[0]
 
     def _take(self, pack_id: str, frames: list[IndexEntry]) -> None:
         for entry in frames:
@@ -251,10 +285,19 @@ class PackRemote(Remote):
         todo = list(pack_ids)
         if len(todo) <= 1:
             for pack_id in todo:
-                self.load_index(pack_id)
+                self._load_or_skip(pack_id)
             return
         with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-index") as pool:
-            list(pool.map(self.load_index, todo))
+            list(pool.map(self._load_or_skip, todo))
+
+    def _load_or_skip(self, pack_id: str) -> None:
+        """A damaged pack index is reported and its pack left out; the others are read."""
+        try:
+            self.load_index(pack_id)
+        except RemoteError:
+            raise  # the remote failed, not the index: retried by the caller
+        except AgentFSError as exc:
+            self.skip(f"skipped pack {pack_id}: {exc}")
 
     def pack_frames(self) -> dict[str, list[IndexEntry]]:
         """Every pack whose index this remote has read: its records' kinds, keys and places."""
@@ -277,10 +320,15 @@ class PackRemote(Remote):
             if body is not None:
                 self._ahead_bytes -= len(body)
                 return body
-        for _attempt in range(2):
+        missing: str | None = None  # the pack a first attempt found gone
+        for attempt in range(2):
             place = self.locate(kind, key)
             if place is None:
                 return None
+            if attempt and place[0] == missing:  # listed by an index again, after a fresh listing: lost, not repacked
+                raise RemoteDataMissing(
+                    f"remote {self.url}: pack {missing} is missing, but its index lists {kinds.NAMES[kind]} {describe(kind, key)}"
+                )
             with self._pack_locks[place[0]]:
                 with self._lock:  # another thread may have read it ahead while we waited
                     body = self._ahead.pop((kind, key), None)
@@ -290,7 +338,8 @@ class PackRemote(Remote):
                 body = self._read_range(kind, key, place)
             if body is not None:
                 return body
-            self.forget(place[0])  # a remote gc repacked it: its live records are in a newer pack
+            missing = place[0]
+            self.forget(missing)  # a remote gc repacked it: its live records are in a newer pack
             self.load_all()
         return None
 
@@ -317,9 +366,11 @@ class PackRemote(Remote):
             raise RemoteError(f"{where}: a record at offset {offset} says it is {length} bytes; refused")
         try:
             with self.failing(f"read {pack}", FileNotFoundError):
-                data = bytes(self.fs.cat_file(pack, start=offset, end=end))
+                data = self._cat_range(pack, offset, end, where)
         except FileNotFoundError:
             return None  # removed by a remote gc since its index was read
+        if len(data) < end - offset:
+            raise FormatError(f"{where} is truncated: {len(data)} of the {end - offset} bytes its index places at offset {offset}")
         asked, *ahead = frames
         found = self._body(data[: asked.length], asked, where)
         for frame in ahead:  # a damaged neighbour is not kept: read alone, it is refused on its own
@@ -329,6 +380,16 @@ class PackRemote(Remote):
                     self._ahead[(frame.kind, frame.key)] = body
                     self._ahead_bytes += len(body)
         return found
+
+    def _cat_range(self, pack: str, start: int, end: int, where: str) -> bytes:
+        try:
+            return bytes(self.fs.cat_file(pack, start=start, end=end))
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:  # s3fs's answer to a range past the end (HTTP 416)
+                raise FormatError(f"{where} is truncated: it ends before offset {start}, where its index places a record") from None
+            raise
 
     def _body(self, data: bytes, frame: IndexEntry, where: str) -> bytes:
         where = f"{where} offset {frame.offset}"
@@ -368,7 +429,21 @@ class PackRemote(Remote):
         return data
 
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None:
-        data = self.read_body(kinds.ENTRY, kinds.pair_key(check_name(run), check_id(checkpoint_id)))
+        """The entry's bytes; None if no pack holds it. RemoteDataMissing if the run's head key names it (or
+        a pack index lists it) and its bytes are gone: a resuming reader must not start over, nor from an
+        older checkpoint (tests/test_hostile_remote.py::test_a_head_key_naming_a_missing_checkpoint_is_an_error_never_the_older_one)."""
+        head = self.heads.get(run)
+        head_key = self.key(*keys.head_key(run, checkpoint_id))
+        named = "" if head is None or head.checkpoint_id != checkpoint_id else f"; head key {head_key} names it"
+        try:
+            data = self.read_body(kinds.ENTRY, kinds.pair_key(check_name(run), check_id(checkpoint_id)))
+        except RemoteDataMissing as exc:
+            raise RemoteDataMissing(f"{exc}{named}") from None
+        if data is None and named:
+            raise RemoteDataMissing(
+                f"remote {self.url}: head key {head_key} names checkpoint {run}@{checkpoint_id}, "
+                f"but no pack holds it (the head key names packs {', '.join(head.packs) if head else '-'})"
+            )
         if data is not None and self.index is not None:
             self.index.add_entries([(run, checkpoint_id)])  # so a push to this remote never sends it back
         return data
@@ -386,6 +461,11 @@ class PackRemote(Remote):
         if data is not None and self.index is not None:
             self.index.add_records([(kind, run, record_id)])
         return data
+
+    def check_retirement(self, record: Retirement) -> None:
+        """RetirementRefused unless this remote may apply `record` to the attached store (sync/authority.py)."""
+        assert self._store is not None, "attach the remote to a store first"
+        admit(self._store, self, record)
 
     def fetch_journal(self, run: str, record_id: str) -> bytes | None:
         return self.fetch_record(JOURNAL, run, record_id)
@@ -429,8 +509,14 @@ class PackRemote(Remote):
         if data is None:
             raise RemoteError(f"{where} head key {checkpoint_id} vanished while read")
         head = decode_head(data, stored, checkpoint_id, f"{where} head key {checkpoint_id}")
+        self.heads[run] = head
         self._load_many(pack_id for pack_id in head.packs if pack_id not in self._frames)
         return checkpoint_id
+
+    def known_head_id(self, run: str) -> str | None:
+        """The run's head as this process last read it (a resume reads it first: no second request), else head_id."""
+        head = self.heads.get(run)
+        return head.checkpoint_id if head is not None else self.head_id(run)
 
     def list_objects(self) -> dict[bytes, tuple[float, int]]:
         """Every object in a pack with an index: (when that index was written, the object's frame length)."""
@@ -445,6 +531,14 @@ class PackRemote(Remote):
         self.load_all()
         names = {code: name for name, code in KIND_OF.items() if name in kinds_wanted}
         return sorted((names[kind], run, record_id) for (kind, run), found in self.ids.items() if kind in names for record_id in found)
+
+
+def describe(kind: int, key: bytes) -> str:
+    """A record's key as messages name it: run@id, or an object's hex id."""
+    if kind in kinds.RUN_KINDS:
+        run, record_id = kinds.split_pair_key(key, "")
+        return f"{run}@{record_id}"
+    return key.hex()
 
 
 def open_remote(url: str, storage_options: dict[str, Any]) -> PackRemote:

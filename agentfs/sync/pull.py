@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -10,14 +11,18 @@ from tqdm import tqdm
 
 from ..engine.lineage import diverged
 from ..engine.repository import Repository
-from ..errors import AgentFSError, FormatError, NotFound
+from ..errors import AgentFSError, FormatError, NotFound, RemoteError, RetirementRefused
+from ..format import kinds
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import JOURNAL, LOG, RETIRED
 from ..format.refs import Location
 from ..format.retirement import decode_retirement
 from ..format.walk import NODE, Children, Reached, reach
+from .authority import Applied
 from .pack_remote import PackRemote
+
+log = logging.getLogger("agentfs.sync")
 
 BATCH = 256
 
@@ -31,6 +36,9 @@ class PullStats:
     repaired: list[Location] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
     diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pulled runs with several
     bar: tqdm[None] | None = dataclasses.field(default=None, repr=False, compare=False)  # byte progress, on a terminal
+    retired: list[Applied] = dataclasses.field(default_factory=list)  # the remote's retirement records applied here
+    refused: list[str] = dataclasses.field(default_factory=list)  # why each of its retirement records this store refused was
+    skipped: list[str] = dataclasses.field(default_factory=list)  # records and packs that could not be pulled; the rest was
 
 
 def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *, progress: bool = False, workers: int = 8) -> PullStats:
@@ -44,8 +52,8 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
     stats = PullStats()
     with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-pull") as pool:
         # retirement records first: a checkpoint retention removed anywhere is never fetched back
-        retirements = [record for record in records if record[0] == RETIRED]
-        for size in pool.map(lambda record: _pull_record(store, remote, *record), retirements):
+        retirements = [(run, record_id) for kind, run, record_id in records if kind == RETIRED]
+        for size in pool.map(lambda record: _pull_retirement(store, remote, record[0], record[1], stats), retirements):
             stats.records += size > 0
             stats.bytes += size
         retired = {run: store.retired_ids(run) for run in {run for run, _id in entries}}
@@ -60,9 +68,10 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
                 _pull_batch(store, remote, pool, missing[start : start + BATCH], stats)
         stats.bar = None
         journal = [record for record in records if record[0] != RETIRED]
-        for size in pool.map(lambda record: _pull_record(store, remote, *record), journal):
+        for size in pool.map(lambda record: _pull_journal(store, remote, record[1], record[2], stats), journal):
             stats.records += size > 0
             stats.bytes += size
+    stats.skipped = [*remote.skipped, *stats.skipped]
     pulled = {run for run, _id in wanted}  # format 1: reads every manifest of these runs, as _damaged did
     stats.diverged = diverged(store, pulled)
     if remote.index is not None:
@@ -99,6 +108,49 @@ def _pull_record(store: Repository, remote: PackRemote, kind: str, run: str, rec
     return len(data)
 
 
+def _pull_retirement(store: Repository, remote: PackRemote, run: str, record_id: str, stats: PullStats) -> int:
+    """A retirement record the store lacks, verified and applied if the remote has the authority (sync/authority.py)."""
+    if store.read_record(run, RETIRED, record_id) is not None:
+        return 0
+    try:
+        data = remote.fetch_record(RETIRED, run, record_id)
+        if data is None:
+            return 0  # removed by a remote gc since it was listed
+        record = decode_retirement(data, run, record_id, f"remote {remote.url} {run} retired/{record_id}")
+        remote.check_retirement(record)
+    except RetirementRefused as exc:
+        stats.refused.append(str(exc))
+        return 0
+    except RemoteError:
+        raise
+    except AgentFSError as exc:
+        _skip(remote, stats, kinds.RETIRED, run, record_id, exc)
+        return 0
+    removed = sorted(set(record.checkpoints) & set(store.local_ids(run)))
+    store.append_record(run, RETIRED, record_id, data)
+    stats.retired.append(Applied(remote.url, run, record_id, removed, len(record.checkpoints)))
+    log.info("%s", stats.retired[-1].describe())
+    return len(data)
+
+
+def _pull_journal(store: Repository, remote: PackRemote, run: str, record_id: str, stats: PullStats) -> int:
+    try:
+        return _pull_record(store, remote, JOURNAL, run, record_id)
+    except RemoteError:
+        raise
+    except AgentFSError as exc:
+        _skip(remote, stats, kinds.JOURNAL, run, record_id, exc)
+        return 0
+
+
+def _skip(remote: PackRemote, stats: PullStats, kind: int, run: str, record_id: str, exc: AgentFSError) -> None:
+    """One bad record is reported (naming its pack and key) and left out; the rest of the pull proceeds."""
+    pack = remote.pack_of(kind, kinds.pair_key(run, record_id))
+    reason = f"skipped {kinds.NAMES[kind]} {run}@{record_id}" + (f" in pack {pack}" if pack else "") + f" of remote {remote.url}: {exc}"
+    stats.skipped.append(reason)
+    log.warning("%s", reason)
+
+
 def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -> None:
     """Refuse a journal or retirement record that is damaged, malformed or not the one its key names."""
     if kind == JOURNAL:
@@ -109,18 +161,53 @@ def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -
 
 def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
     repaired = set(stats.repaired)
-    fetched = list(pool.map(lambda loc: _fetch_entry(remote, loc), batch))
-    entries = dict(zip(batch, fetched, strict=True))
-    outside = {dep for _raw, entry in fetched for dep in entry.borrowed()} - set(entries)
+    fetched = list(pool.map(lambda loc: _fetch_entry_or_skip(remote, loc, stats), batch))
+    entries = {loc: got for loc, got in zip(batch, fetched, strict=True) if got is not None}
+    outside = {dep for _raw, entry in entries.values() for dep in entry.borrowed()} - set(batch)
     outside = {dep for dep in outside if not store.has_entry(*dep)}
     if outside:  # entries of other runs whose packed objects these borrow (forks) come first
         _pull_batch(store, remote, pool, sorted(outside), stats)
-    fetch_closure(store, remote, pool, fetched, stats)
+    entries = _with_closures(store, remote, pool, entries, stats)
     for loc in _dependency_order(entries):
         raw, entry = entries[loc]
         store.install_entry(*loc, raw, entry, replace=loc in repaired)
         stats.entries += 1
         stats.bytes += len(raw)
+
+
+def _fetch_entry_or_skip(remote: PackRemote, loc: Location, stats: PullStats) -> tuple[bytes, Entry] | None:
+    try:
+        return _fetch_entry(remote, loc)
+    except RemoteError:
+        raise
+    except AgentFSError as exc:
+        _skip(remote, stats, kinds.ENTRY, *loc, exc)
+        return None
+
+
+def _with_closures(
+    store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, entries: dict[Location, tuple[bytes, Entry]], stats: PullStats
+) -> dict[Location, tuple[bytes, Entry]]:
+    """Fetch the objects of `entries`; if some cannot be (a truncated or missing pack), entry by entry, leaving
+    out (and reporting) those whose objects cannot be fetched."""
+    try:
+        fetch_closure(store, remote, pool, list(entries.values()), stats)
+        return entries
+    except RemoteError:
+        raise
+    except AgentFSError:
+        pass
+    complete = {}
+    for loc, fetched in entries.items():
+        try:
+            fetch_closure(store, remote, pool, [fetched], stats)
+        except RemoteError:
+            raise
+        except AgentFSError as exc:
+            _skip(remote, stats, kinds.ENTRY, *loc, exc)
+            continue
+        complete[loc] = fetched
+    return complete
 
 
 def _fetch_entry(remote: PackRemote, loc: Location) -> tuple[bytes, Entry]:

@@ -23,6 +23,7 @@ from ..errors import AgentFSError, RemoteError
 from ..format import keys
 from ..format.config import check_remote_config, encode_config
 from ..format.keys import CONFIG
+from ..redaction import Redactor, redact_url
 from .index import PushIndex, remember_url
 
 FILE_LIKE = {"file", "local"}
@@ -45,17 +46,6 @@ def modified(info: dict[str, Any]) -> float:
     raise RemoteError(f"remote object {info.get('name')!r} has no modification time")
 
 
-def redact(url: str) -> str:
-    """The URL without any user:password@ part, for messages and the store's remotes/ directory."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username or parts.password:
-        netloc = parts.hostname or ""
-        if parts.port:
-            netloc += f":{parts.port}"
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
 def canonical_url(url: str) -> str:
     """One spelling per remote: `/x`, `file:///x/` and `x` (relative to the working directory) are all `file:///x`."""
     parts = urllib.parse.urlsplit(url)
@@ -66,15 +56,16 @@ def canonical_url(url: str) -> str:
 
 def remote_name(url: str) -> str:
     """A directory name for the remote's local sync state: readable, unique per URL."""
-    clean = redact(canonical_url(url))
+    clean = redact_url(canonical_url(url))
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", clean)[-48:].strip("-.")
     return f"{slug}-{hashlib.sha256(clean.encode()).hexdigest()[:10]}"
 
 
 class Remote:
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
-        self.url = redact(canonical_url(url))
+        self.url = redact_url(canonical_url(url))
         self.name = remote_name(url)
+        self.redactor = Redactor(url, storage_options)
         with self.failing("open"):
             self.fs, root = fsspec.core.url_to_fs(canonical_url(url), **storage_options)
         self.root = root.rstrip("/")
@@ -89,7 +80,8 @@ class Remote:
 
     @contextlib.contextmanager
     def failing(self, operation: str, *expected: type[Exception]) -> Iterator[None]:
-        """Turn any failure of `operation` into one RemoteError naming the URL (its credentials redacted).
+        """Turn any failure of `operation` into one RemoteError naming the URL, its secrets and those of the
+        storage options redacted (tests/test_redaction.py).
 
         s3fs lets botocore's own exceptions out (no credentials, an endpoint that refuses), which are
         not OSErrors; `expected` ones (FileNotFoundError: the key is not there) are the caller's to handle.
@@ -100,7 +92,7 @@ class Remote:
         except passing:
             raise
         except Exception as exc:
-            raise RemoteError(f"remote {self.url}: {operation} failed: {type(exc).__name__}: {exc}") from None
+            raise RemoteError(self.redactor.text(f"remote {self.url}: {operation} failed: {type(exc).__name__}: {exc}")) from None
 
     def identify(self) -> dict[str, Any]:
         """The remote's config, checked: a URL with none (a typo, a missing bucket) is refused, never read as empty."""

@@ -8,6 +8,8 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..format.refs import Location
+from ..redaction import scrub
+from .authority import read_refused
 from .index import PushIndex, synced_dirs
 from .push import lag_seconds
 
@@ -23,6 +25,7 @@ class RemoteStats:
     pulled_from: bool
     diverged: dict[str, list[str]]  # run -> its heads, where the last push or pull found several
     last_reconciliation: dict[str, Any] | None  # the last recheck: when, what the remote had lost, what went up again
+    refused_retirements: list[str]  # why each retirement record of the remote this store refused was (sync/authority.py)
     lost_data: dict[str, Any] | None = None  # the last push that found the remote lacking what it had held: when, how much
 
 
@@ -36,16 +39,17 @@ def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteSta
         pending = list(held - index.entries)
         rows.append(
             RemoteStats(
-                url=(directory / "url").read_text(),
+                url=scrub((directory / "url").read_text()),  # an older agentfs kept a URL's query string
                 pushed_checkpoints=len(held & index.entries),
                 lag_checkpoints=len(pending),
                 lag_seconds=lag_seconds(pending),
                 last_push=saved.get("last_push"),
-                last_error=saved.get("last_error"),
+                last_error=None if saved.get("last_error") is None else scrub(str(saved["last_error"])),
                 pulled_from=(directory / "pulled").exists(),
                 diverged=index.read_divergence(),
                 last_reconciliation=index.read_reconciliation(),
                 lost_data=index.read_lost(),
+                refused_retirements=sorted(read_refused(directory).values()),
             )
         )
     return rows
