@@ -70,6 +70,11 @@ class PackRemote(Remote):
         self.pack_times: dict[str, float] = {}  # pack id -> when its index was written (from the last listing)
         self.unindexed: dict[str, Leftover] = {}  # pack id -> a pack without an index (from the last listing)
         self._lock = threading.Lock()
+        # Hazard: forget() empties the record map and load_all() fills it again; a reader on another thread that
+        # looked in between found nothing and reported a record the remote lists as vanished, not its missing pack.
+        # Relisting holds this lock and a reader that misses waits for it
+        # (tests/test_hostile_remote.py::test_a_truncated_or_deleted_pack_is_named_and_the_rest_of_a_clone_proceeds).
+        self._relisting = threading.Lock()
         self._pack_locks: dict[str, threading.Lock] = {}
         self._listed_at = float("-inf")
         self._ahead: dict[tuple[int, bytes], bytes] = {}
@@ -307,8 +312,11 @@ class PackRemote(Remote):
     def locate(self, kind: int, key: bytes) -> Place | None:
         place = self.places.get((kind, key))
         if place is None:  # pushed since we last looked (or never): look again, not too often
-            self.load_all(force=False)
-            place = self.places.get((kind, key))
+            with self._relisting:
+                place = self.places.get((kind, key))
+                if place is None:
+                    self.load_all(force=False)
+                    place = self.places.get((kind, key))
         return place
 
     # reading records
@@ -339,8 +347,9 @@ class PackRemote(Remote):
             if body is not None:
                 return body
             missing = place[0]
-            self.forget(missing)  # a remote gc repacked it: its live records are in a newer pack
-            self.load_all()
+            with self._relisting:
+                self.forget(missing)  # a remote gc repacked it: its live records are in a newer pack
+                self.load_all()
         return None
 
     def forget(self, pack_id: str) -> None:
