@@ -135,15 +135,15 @@ def cmd_log(args: argparse.Namespace) -> int:
             thread_view.print_thread_log(args.run, log)
         return OK
     with open_existing(args) as store:
-        history = store.run(args.run).history()
+        run = store.run(args.run)
+        history = run.history()
         if not history:
             raise NotFound(f"run {args.run!r} not found: it has no checkpoints")
-        parents = {checkpoint.parent for checkpoint in history}
-        heads = [checkpoint.id for checkpoint in reversed(history) if checkpoint.id not in parents]  # as run.heads(), oldest first
+        heads = run.heads()  # oldest first; a checkpoint prune kept for a fork is no head
         if args.graph and not args.json:
             if len(heads) > 1:
                 output.line(f"run {args.run} has diverged: {len(heads)} heads; latest() returns the newest, {heads[-1]}")
-            for row in graph_lines(history):
+            for row in graph_lines(history, set(heads)):
                 output.line(row)
             return OK
         children: dict[str | None, list[str]] = defaultdict(list)
