@@ -16,10 +16,15 @@ from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.repository import Durability, Repository
+from .errors import NotFound
+from .format import keys
 from .names import check_name
 from .sync.daemon import SyncDaemon
 from .sync.pack_remote import open_remote
 from .sync.status import RemoteStats, remote_stats
+
+STORE_ENV = "AGENTFS_STORE"  # the store agentfs.open() and the CLI use when given no path
+DEFAULT_STORE = ".agentfs"
 
 
 @dataclasses.dataclass
@@ -102,13 +107,23 @@ class Store(Repository):
 
 
 def open_store(
-    path: str | os.PathLike[str] = ".agentfs",
+    path: str | os.PathLike[str] | None = None,
     *,
+    create: bool = True,
     remote: str | None = None,
     storage_options: dict[str, Any] | None = None,
     durability: Durability = "power",
 ) -> Store:
-    """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there."""
-    root = Path(path).absolute()
+    """Open the store at `path` (default: $AGENTFS_STORE, else ./.agentfs), creating it if missing;
+    with `create=False`, a missing store raises NotFound naming the path (a misspelt path creates nothing).
+    With `remote`, fetch what it lacks from there."""
+    root = store_root(path)
+    if not create and not (root / keys.CONFIG).is_file():
+        raise NotFound(f"no agentfs store at {root} (create one with agentfs.open(path) or `agentfs init`, or set ${STORE_ENV})")
     source = None if remote is None else open_remote(remote, storage_options or {})  # a typo'd remote is refused here
     return Store(root, durability=durability, source=source)
+
+
+def store_root(path: str | os.PathLike[str] | None = None) -> Path:
+    """The store's directory: `path`, else $AGENTFS_STORE, else ./.agentfs (as the CLI finds it)."""
+    return Path(path if path is not None else os.environ.get(STORE_ENV) or DEFAULT_STORE).absolute()

@@ -48,3 +48,7 @@ class SchemaError(AgentFSError, ValueError):
 
 class RemoteError(AgentFSError, OSError):
     """A remote operation that failed after its retries."""
+
+
+class MissingExtra(AgentFSError, ImportError):
+    """A feature whose optional dependencies are not installed: the message names the `pip install` line to run."""

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import fsspec
+
 import agentfs
 
-from ..errors import FormatError, NotFound
+from ..api import STORE_ENV, store_root
+from ..errors import AgentFSError, NotFound
+from ..sync.remote import redact
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -25,12 +29,13 @@ FAILED = 4
 INTERRUPTED = 130
 STDOUT_CLOSED = 141  # what a shell reports for a command killed by SIGPIPE
 
-STORE_ENV = "AGENTFS_STORE"
-DEFAULT_STORE = ".agentfs"
+
+class UsageError(AgentFSError, ValueError):
+    """A bad command line that argparse cannot see (e.g. --storage-options that is not a JSON object): exit 2."""
 
 
 def store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store or os.environ.get(STORE_ENV) or DEFAULT_STORE).absolute()
+    return store_root(args.store or None)
 
 
 def open_existing(args: argparse.Namespace) -> agentfs.Store:
@@ -38,7 +43,7 @@ def open_existing(args: argparse.Namespace) -> agentfs.Store:
     root = store_path(args)
     if not (root / "config").is_file():
         raise NotFound(f"no agentfs store at {root} (create one with `agentfs init`, or pass --store PATH or set {STORE_ENV})")
-    return agentfs.open(root)
+    return agentfs.open(root, create=False)
 
 
 def resolve(store: agentfs.Store, target: str) -> agentfs.Checkpoint:
@@ -67,6 +72,34 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
+def positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count >= 1")
+    return value
+
+
+def remote_url(text: str) -> str:
+    """A remote's URL, checked as a command-line argument: not empty (that would be the working directory), and
+    of a protocol fsspec knows; its credentials, if any, are redacted in the message."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the remote URL is empty (e.g. s3://bucket/prefix, gs://bucket/prefix, file:///path)")
+    scheme = urllib.parse.urlsplit(text).scheme
+    if len(scheme) > 1 and scheme not in fsspec.available_protocols():  # one letter: a Windows drive
+        raise argparse.ArgumentTypeError(f"{redact(text)!r}: unknown protocol {scheme!r} (e.g. s3://, gs://, file://, memory://)")
+    return text
+
+
 def storage_options(text: str | None) -> dict[str, Any]:
     """--storage-options JSON as a dict."""
     if not text:
@@ -74,7 +107,7 @@ def storage_options(text: str | None) -> dict[str, Any]:
     try:
         options = json.loads(text)
     except ValueError as exc:
-        raise FormatError(f"--storage-options is not valid JSON: {exc}") from None
+        raise UsageError(f"--storage-options is not valid JSON: {exc}") from None
     if not isinstance(options, dict):
-        raise FormatError("--storage-options must be a JSON object")
+        raise UsageError(f"--storage-options must be a JSON object, got {type(options).__name__}")
     return options

@@ -20,7 +20,7 @@ from ..sync.pack_remote import PackRemote
 from ..sync.remote_verify import verify_remote
 from ..sync.repair import repair
 from . import output, thread_view
-from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, resolve, storage_options, store_path
+from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, remote_url, resolve, storage_options, store_path
 from .graph import graph_lines
 from .value_diff import value_view
 
@@ -64,7 +64,9 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=cmd_diff)
 
     parser = subparsers.add_parser("verify", help="re-hash every object and check every checkpoint (exit 1 if any problem)")
-    parser.add_argument("--remote", metavar="URL", help="check this remote instead: every entry decodes and what it uses is there")
+    parser.add_argument(
+        "--remote", metavar="URL", type=remote_url, help="check this remote instead: every entry decodes and what it uses is there"
+    )
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument("--deep", action="store_true", help="with --remote: also download and re-hash every object")
     parser.add_argument(

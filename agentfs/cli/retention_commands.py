@@ -13,7 +13,7 @@ from ..errors import NotFound
 from ..sync.pack_remote import PackRemote
 from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
 from . import output
-from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, seconds, storage_options
+from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, positive_count, remote_url, seconds, storage_options
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -33,18 +33,8 @@ def _settle(text: str) -> float:
     return value
 
 
-def _keep_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count >= 1")
-    return value
-
-
 def _add_keep_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--keep-last", type=_keep_count, metavar="N", help="keep the newest N checkpoints")
+    parser.add_argument("--keep-last", type=positive_count, metavar="N", help="keep the newest N checkpoints")
     parser.add_argument("--keep-within", type=duration, metavar="DURATION", help="keep checkpoints younger than this (30m, 12h, 7d)")
 
 
@@ -71,7 +61,7 @@ def register(subparsers: Subparsers) -> None:
         "--grace", type=seconds, default=3600.0, metavar="SECONDS", help="keep objects touched this recently (default: 3600)"
     )
     parser.add_argument("--no-policy", action="store_true", help="do not apply the retention policy first")
-    parser.add_argument("--remote", metavar="URL", help="collect garbage on this remote instead (safe while others push)")
+    parser.add_argument("--remote", metavar="URL", type=remote_url, help="collect garbage on this remote instead (safe while others push)")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument(
         "--settle", type=_settle, default=SETTLE, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"

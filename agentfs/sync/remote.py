@@ -20,6 +20,7 @@ import fsspec
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, RemoteError
+from ..extras import needs_protocol
 from ..format import keys
 from ..format.config import check_remote_config, encode_config
 from ..format.keys import CONFIG
@@ -75,7 +76,7 @@ class Remote:
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
         self.url = redact(canonical_url(url))
         self.name = remote_name(url)
-        with self.failing("open"):
+        with self.failing("open"), needs_protocol(url, f"remote {self.url}"):  # gs:// without gcsfs: the pip line to run
             self.fs, root = fsspec.core.url_to_fs(canonical_url(url), **storage_options)
         self.root = root.rstrip("/")
         self.protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
