@@ -82,6 +82,12 @@ USAGE_ERRORS = [
     ["show", "r@notanid"],
     ["log", "../escape"],
     ["sync", "{url}", "--on-commit", "'unclosed", "--watch"],
+    ["verify", "--deep"],
+    ["verify", "--storage-options", "{{}}"],
+    ["retention", "--clear", "--keep-last", "3"],
+    ["gc", "--settle", "30"],
+    ["gc", "--storage-options", "{{}}"],
+    ["gc", "--remote", "{url}", "--no-policy"],
 ]
 
 

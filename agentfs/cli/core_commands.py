@@ -20,7 +20,7 @@ from ..sync.pack_remote import PackRemote
 from ..sync.remote_verify import verify_remote
 from ..sync.repair import repair
 from . import output, thread_view
-from .common import DIFFERENT, OK, Subparsers, add_json_flag, open_existing, remote_url, resolve, storage_options, store_path
+from .common import DIFFERENT, OK, Subparsers, UsageError, add_json_flag, open_existing, remote_url, resolve, storage_options, store_path
 from .graph import graph_lines
 from .value_diff import value_view
 
@@ -296,6 +296,10 @@ def _compare(
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.deep and (args.remote is None or args.repair):
+        raise UsageError("verify: --deep goes with --remote URL (it re-hashes the remote's objects), not with --repair")
+    if args.storage_options is not None and args.remote is None and not args.repair:
+        raise UsageError("verify: --storage-options goes with --remote URL or --repair")
     if args.repair:
         with open_existing(args) as store:
             urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in synced_dirs(store)]

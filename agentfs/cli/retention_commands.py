@@ -13,7 +13,7 @@ from ..errors import NotFound
 from ..sync.pack_remote import PackRemote
 from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
 from . import output
-from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, positive_count, remote_url, seconds, storage_options
+from .common import OK, USAGE, Subparsers, UsageError, add_json_flag, open_existing, positive_count, remote_url, seconds, storage_options
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -64,7 +64,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--remote", metavar="URL", type=remote_url, help="collect garbage on this remote instead (safe while others push)")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument(
-        "--settle", type=_settle, default=SETTLE, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
+        "--settle", type=_settle, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
     )
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_gc)
@@ -101,6 +101,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
+    if args.clear and (args.keep_last is not None or args.keep_within is not None):
+        raise UsageError("retention: --clear removes the policy; it does not go with --keep-last or --keep-within")
     with open_existing(args) as store:
         if args.clear or args.keep_last is not None or args.keep_within is not None:
             store.set_retention(None if args.clear else args.keep_last, None if args.clear else args.keep_within)
@@ -120,10 +122,14 @@ def _within(value: Any) -> str:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    if args.remote is None and (args.storage_options is not None or args.settle is not None):
+        raise UsageError("gc: --storage-options and --settle go with --remote URL")
+    if args.remote is not None and args.no_policy:
+        raise UsageError("gc: --no-policy is for the local gc; gc --remote applies no retention policy")
     if args.remote is not None:
         with open_existing(args) as store:
             remote = PackRemote(args.remote, storage_options(args.storage_options))
-            report = remote_gc(remote, store, grace=args.grace, settle=args.settle)
+            report = remote_gc(remote, store, grace=args.grace, settle=SETTLE if args.settle is None else args.settle)
         if args.json:
             output.emit_json(dataclasses.asdict(report))
         else:
