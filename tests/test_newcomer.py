@@ -127,6 +127,20 @@ def test_open_honours_agentfs_store_as_the_cli_does(tmp_path: Path, monkeypatch:
         assert store.root == elsewhere / ".agentfs"
 
 
+def test_the_openai_agents_session_opens_agentfs_store_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("agents")
+    from agentfs.integrations.openai_agents import AgentFSSession
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AGENTFS_STORE", str(tmp_path / "chosen"))
+    session = AgentFSSession("s")
+    try:
+        assert session.store.root == tmp_path / "chosen"
+    finally:
+        session.close()
+    assert not (tmp_path / ".agentfs").exists()
+
+
 def test_open_with_create_false_refuses_a_missing_store_and_creates_nothing(tmp_path: Path) -> None:
     misspelt = tmp_path / ".agnetfs"
     with pytest.raises(agentfs.NotFound, match=f"no agentfs store at {misspelt}"):
