@@ -4,6 +4,7 @@ cannot be read, an interrupted `agentfs sync`, and a sync block that ends with c
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import signal
@@ -265,6 +266,14 @@ def test_leaving_a_sync_block_with_commits_unpushed_says_how_many_and_why(tmp_pa
         assert len(warnings) == 1, caplog.text
         assert warnings[0].startswith(f"agentfs sync to {url} stopped after 1s with 3 checkpoints and ")
         assert "not pushed; last error: " in warnings[0] and "NotADirectoryError" in warnings[0], warnings[0]
+        caplog.clear()
+
+        async def leave_async_block() -> None:
+            async with store.async_sync(url, exit_timeout=1.0):
+                await store.run("r").acommit({"i": 3})
+
+        asyncio.run(leave_async_block())
+        assert "stopped after 1s with 4 checkpoints and " in caplog.text
         caplog.clear()
         daemon = store.sync(url)  # stop() says so by what it returns, and logs nothing more than the failed attempts
         assert daemon.stop(timeout=0.5) is False
