@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -60,6 +61,20 @@ def test_every_extra_missing_names_the_pip_line_to_run(tmp_path: Path) -> None:
         assert process.returncode == 4
         assert len(err.splitlines()) == 1 and err.startswith("agentfs: error: "), err  # one line, no traceback
         assert err.rstrip().endswith(f"needs {module}, which is not installed: pip install 'agentfs-store[{extra}]'"), err
+
+
+def test_an_extra_too_old_names_the_upgrade_line(tmp_path: Path) -> None:
+    """An installed `agents` that lacks what agentfs imports from it (an older SDK): the line says to upgrade the extra."""
+    fake = tmp_path / "site" / "agents"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "items.py").write_text("")  # no TResponseInputItem
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), *filter(None, [ENV.get("PYTHONPATH")])])}
+    command = [sys.executable, "-c", "import agentfs.integrations.openai_agents"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+    last = result.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("agentfs.errors.MissingExtra: agentfs.integrations.openai_agents cannot use the installed agents ("), last
+    assert "TResponseInputItem" in last and last.endswith("): pip install --upgrade 'agentfs-store[openai-agents]'"), last
 
 
 USAGE_ERRORS = [
