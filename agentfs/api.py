@@ -17,12 +17,16 @@ from .engine import maintenance
 from .engine.keyslots import EncryptionArg, Unlocked, as_encryption, unlock
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.repository import Durability, Repository
+from .errors import NotFound
+from .format import keys
 from .format.config import encrypted
-from .format.keys import CONFIG
 from .names import check_name
 from .sync.daemon import SyncDaemon
 from .sync.pack_remote import open_remote
 from .sync.status import RemoteStats, remote_stats
+
+STORE_ENV = "AGENTFS_STORE"  # the store agentfs.open() and the CLI use when given no path
+DEFAULT_STORE = ".agentfs"
 
 
 @dataclasses.dataclass
@@ -105,25 +109,35 @@ class Store(Repository):
 
 
 def open_store(
-    path: str | os.PathLike[str] = ".agentfs",
+    path: str | os.PathLike[str] | None = None,
     *,
+    create: bool = True,
     remote: str | None = None,
     storage_options: dict[str, Any] | None = None,
     durability: Durability = "power",
     encryption: EncryptionArg = None,
 ) -> Store:
-    """Open (creating if missing) the store at `path`; with `remote`, fetch what it lacks from there.
+    """Open the store at `path` (default: $AGENTFS_STORE, else ./.agentfs), creating it if missing;
+    with `create=False`, a missing store raises NotFound naming the path (a misspelt path creates nothing).
+    With `remote`, fetch what it lacks from there.
 
     `encryption`: an `agentfs.Encryption` (passphrase or key file), a passphrase str, or True (the
     passphrase from AGENTFS_PASSWORD or AGENTFS_PASSWORD_FILE). A new store is then created encrypted;
     an existing encrypted store is unlocked with it (without it, from the environment); a wrong one
     raises `WrongKey`."""
-    root = Path(path).absolute()
+    root = store_root(path)
+    if not create and not (root / keys.CONFIG).is_file():
+        raise NotFound(f"no agentfs store at {root} (create one with agentfs.open(path) or `agentfs init`, or set ${STORE_ENV})")
     source = None if remote is None else open_remote(remote, storage_options or {})  # a typo'd remote is refused here
     unlock_with = as_encryption(encryption)
     adopt = None
     field = None if source is None else encrypted(source.config or {})
-    if source is not None and field is not None and not (root / CONFIG).is_file():  # a new store takes the remote's key
+    if source is not None and field is not None and not (root / keys.CONFIG).is_file():  # a new store takes the remote's key
         slots = source.key_slots()
         adopt = Unlocked(unlock(slots, field["key_id"], unlock_with, f"remote {source.url}"), slots)
     return Store(root, durability=durability, source=source, encryption=unlock_with, adopt=adopt)
+
+
+def store_root(path: str | os.PathLike[str] | None = None) -> Path:
+    """The store's directory: `path`, else $AGENTFS_STORE, else ./.agentfs (as the CLI finds it)."""
+    return Path(path if path is not None else os.environ.get(STORE_ENV) or DEFAULT_STORE).absolute()

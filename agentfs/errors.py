@@ -71,3 +71,7 @@ class RetirementRefused(AgentFSError, ValueError):
 
 class RemoteDataMissing(ObjectMissing):
     """A checkpoint a remote's head key or pack index names whose bytes the remote no longer holds."""
+
+
+class MissingExtra(AgentFSError, ImportError):
+    """A feature whose optional dependencies are not installed: the message names the `pip install` line to run."""

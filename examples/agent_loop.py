@@ -3,18 +3,18 @@
 It resumes from the latest checkpoint of its run, wherever that checkpoint came from. The tool call
 goes through the run's journal (`run.once`): a step cut short after its call is resumed with the
 recorded result instead of calling again. Used by quickstart.py and cross_machine_resume.py; run it
-alone with: python agent_loop.py STORE [REMOTE]
+alone with: python agent_loop.py STORE [REMOTE] [--run NAME]
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
-import sys
 import time
 
 import agentfs
 
-RUN = "demo/research-agent"
+RUN = "demo/research-agent"  # the default run; cross_machine_resume.py names a fresh one per invocation
 STEPS = 12
 
 
@@ -24,9 +24,9 @@ def think(step: int) -> str:
     return f"Step {step}: looked at source {digest[:8]} and noted {digest[8:40]}."
 
 
-def main(store_path: str, remote: str | None = None, step_delay: float = 0.2) -> None:
+def main(store_path: str, remote: str | None = None, run_name: str = RUN, step_delay: float = 0.2) -> None:
     store = agentfs.open(store_path, remote=remote)
-    run = store.run(RUN)
+    run = store.run(run_name)
     latest = run.latest()
     state = latest.state if latest else {"step": 0, "messages": [], "notes": {"goal": "write a report"}}
     print(f"[agent] starting at step {state['step']} ({'resumed from ' + latest.id if latest else 'fresh'})", flush=True)
@@ -53,4 +53,9 @@ def main(store_path: str, remote: str | None = None, step_delay: float = 0.2) ->
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    parser = argparse.ArgumentParser(description="a toy agent that checkpoints each step")
+    parser.add_argument("store")
+    parser.add_argument("remote", nargs="?")
+    parser.add_argument("--run", default=RUN, help=f"the run to resume or start (default {RUN})")
+    args = parser.parse_args()
+    main(args.store, args.remote, args.run)

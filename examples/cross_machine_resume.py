@@ -8,7 +8,10 @@
              run from its latest checkpoint, fetching only what that checkpoint needs, reuses the
              journaled result of the interrupted step's tool call instead of calling again, and finishes.
 
-REMOTE defaults to a local directory (demo/remote); pass any fsspec URL instead, e.g.
+Each invocation starts a fresh run (demo/research-agent-<time>-<random>): a remote kept from an
+earlier invocation holds that invocation's run and journal, which must not be resumed as this one's.
+
+REMOTE defaults to a local directory (demo/remote, emptied first); pass any fsspec URL instead, e.g.
   python examples/cross_machine_resume.py s3://my-bucket/agents    (credentials from the usual AWS chain)
   python examples/cross_machine_resume.py gs://my-bucket/agents    (pip install 'agentfs-store[gcs]')
 """
@@ -16,10 +19,12 @@ REMOTE defaults to a local directory (demo/remote); pass any fsspec URL instead,
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import agentfs
@@ -40,11 +45,13 @@ def main() -> int:
     shutil.rmtree(DEMO / "machine-b", ignore_errors=True)
     if remote.startswith("file://"):
         shutil.rmtree(DEMO / "remote", ignore_errors=True)
+    run_name = f"demo/research-agent-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # never an earlier invocation's
     store_a = DEMO / "machine-a" / ".agentfs"
     agentfs.open(store_a).close()
-    print(f"== machine A: agent + sync daemon -> {remote}")
+    print(f"== machine A: agent + sync daemon -> {remote}, run {run_name}")
     daemon = subprocess.Popen([*agentfs_command(), "--store", str(store_a), "sync", remote, "--watch"])
-    agent = subprocess.Popen([sys.executable, str(HERE / "agent_loop.py"), str(store_a)], stdout=subprocess.PIPE, text=True)
+    agent_command = [sys.executable, str(HERE / "agent_loop.py"), str(store_a), "--run", run_name]
+    agent = subprocess.Popen(agent_command, stdout=subprocess.PIPE, text=True)
     assert agent.stdout is not None
     for line in agent.stdout:
         print(line, end="")
@@ -63,13 +70,13 @@ def main() -> int:
     print("== machine B: empty store, resuming from the remote")
     store_b = DEMO / "machine-b" / ".agentfs"
     with agentfs.open(store_b, remote=remote) as other:
-        latest = other.run("demo/research-agent").latest()
+        latest = other.run(run_name).latest()
         assert latest is not None, "nothing reached the remote"
         print(f"== machine B: latest checkpoint {latest.id} is step {latest.state['step']}")
     env = dict(os.environ)
-    finished = subprocess.run([sys.executable, str(HERE / "agent_loop.py"), str(store_b), remote], env=env, check=True)
+    finished = subprocess.run([sys.executable, str(HERE / "agent_loop.py"), str(store_b), remote, "--run", run_name], env=env, check=True)
     with agentfs.open(store_b, remote=remote) as other:
-        final = other.run("demo/research-agent").latest()
+        final = other.run(run_name).latest()
         assert final is not None and final.state["step"] == 12
         steps = [m["step"] for m in final.state["messages"]]
         assert steps == list(range(1, 13)), steps

@@ -66,8 +66,8 @@ def test_bad_storage_options_and_unreachable_remotes_fail_clearly(tmp_path: Path
     source = tmp_path / "a" / ".agentfs"
     committed(source)
     bad_json = cli("sync", (tmp_path / "r").as_uri(), "--storage-options", "{not json", store=source)
-    assert bad_json.returncode == 4 and "--storage-options is not valid JSON" in bad_json.stderr
+    assert bad_json.returncode == 2 and "--storage-options is not valid JSON" in bad_json.stderr  # usage errors exit 2
     unknown = cli("pull", "nosuchprotocol://x/y", store=source)
-    assert unknown.returncode == 4 and "nosuchprotocol://x/y" in unknown.stderr
+    assert unknown.returncode == 2 and "nosuchprotocol://x/y" in unknown.stderr
     assert "Traceback" not in unknown.stderr
     assert json.loads(cli("verify", "--json", store=source).stdout)["ok"] is True  # nothing committed was touched

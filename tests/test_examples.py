@@ -39,3 +39,17 @@ def test_langgraph_memory_resumes_with_its_memory_on_machine_b(tmp_path: Path) -
     assert "chat-1 resumed and finished: sent=True" in result.stdout
     assert "chat-2 recalled from machine A's memory: ['I drink green tea every morning'," in result.stdout
     assert ": ok" in result.stdout.split("machine B: verify:")[1]
+
+
+def test_cross_machine_resume_run_twice_on_one_remote_starts_fresh_each_time(tmp_path: Path) -> None:
+    """`make demo REMOTE=s3://...` twice: the second invocation resumes its own run, never the first's journal."""
+    remote = (tmp_path / "kept-remote").as_uri()  # not demo/remote: the demo empties only that one
+    outputs = []
+    for _ in range(2):
+        result = run_example("cross_machine_resume.py", remote, cwd=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        outputs.append(result.stdout)
+    for output in outputs:
+        reused = [line for line in output.splitlines() if "tool already called before the crash" in line]
+        assert reused == ["[agent] step 6: tool already called before the crash; reusing its journaled result"], output
+        assert "machine B: finished at step 12" in output

@@ -7,13 +7,18 @@ import getpass
 import json
 import os
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import fsspec
+
 import agentfs
 
+from ..api import STORE_ENV, store_root
 from ..engine.keyslots import PASSWORD_ENV, PASSWORD_FILE_ENV, Encryption
-from ..errors import FormatError, NotFound, WrongKey
+from ..errors import AgentFSError, NotFound, WrongKey
+from ..redaction import redact_url
 
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -29,12 +34,13 @@ WRONG_KEY = 5  # an encrypted store or remote that the passphrase or key file gi
 INTERRUPTED = 130
 STDOUT_CLOSED = 141  # what a shell reports for a command killed by SIGPIPE
 
-STORE_ENV = "AGENTFS_STORE"
-DEFAULT_STORE = ".agentfs"
+
+class UsageError(AgentFSError, ValueError):
+    """A bad command line that argparse cannot see (e.g. --storage-options that is not a JSON object): exit 2."""
 
 
 def store_path(args: argparse.Namespace) -> Path:
-    return Path(args.store or os.environ.get(STORE_ENV) or DEFAULT_STORE).absolute()
+    return store_root(args.store or None)
 
 
 def open_existing(args: argparse.Namespace) -> agentfs.Store:
@@ -42,7 +48,7 @@ def open_existing(args: argparse.Namespace) -> agentfs.Store:
     root = store_path(args)
     if not (root / "config").is_file():
         raise NotFound(f"no agentfs store at {root} (create one with `agentfs init`, or pass --store PATH or set {STORE_ENV})")
-    return agentfs.open(root, encryption=cli_encryption(args, root))
+    return agentfs.open(root, create=False, encryption=cli_encryption(args, root))
 
 
 def cli_encryption(args: argparse.Namespace, root: Path) -> Encryption | None:
@@ -96,6 +102,34 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
+def positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count >= 1")
+    return value
+
+
+def remote_url(text: str) -> str:
+    """A remote's URL, checked as a command-line argument: not empty (that would be the working directory), and
+    of a protocol fsspec knows; its credentials, if any, are redacted in the message."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the remote URL is empty (e.g. s3://bucket/prefix, gs://bucket/prefix, file:///path)")
+    scheme = urllib.parse.urlsplit(text).scheme
+    if len(scheme) > 1 and scheme not in fsspec.available_protocols():  # one letter: a Windows drive
+        raise argparse.ArgumentTypeError(f"{redact_url(text)!r}: unknown protocol {scheme!r} (e.g. s3://, gs://, file://, memory://)")
+    return text
+
+
 def storage_options(text: str | None) -> dict[str, Any]:
     """--storage-options JSON as a dict."""
     if not text:
@@ -103,7 +137,7 @@ def storage_options(text: str | None) -> dict[str, Any]:
     try:
         options = json.loads(text)
     except ValueError as exc:
-        raise FormatError(f"--storage-options is not valid JSON: {exc}") from None
+        raise UsageError(f"--storage-options is not valid JSON: {exc}") from None
     if not isinstance(options, dict):
-        raise FormatError("--storage-options must be a JSON object")
+        raise UsageError(f"--storage-options must be a JSON object, got {type(options).__name__}")
     return options

@@ -25,10 +25,12 @@ from .common import (
     DIFFERENT,
     OK,
     Subparsers,
+    UsageError,
     add_json_flag,
     cli_encryption,
     new_store_encryption,
     open_existing,
+    remote_url,
     resolve,
     storage_options,
     store_path,
@@ -79,7 +81,9 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=cmd_diff)
 
     parser = subparsers.add_parser("verify", help="re-hash every object and check every checkpoint (exit 1 if any problem)")
-    parser.add_argument("--remote", metavar="URL", help="check this remote instead: every entry decodes and what it uses is there")
+    parser.add_argument(
+        "--remote", metavar="URL", type=remote_url, help="check this remote instead: every entry decodes and what it uses is there"
+    )
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument("--deep", action="store_true", help="with --remote: also download and re-hash every object")
     parser.add_argument(
@@ -153,15 +157,15 @@ def cmd_log(args: argparse.Namespace) -> int:
             thread_view.print_thread_log(args.run, log)
         return OK
     with open_existing(args) as store:
-        history = store.run(args.run).history()
+        run = store.run(args.run)
+        history = run.history()
         if not history:
             raise NotFound(f"run {args.run!r} not found: it has no checkpoints")
-        parents = {checkpoint.parent for checkpoint in history}
-        heads = [checkpoint.id for checkpoint in reversed(history) if checkpoint.id not in parents]  # as run.heads(), oldest first
+        heads = run.heads()  # oldest first; a checkpoint prune kept for a fork is no head
         if args.graph and not args.json:
             if len(heads) > 1:
                 output.line(f"run {args.run} has diverged: {len(heads)} heads; latest() returns the newest, {heads[-1]}")
-            for row in graph_lines(history):
+            for row in graph_lines(history, set(heads)):
                 output.line(row)
             return OK
         children: dict[str | None, list[str]] = defaultdict(list)
@@ -312,6 +316,10 @@ def _compare(
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.deep and (args.remote is None or args.repair):
+        raise UsageError("verify: --deep goes with --remote URL (it re-hashes the remote's objects), not with --repair")
+    if args.storage_options is not None and args.remote is None and not args.repair:
+        raise UsageError("verify: --storage-options goes with --remote URL or --repair")
     if args.repair:
         with open_existing(args) as store:
             urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in synced_dirs(store)]

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 import agentfs
 
 
-def graph_lines(history: Sequence[agentfs.Checkpoint]) -> list[str]:
+def graph_lines(history: Sequence[agentfs.Checkpoint], heads: Set[str]) -> list[str]:
     """One row per checkpoint (newest first) with a lane per line of the run: `*` marks the checkpoint,
-    `|` a line passing by, and `|/` where a line joins the one it branched from (above its parent)."""
+    `|` a line passing by, and `|/` where a line joins the one it branched from (above its parent);
+    `(head)` marks the `heads` (run.heads())."""
     present = {checkpoint.id for checkpoint in history}
-    heads = present - {checkpoint.parent for checkpoint in history}
     lanes: list[str] = []  # per lane, the id the lane waits for next (a parent, newest first)
     rows: list[str] = []
     for checkpoint in history:

@@ -9,6 +9,7 @@ from types import ModuleType
 
 import agentfs
 
+from ..api import DEFAULT_STORE, STORE_ENV
 from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing, WrongKey
 from ..redaction import scrub
 from . import (
@@ -22,7 +23,7 @@ from . import (
     sync_commands,
     upgrade_commands,
 )
-from .common import DEFAULT_STORE, FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, STORE_ENV, USAGE, WRONG_KEY
+from .common import FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, USAGE, WRONG_KEY, UsageError
 
 # Each module has `register(subparsers)`, which adds its subcommands and sets `handler`
 # (args -> exit code) on each; another module's commands join by being listed here.
@@ -82,8 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         output.silence()
         return STDOUT_CLOSED
     except KeyboardInterrupt:
+        print(f"agentfs: {args.command} interrupted (Ctrl-C) before it finished", file=sys.stderr)
         return INTERRUPTED
-    except InvalidName as exc:
+    except (InvalidName, UsageError) as exc:
         return _fail(exc, USAGE)
     except ObjectMissing as exc:  # the checkpoint exists but its data does not: damage, not a bad name
         return _fail(exc, FAILED)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from .common import FAILED, OK, Subparsers, open_existing
+from .common import OK, Subparsers, open_existing
 
 
 def register(subparsers: Subparsers) -> None:
@@ -28,14 +27,9 @@ def address(text: str) -> tuple[str, int]:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    try:
-        # the SDK is an optional dependency: importing the CLI must not need it
-        from ..integrations.mcp_server import serve
-    except ModuleNotFoundError as exc:
-        if exc.name != "mcp" and not (exc.name or "").startswith(("mcp.", "uvicorn")):
-            raise
-        print(f"agentfs: error: agentfs mcp needs the MCP SDK ({exc.name} is missing): pip install 'agentfs-store[mcp]'", file=sys.stderr)
-        return FAILED
+    # the SDK is an optional dependency: importing the CLI must not need it; without it, MissingExtra names the pip line
+    from ..integrations.mcp_server import serve
+
     with open_existing(args) as store:
         serve(store, read_only=args.read_only, http=args.http)
     return OK

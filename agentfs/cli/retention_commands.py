@@ -13,7 +13,7 @@ from ..errors import NotFound
 from ..sync.pack_remote import PackRemote
 from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
 from . import output
-from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, seconds, storage_options
+from .common import OK, USAGE, Subparsers, UsageError, add_json_flag, open_existing, positive_count, remote_url, seconds, storage_options
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -33,18 +33,8 @@ def _settle(text: str) -> float:
     return value
 
 
-def _keep_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count >= 1")
-    return value
-
-
 def _add_keep_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--keep-last", type=_keep_count, metavar="N", help="keep the newest N checkpoints")
+    parser.add_argument("--keep-last", type=positive_count, metavar="N", help="keep the newest N checkpoints")
     parser.add_argument("--keep-within", type=duration, metavar="DURATION", help="keep checkpoints younger than this (30m, 12h, 7d)")
 
 
@@ -71,10 +61,10 @@ def register(subparsers: Subparsers) -> None:
         "--grace", type=seconds, default=3600.0, metavar="SECONDS", help="keep objects touched this recently (default: 3600)"
     )
     parser.add_argument("--no-policy", action="store_true", help="do not apply the retention policy first")
-    parser.add_argument("--remote", metavar="URL", help="collect garbage on this remote instead (safe while others push)")
+    parser.add_argument("--remote", metavar="URL", type=remote_url, help="collect garbage on this remote instead (safe while others push)")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
     parser.add_argument(
-        "--settle", type=_settle, default=SETTLE, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
+        "--settle", type=_settle, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
     )
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_gc)
@@ -111,6 +101,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
+    if args.clear and (args.keep_last is not None or args.keep_within is not None):
+        raise UsageError("retention: --clear removes the policy; it does not go with --keep-last or --keep-within")
     with open_existing(args) as store:
         if args.clear or args.keep_last is not None or args.keep_within is not None:
             store.set_retention(None if args.clear else args.keep_last, None if args.clear else args.keep_within)
@@ -130,10 +122,15 @@ def _within(value: Any) -> str:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    if args.remote is None and (args.storage_options is not None or args.settle is not None):
+        raise UsageError("gc: --storage-options and --settle go with --remote URL")
+    if args.remote is not None and args.no_policy:
+        raise UsageError("gc: --no-policy is for the local gc; gc --remote applies no retention policy")
     if args.remote is not None:
         with open_existing(args) as store:
             remote = PackRemote(args.remote, storage_options(args.storage_options))
-            report = remote_gc(remote, store, grace=args.grace, settle=args.settle, progress=not args.quiet)
+            settle = SETTLE if args.settle is None else args.settle
+            report = remote_gc(remote, store, grace=args.grace, settle=settle, progress=not args.quiet)
         if args.json:
             output.emit_json(dataclasses.asdict(report))
         else:

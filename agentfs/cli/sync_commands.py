@@ -23,13 +23,28 @@ from ..sync.push import Pusher
 from ..sync.reconcile import recheck
 from ..sync.status import RemoteStats, remote_stats
 from . import output
-from .common import FAILED, INTERRUPTED, OK, USAGE, Subparsers, add_json_flag, cli_encryption, open_existing, storage_options, store_path
+from .common import (
+    FAILED,
+    INTERRUPTED,
+    OK,
+    USAGE,
+    Subparsers,
+    add_json_flag,
+    cli_encryption,
+    open_existing,
+    positive_count,
+    positive_seconds,
+    remote_url,
+    seconds,
+    storage_options,
+    store_path,
+)
 
 INTERRUPT_DRAIN = 1.0  # seconds Ctrl-C gives the daemon to push what is committed: exit within 2 s even if the remote is down
 
 
 def _add_remote_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="fsspec URL: s3://bucket/prefix, gs://..., file:///path, memory://...")
+    parser.add_argument("url", type=remote_url, help="fsspec URL: s3://bucket/prefix, gs://..., file:///path, memory://...")
     parser.add_argument(
         "--storage-options",
         metavar="JSON",
@@ -248,8 +263,8 @@ def register(subparsers: Subparsers) -> None:
     sync = subparsers.add_parser("sync", help="push every checkpoint to a remote (once, or continuously with --watch)")
     _add_remote_arguments(sync)
     sync.add_argument("--watch", action="store_true", help="keep running: push each commit within about a second")
-    sync.add_argument("--interval", type=float, default=30.0, help="seconds between full rescans with --watch (default 30)")
-    sync.add_argument("--workers", type=int, default=16, help="concurrent uploads (default 16)")
+    sync.add_argument("--interval", type=positive_seconds, default=30.0, help="seconds between full rescans with --watch (default 30)")
+    sync.add_argument("--workers", type=positive_count, default=16, help="concurrent uploads (default 16)")
     sync.add_argument(
         "--on-commit",
         metavar="CMD",
@@ -259,12 +274,12 @@ def register(subparsers: Subparsers) -> None:
     sync.add_argument("--recheck", action="store_true", help="list the remote first; push again what it lost (the push index is a cache)")
     sync.add_argument(
         "--reconcile-interval",
-        type=float,
+        type=positive_seconds,
         default=RECONCILE_INTERVAL,
         metavar="SECONDS",
         help=f"with --watch: seconds between rechecks of the remote (default {RECONCILE_INTERVAL:.0f})",
     )
-    sync.add_argument("--drain-timeout", type=float, default=30.0, help="on SIGTERM, seconds to finish pushing (default 30)")
+    sync.add_argument("--drain-timeout", type=seconds, default=30.0, help="on SIGTERM, seconds to finish pushing (default 30)")
     sync.set_defaults(handler=cmd_sync)
 
     pull_parser = subparsers.add_parser("pull", help="fetch checkpoints (all, or of the given runs) and their objects")

@@ -59,10 +59,24 @@ def check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, Artifa
                 raise NotFound(f"artifact {name!r}: {path} is not a readable file{meaning}")
         elif isinstance(source, io.TextIOBase):
             raise SerializationError(f"artifact {name!r} is a text stream; open the file in binary mode ('rb')")
-        elif not isinstance(source, (bytes, bytearray, memoryview, Artifact)) and not hasattr(source, "read"):
-            raise SerializationError(f"artifact {name!r} is a {type(source).__name__}; give bytes, a path, a binary file or an Artifact")
+        elif not isinstance(source, (bytes, bytearray, memoryview, Artifact)):
+            if not hasattr(source, "read"):
+                kind = type(source).__name__
+                raise SerializationError(f"artifact {name!r} is a {kind}; give bytes, a path, a binary file or an Artifact")
+            _check_readable(name, source)
         checked[name] = source
     return checked
+
+
+def _check_readable(name: str, source: Any) -> None:
+    """A file-like source must be open for reading: a closed or write-only one would fail mid-commit with a bare
+    ValueError or io.UnsupportedOperation (tests/test_newcomer.py)."""
+    described = f"artifact {name!r} ({getattr(source, 'name', type(source).__name__)})"
+    if getattr(source, "closed", False):
+        raise SerializationError(f"{described} is a closed file; give an open binary file ('rb'), bytes or a path")
+    readable = getattr(source, "readable", None)
+    if callable(readable) and not readable():
+        raise SerializationError(f"{described} is not open for reading (mode {getattr(source, 'mode', '?')!r}); open it with 'rb'")
 
 
 def put_artifact(blobs: BlobWriter, source: ByteSource) -> Ref:

@@ -32,9 +32,22 @@ def readable(store: Repository, run: str, checkpoint_id: str) -> Entry | None:
 
 
 def heads(store: Repository, run: str, ids: list[str]) -> list[str]:
-    """Ids among `ids` (the run's, oldest first) that no readable checkpoint of the run names as parent."""
+    """Ids among `ids` (the run's, oldest first) where a line of the run ends: two or more is divergence.
+
+    A head is a checkpoint that no readable checkpoint of the run names as parent and that is newer
+    than every checkpoint retention removed from the run (the newest is always a head). prune keeps
+    the newest checkpoints and, of the older ones, only those a kept checkpoint needs (a fork's
+    source, one borrowed from); with the line that went on from it removed, such a checkpoint names
+    no child, yet it is no second head (tests/test_divergence_retention.py). Retirement records are
+    pushed, so every machine draws the same heads. A line of another machine whose newest checkpoint
+    is older than the run's last prune is not counted either: the next prune removes it.
+    """
     parents = {entry.manifest.parent for entry in (readable(store, run, checkpoint_id) for checkpoint_id in ids) if entry is not None}
-    return [checkpoint_id for checkpoint_id in ids if checkpoint_id not in parents]
+    leaves = [checkpoint_id for checkpoint_id in ids if checkpoint_id not in parents]
+    if len(leaves) < 2:
+        return leaves
+    newest_retired = max(store.retired_ids(run), default="")
+    return [leaf for leaf in leaves[:-1] if leaf > newest_retired] + leaves[-1:]
 
 
 def damaged(store: Repository, run: str, ids: list[str]) -> list[tuple[str, str]]:

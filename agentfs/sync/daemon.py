@@ -28,6 +28,7 @@ log = logging.getLogger("agentfs.sync")
 WAKING_EVENTS = {"created", "moved", "closed", "modified"}  # modified: an append to a segment
 FLUSH_SLICE = 0.5  # seconds: aflush() holds an offload thread at most this long at a time
 RECONCILE_INTERVAL = 3600.0  # seconds between listings of the remote (bounded: one listing of runs/ and objects/)
+EXIT_TIMEOUT = 10.0  # seconds leaving a `with store.sync(url):` block gives the push of what is committed
 
 
 class _Wake(FileSystemEventHandler):
@@ -55,6 +56,7 @@ class SyncDaemon:
         watch: bool = True,
         on_commit: str | None = None,
         reconcile_interval: float = RECONCILE_INTERVAL,
+        exit_timeout: float = EXIT_TIMEOUT,
     ) -> None:
         self.store = store
         self.url = redact_url(url)
@@ -65,6 +67,7 @@ class SyncDaemon:
         self.workers = workers
         self.debounce = debounce
         self.max_backoff = max_backoff
+        self.exit_timeout = exit_timeout  # leaving a `with` block pushes what is committed for this long
         self.watch = watch
         # every `reconcile_interval` seconds a cycle lists the remote and re-pushes what it lost (reconcile.py)
         self.reconcile_interval = reconcile_interval
@@ -100,7 +103,8 @@ class SyncDaemon:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        if not self.stop(self.exit_timeout):
+            self._warn_unpushed()
 
     def _loop(self) -> None:
         backoff = 0.0
@@ -227,6 +231,24 @@ class SyncDaemon:
         self._publish_status()
         return drained
 
+    def _warn_unpushed(self) -> None:
+        """One warning when leaving a `with` block leaves commits behind (over an unreachable remote it would
+        otherwise end silently): how many, and the last error (tests/test_newcomer.py). `stop()` returns False instead."""
+        if self.pusher is not None:
+            checkpoints, records = len(self.pusher.pending()), len(self.pusher.pending_records())
+        else:  # the remote could not even be opened: nothing here is known to be on it
+            checkpoints, records = len(list(self.store.local_entries())), len(local_records(self.store))
+        if not checkpoints and not records:
+            return
+        log.warning(
+            "agentfs sync to %s stopped after %gs with %d checkpoints and %d journal/retirement records not pushed; last error: %s",
+            self.url,
+            self.exit_timeout,
+            checkpoints,
+            records,
+            self.last_error or "none (still pushing when the time ran out)",
+        )
+
     def alive(self) -> bool:
         """Whether the pushing thread still runs (after `stop`: still inside a remote call that has not returned)."""
         return self._thread is not None and self._thread.is_alive()
@@ -240,7 +262,8 @@ class SyncDaemon:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.astop()
+        if not await self.astop(self.exit_timeout):
+            self._warn_unpushed()
 
     async def aflush(self, timeout: float | None = 10.0) -> bool:
         """flush() for async code; it waits in slices of at most FLUSH_SLICE seconds, so a long wait

@@ -20,6 +20,7 @@ import fsspec
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, RemoteError
+from ..extras import needs_protocol
 from ..format import keys
 from ..format.config import check_remote_config, encode_config
 from ..format.keys import CONFIG
@@ -66,7 +67,7 @@ class Remote:
         self.url = redact_url(canonical_url(url))
         self.name = remote_name(url)
         self.redactor = Redactor(url, storage_options)
-        with self.failing("open"):
+        with self.failing("open"), needs_protocol(url, f"remote {self.url}"):  # gs:// without gcsfs: the pip line to run
             self.fs, root = fsspec.core.url_to_fs(canonical_url(url), **storage_options)
         self.root = root.rstrip("/")
         self.protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)

@@ -1,5 +1,8 @@
 """`agentfs mcp`: an agentfs store as an MCP server (`pip install 'agentfs-store[mcp]'`)."""
 
-from .server import AgentFSServer, latest_uri, serve, serve_http, serve_stdio
+from ...extras import needs_extra
+
+with needs_extra("mcp", "agentfs mcp"):
+    from .server import AgentFSServer, latest_uri, serve, serve_http, serve_stdio
 
 __all__ = ["AgentFSServer", "latest_uri", "serve", "serve_http", "serve_stdio"]

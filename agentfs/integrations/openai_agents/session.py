@@ -42,7 +42,7 @@ class AgentFSSession:
     """Conversation history for the OpenAI Agents SDK, kept as agentfs checkpoints.
 
     `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options` and
-    `durability` as in `agentfs.open`). `session_settings` works as in `SQLiteSession` (its
+    `durability` as in `agentfs.open`; none: $AGENTFS_STORE, else ./.agentfs). `session_settings` works as in `SQLiteSession` (its
     `limit` applies when `get_items` is called without one).
     """
 
@@ -52,7 +52,7 @@ class AgentFSSession:
     def __init__(
         self,
         session_id: str,
-        store: agentfs.Store | str | os.PathLike[str] = ".agentfs",
+        store: agentfs.Store | str | os.PathLike[str] | None = None,
         *,
         prefix: str = PREFIX,
         remote: str | None = None,

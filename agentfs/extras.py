@@ -1,0 +1,53 @@
+"""Optional dependencies: a feature whose extra is not installed says which `pip install` line to run."""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.parse
+from collections.abc import Iterator
+
+from .errors import MissingExtra
+
+# extra -> the top-level modules it installs that agentfs imports (a missing one means the extra is missing)
+EXTRA_MODULES: dict[str, frozenset[str]] = {
+    "langgraph": frozenset({"langgraph", "langchain_core", "numpy"}),
+    "mcp": frozenset({"mcp", "pydantic", "anyio", "uvicorn", "starlette"}),
+    "openai-agents": frozenset({"agents", "openai"}),
+    "gcs": frozenset({"gcsfs"}),
+    "s3": frozenset({"s3fs"}),
+}
+PROTOCOL_EXTRAS = {"gs": "gcs", "gcs": "gcs", "s3": "s3", "s3a": "s3"}  # fsspec protocols whose filesystem an extra installs
+
+
+def install_line(extra: str) -> str:
+    return f"pip install 'agentfs-store[{extra}]'"
+
+
+@contextlib.contextmanager
+def needs_extra(extra: str, feature: str) -> Iterator[None]:
+    """Around the imports of `feature`: a module of `extra` that is missing (or too old to have what agentfs
+    imports from it) raises MissingExtra with the line to run."""
+    try:
+        yield
+    except ImportError as exc:
+        module = (exc.name or "").partition(".")[0]
+        if module not in EXTRA_MODULES[extra]:
+            raise
+        if isinstance(exc, ModuleNotFoundError):
+            message = f"{feature} needs {module}, which is not installed: {install_line(extra)}"
+        else:
+            message = f"{feature} cannot use the installed {module} ({exc}): pip install --upgrade 'agentfs-store[{extra}]'"
+        raise MissingExtra(message, name=exc.name) from None
+
+
+@contextlib.contextmanager
+def needs_protocol(url: str, where: str) -> Iterator[None]:
+    """Around opening an fsspec URL: fsspec's ImportError for a filesystem an extra installs becomes MissingExtra."""
+    try:
+        yield
+    except ImportError:
+        extra = PROTOCOL_EXTRAS.get(urllib.parse.urlsplit(url).scheme)
+        if extra is None:
+            raise
+        modules = ", ".join(sorted(EXTRA_MODULES[extra]))
+        raise MissingExtra(f"{where} needs {modules}, which is not installed: {install_line(extra)}") from None
