@@ -18,6 +18,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 import agentfs
 from agentfs.integrations.openai_agents import AgentFSSession
+from tests.test_cli import cli, json_of
 
 set_tracing_disabled(True)
 
@@ -135,3 +136,18 @@ def test_a_planted_orphan_tool_output_and_a_call_without_output_are_found_and_re
             ]
 
         asyncio.run(plant_check_repair())
+
+
+def test_agentfs_verify_reports_the_unpaired_items_and_passes_after_the_repair(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path / "store") as store:
+        asyncio.run(AgentFSSession("chat", store).add_items(_orphaned()))
+    result = cli("verify", "--json", store=tmp_path / "store")
+    assert result.returncode == 1, result.stderr
+    problems = [(p["kind"], p["where"], p["detail"].split(";")[0]) for p in json_of(result)["problems"]]
+    assert problems == [
+        ("tool-pairs", "openai-agents/chat/main", "output without call 'lost' (function_call_output) at item 1"),
+        ("tool-pairs", "openai-agents/chat/main", "call without output 'cut' (function_call) at item 4"),
+    ]
+    with agentfs.open(tmp_path / "store") as store:
+        asyncio.run(AgentFSSession("chat", store).repair_tool_pairs())
+    assert cli("verify", store=tmp_path / "store").returncode == 0

@@ -10,10 +10,12 @@ from typing import Any
 
 import agentfs
 
+from ..engine.maintenance import Problem, VerifyReport
 from ..errors import NotFound
 from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
 from ..integrations.langgraph_threads import DEFAULT_PREFIX
+from ..integrations.tool_pairs import openai_agents_problems
 from ..names import check_name
 from ..sync.index import synced_dirs
 from ..sync.pack_remote import PackRemote
@@ -293,6 +295,15 @@ def _compare(
     }
 
 
+def _with_session_checks(store: agentfs.Store, report: VerifyReport) -> VerifyReport:
+    """The store's report, plus each OpenAI Agents session's tool output without its call or call without output."""
+    for run, unpaired in openai_agents_problems(store):
+        found = f"{unpaired.kind} {unpaired.call_id!r} ({unpaired.item_type}) at item {unpaired.position}"
+        detail = f"{found}; AgentFSSession.repair_tool_pairs() removes it"
+        report.problems.append(Problem("tool-pairs", run, detail))
+    return report
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.repair:
         with open_existing(args) as store:
@@ -305,12 +316,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     print(f"agentfs: repaired {what} from {url}", file=sys.stderr)
                 for why in repaired.unrepaired:
                     print(f"agentfs: warning: not repaired: {why}", file=sys.stderr)
-            report = store.verify()
+            report = _with_session_checks(store, store.verify())
     elif args.remote is not None:
         report = verify_remote(PackRemote(args.remote, storage_options(args.storage_options)), deep=args.deep)
     else:
         with open_existing(args) as store:
-            report = store.verify()
+            report = _with_session_checks(store, store.verify())
     if args.json:
         problems = [{"kind": p.kind, "where": p.where, "detail": p.detail} for p in report.problems]
         output.emit_json({"ok": report.ok, "objects": report.objects, "checkpoints": report.entries, "problems": problems})

@@ -9,10 +9,12 @@ INSERT OR REPLACE does). Every change of the branch carries it forward; `clear_s
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+from ..tool_pairs import Unpaired, find_unpaired, message_type
 from .layout import Entry, is_user_message
+
+__all__ = ["Unpaired", "find_unpaired"]
 
 Usage = dict[str, dict[str, Any]]
 USAGE = "usage"
@@ -34,27 +36,6 @@ TOOL_CALLS = frozenset(
     }
 )
 _NAMED_BY_TYPE = {"computer_call", "file_search_call", "web_search_call", "code_interpreter_call", "shell_call", "apply_patch_call"}
-# a call whose output is a separate item, and that output's type: the pairs the integrity check matches by call_id
-OUTPUT_OF = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-    "computer_call": "computer_call_output",
-    "local_shell_call": "local_shell_call_output",
-    "shell_call": "shell_call_output",
-    "apply_patch_call": "apply_patch_call_output",
-}
-CALL_OF = {output: call for call, output in OUTPUT_OF.items()}
-
-
-def message_type(item: Any) -> str:
-    if isinstance(item, dict):
-        if item.get("role") in ("user", "assistant"):
-            return str(item["role"])
-        if item.get("type"):
-            return str(item["type"])
-    return "other"
-
-
 def tool_name(item: Any) -> str | None:
     """The tool an item calls, named as the SDK's AdvancedSQLiteSession names it (namespaces aside)."""
     if not isinstance(item, dict):
@@ -119,31 +100,3 @@ def session_totals(usages: list[Usage]) -> dict[str, int] | None:
         return None
     totals = {field: sum(record[field] for record in records) for field in ("requests", "input_tokens", "output_tokens", "total_tokens")}
     return {**totals, "total_turns": len(records)}
-
-
-@dataclasses.dataclass(frozen=True)
-class Unpaired:
-    """An item that breaks the tool call/output pairing the model API requires (see `find_unpaired`)."""
-
-    position: int  # index of the item in the branch
-    kind: str  # "output without call" or "call without output"
-    call_id: str
-    item_type: str
-
-
-def find_unpaired(entries: list[Entry]) -> list[Unpaired]:
-    """Tool outputs with no earlier call of that call_id, and calls with no later output: a session holding
-    either is refused by the model API on the next turn."""
-    found: list[Unpaired] = []
-    open_calls: dict[tuple[str, str], int] = {}  # (output type expected, call_id) -> position of the call
-    for position, (_added, item) in enumerate(entries):
-        kind = message_type(item)
-        call_id = item.get("call_id") if isinstance(item, dict) else None
-        if not isinstance(call_id, str):
-            continue
-        if kind in OUTPUT_OF:
-            open_calls[(OUTPUT_OF[kind], call_id)] = position
-        elif kind in CALL_OF and open_calls.pop((kind, call_id), None) is None:
-            found.append(Unpaired(position, "output without call", call_id, kind))
-    found += [Unpaired(position, "call without output", call_id, CALL_OF[output]) for (output, call_id), position in open_calls.items()]
-    return sorted(found, key=lambda unpaired: unpaired.position)
