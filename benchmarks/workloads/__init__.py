@@ -11,6 +11,7 @@ from ..context import Context
 from . import (
     conversation,
     daemon_load,
+    frameworks,
     history,
     incremental_artifact,
     journal,
@@ -39,4 +40,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "langgraph_store": langgraph_store.run,
     "history": history.run,
     "daemon_load": daemon_load.run,
+    "frameworks": frameworks.run,
 }

@@ -18,7 +18,7 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -55,6 +55,9 @@ class AgentFSSessionService(BaseSessionService):
             store, "AgentFSSessionService", remote=remote, storage_options=storage_options, durability=durability
         )
         self.prefix = prefix
+        # the last session head this service committed: the next append to it extends these events instead of
+        # decoding them again. Hazard: never handed out (get_session validates its own copies of the events).
+        self._written = _Written("", "", [], {}, 0.0)
 
     def close(self) -> None:
         if self._owns_store:
@@ -185,28 +188,38 @@ class AgentFSSessionService(BaseSessionService):
         deltas = _session_util.extract_state_delta(event.actions.state_delta if event.actions else {})
         scoped_done = False
         while True:
-            head = run.latest()
+            head = self._head(run)
             if head is None:
                 raise SessionNotFoundError(f"Session {session.id} not found.")
-            if head.metadata["last_update_time"] > session.last_update_time:
+            if head.updated > session.last_update_time:
                 raise StaleSessionError(
-                    f"session {session.id!r} of app {session.app_name!r}: stored at {head.metadata['last_update_time']}, "
+                    f"session {session.id!r} of app {session.app_name!r}: stored at {head.updated}, "
                     f"this copy at {session.last_update_time}; get_session again (a stale session)"
                 )
-            stored = head.state
-            if any(stored_event.get("id") == event.id for stored_event in stored[EVENTS]):
+            if any(stored_event.get("id") == event.id for stored_event in head.events):
                 return False  # appended already (as ADK's in-memory service, a repeat is ignored)
             if not scoped_done:
                 self._update_scoped(session.app_name, session.user_id, deltas)
                 scoped_done = True
-            events = [*stored[EVENTS], event.model_dump(mode="json", exclude_none=True)]
-            state = {**stored[STATE], **deltas["session"]}
+            events = [*head.events, event.model_dump(mode="json", exclude_none=True)]
+            state = {**head.state, **deltas["session"]}
             metadata = _metadata(session.app_name, session.user_id, session.id, len(events), event.timestamp, event.id)
             try:
-                run.commit({EVENTS: events, STATE: state}, metadata=metadata, parent=head.id)
+                checkpoint = run.commit({EVENTS: events, STATE: state}, metadata=metadata, parent=head.id)
             except agentfs.Conflict:
                 continue  # another writer appended meanwhile: its time decides whether this copy is stale
+            self._written = _Written(run.name, checkpoint.id, events, state, event.timestamp)
             return True
+
+    def _head(self, run: agentfs.Run) -> _Written | None:
+        """The session's head, without decoding its events when this service committed it."""
+        head_id = run.head_id()
+        written = self._written  # one read: another worker thread may replace it
+        if head_id is None or (written.run, written.id) == (run.name, head_id):
+            return None if head_id is None else written
+        head = run.get(head_id)
+        stored = head.state
+        return _Written(run.name, head_id, stored[EVENTS], stored[STATE], head.metadata["last_update_time"])
 
     def _fork(self, app_name: str, user_id: str, session_id: str, fork_id: str, at_event_id: str | None) -> Session:
         source = self.run(app_name, user_id, session_id)
@@ -255,6 +268,14 @@ class AgentFSSessionService(BaseSessionService):
         for key, value in self._scoped(user_state_run(self.prefix, session.app_name, session.user_id)).items():
             session.state[State.USER_PREFIX + key] = value
         return session
+
+
+class _Written(NamedTuple):
+    run: str
+    id: str
+    events: list[Any]
+    state: dict[str, Any]
+    updated: float  # the head's last_update_time
 
 
 def _merge_with(delta: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
