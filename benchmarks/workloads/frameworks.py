@@ -23,7 +23,10 @@ from ..peers import tree_size
 from .common import agentfs_part, at_most
 
 W = "14 framework sessions"
-WORDS = "agent tool state store resume fork turn model answer question result file remote sync journal commit".split()
+WORDS = [
+    *("agent", "tool", "state", "store", "resume", "fork", "turn", "model"),
+    *("answer", "question", "result", "file", "remote", "sync", "journal", "commit"),
+]
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -88,7 +91,8 @@ def adk_events(turn: int) -> list[Any]:
 
     def event(author: str, part: types.Part, **actions: Any) -> Event:
         role = "user" if author == "user" else "model"
-        return Event(author=author, invocation_id=invocation, content=types.Content(role=role, parts=[part]), actions=EventActions(**actions))
+        content = types.Content(role=role, parts=[part])
+        return Event(author=author, invocation_id=invocation, content=content, actions=EventActions(**actions))
 
     return [
         event("user", types.Part(text=question)),
