@@ -24,19 +24,19 @@ from google.adk.apps import App, ResumabilityConfig
 from google.adk.artifacts import InMemoryArtifactService
 from google.adk.artifacts.base_artifact_service import BaseArtifactService
 from google.adk.errors._stale_session_error import StaleSessionError
-from google.adk.events import Event, EventActions
+from google.adk.events import Event
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
-from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
-from google.adk.sessions.session import Session
+from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.tools import ToolContext
 from google.genai import types
 
 import agentfs
 from agentfs.integrations.adk import AgentFSArtifactService, AgentFSSessionService
+from agentfs.testing.adk_services import AdkServiceConformance
 from tests.helpers import killed_turns
 
 APP, USER = "shop", "ada"
@@ -137,115 +137,14 @@ def test_a_real_runner_gives_the_same_sessions_and_artifacts_as_adks_in_memory_s
     store.close()
 
 
-async def _session_calls(sessions: BaseSessionService) -> list[Any]:
-    """The same calls on either service; what each returned (sessions without their times)."""
+class TestAgentFSServices(AdkServiceConformance):
+    """Every session and artifact call returns what ADK's in-memory services return, call by call."""
 
-    def seen(session: Session | None) -> Any:
-        return None if session is None else (session.id, session.user_id, session.state, [e.id for e in session.events])
+    def make_session_service(self, tmp_path: Path) -> BaseSessionService:
+        return AgentFSSessionService(agentfs.open(tmp_path / "sessions"))
 
-    results: list[Any] = []
-
-    async def outcome(call: Any) -> Any:
-        try:
-            return await call
-        except Exception as exc:  # the error's type is what the two services must agree on
-            return type(exc).__name__
-
-    created = await sessions.create_session(
-        app_name=APP, user_id=USER, session_id=" s1 ", state={"app:a": 1, "user:u": 2, "temp:t": 3, "k": 4}
-    )
-    results.append(seen(created))
-    results.append(await outcome(sessions.create_session(app_name=APP, user_id=USER, session_id="s1")))
-    await sessions.create_session(app_name=APP, user_id="bob", session_id="s2", state={"k": "bob"})
-    events = [
-        Event(
-            id=f"e{n}", invocation_id="i", author="agent", timestamp=created.last_update_time + n, actions=EventActions(state_delta=delta)
-        )
-        for n, delta in enumerate([{"k": 5, "temp:x": 1}, {"app:a": 10, "user:u": 20}, {}, {"k": 6}], 1)
-    ]
-    for event in events:
-        results.append((await sessions.append_event(created, event)).actions.state_delta)
-    results.append((await sessions.append_event(created, events[-1].model_copy(deep=True))).id)  # a repeat is ignored
-    for config in [
-        None,
-        GetSessionConfig(num_recent_events=0),
-        GetSessionConfig(num_recent_events=2),
-        GetSessionConfig(after_timestamp=events[2].timestamp),
-    ]:
-        results.append(seen(await sessions.get_session(app_name=APP, user_id=USER, session_id="s1", config=config)))
-    results.append([seen(s) for s in (await sessions.list_sessions(app_name=APP)).sessions])
-    results.append([seen(s) for s in (await sessions.list_sessions(app_name=APP, user_id="bob")).sessions])
-    results.append([seen(s) for s in (await sessions.list_sessions(app_name="other")).sessions])
-    results.append(await sessions.get_user_state(app_name=APP, user_id=USER))
-    results.append(seen(await sessions.get_session(app_name=APP, user_id=USER, session_id="nope")))
-    await sessions.delete_session(app_name=APP, user_id=USER, session_id="s1")
-    await sessions.delete_session(app_name=APP, user_id=USER, session_id="s1")  # deleting a missing session is no error
-    results.append(seen(await sessions.get_session(app_name=APP, user_id=USER, session_id="s1")))
-    results.append(await outcome(sessions.append_event(created, Event(id="late", author="agent"))))
-    results.append([seen(s) for s in (await sessions.list_sessions(app_name=APP)).sessions])
-    return results
-
-
-def test_each_session_call_returns_what_adks_in_memory_service_returns(tmp_path: Path) -> None:
-    store, sessions, _artifacts = services(tmp_path)
-    ours, theirs = asyncio.run(_session_calls(sessions)), asyncio.run(_session_calls(InMemorySessionService()))
-    for index, (mine, adks) in enumerate(zip(ours, theirs, strict=True)):
-        assert mine == adks, f"call {index}"
-    store.close()
-
-
-async def _artifact_calls(artifacts: BaseArtifactService) -> list[Any]:
-    results: list[Any] = []
-
-    async def outcome(call: Any) -> Any:
-        try:
-            return await call
-        except Exception as exc:
-            return type(exc).__name__
-
-    def version_seen(record: Any) -> Any:
-        return None if record is None else (record.version, record.mime_type, record.custom_metadata)
-
-    scope = {"app_name": APP, "user_id": USER}
-    blob = types.Part.from_bytes(data=b"\x00\xff" * 5000, mime_type="image/png")
-    for filename, part, session_id, metadata in [
-        ("a.txt", types.Part(text="one"), "s1", None),
-        ("a.txt", types.Part(text="two"), "s1", {"why": "edit"}),
-        ("a.txt", blob, "s1", None),
-        ("user:profile.png", blob, None, None),
-        ("user:profile.png", types.Part(text="x"), "s1", None),
-        ("b.txt", types.Part(text="other session"), "s2", None),
-    ]:
-        results.append(
-            await artifacts.save_artifact(**scope, filename=filename, artifact=part, session_id=session_id, custom_metadata=metadata)
-        )
-    results.append(await outcome(artifacts.save_artifact(**scope, filename="c.txt", artifact=types.Part(text="no session"))))
-    results.append(await outcome(artifacts.save_artifact(**scope, filename="c.txt", artifact=types.Part(), session_id="s1")))
-    for version in [None, 0, 1, 2, 3, -1]:
-        results.append(await artifacts.load_artifact(**scope, filename="a.txt", session_id="s1", version=version))
-    results.append(await artifacts.load_artifact(**scope, filename="user:profile.png", version=0))
-    results.append(await artifacts.load_artifact(**scope, filename="a.txt", session_id="s2"))
-    for session_id in ["s1", "s2", None]:
-        results.append(await artifacts.list_artifact_keys(**scope, session_id=session_id))
-    results.append(await artifacts.list_versions(**scope, filename="a.txt", session_id="s1"))
-    results.append([version_seen(v) for v in await artifacts.list_artifact_versions(**scope, filename="a.txt", session_id="s1")])
-    for version in [None, 1, 7]:
-        results.append(version_seen(await artifacts.get_artifact_version(**scope, filename="a.txt", session_id="s1", version=version)))
-    await artifacts.delete_artifact(**scope, filename="a.txt", session_id="s1")
-    results.append(await artifacts.list_versions(**scope, filename="a.txt", session_id="s1"))
-    results.append(await artifacts.load_artifact(**scope, filename="a.txt", session_id="s1"))
-    results.append(await artifacts.save_artifact(**scope, filename="a.txt", artifact=types.Part(text="again"), session_id="s1"))
-    results.append(await artifacts.list_artifact_keys(**scope, session_id="s1"))
-    results.append(await outcome(artifacts.list_artifact_keys(app_name="../x", user_id=USER)))
-    return results
-
-
-def test_each_artifact_call_returns_what_adks_in_memory_service_returns(tmp_path: Path) -> None:
-    store, _sessions, artifacts = services(tmp_path)
-    ours, theirs = asyncio.run(_artifact_calls(artifacts)), asyncio.run(_artifact_calls(InMemoryArtifactService()))
-    for index, (mine, adks) in enumerate(zip(ours, theirs, strict=True)):
-        assert mine == adks, f"call {index}"
-    store.close()
+    def make_artifact_service(self, tmp_path: Path) -> BaseArtifactService:
+        return AgentFSArtifactService(agentfs.open(tmp_path / "artifacts"))
 
 
 def test_a_stale_session_copy_is_refused(tmp_path: Path) -> None:
