@@ -31,6 +31,7 @@ from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.session import Session
 from google.adk.tools import ToolContext
 from google.genai import types
 
@@ -161,6 +162,19 @@ def test_a_stale_session_copy_is_refused(tmp_path: Path) -> None:
         await sessions.append_event(one, Event(author="agent", timestamp=created.last_update_time + 3))  # the current copy goes on
 
     asyncio.run(race())
+    store.close()
+
+
+def test_a_run_that_is_no_session_is_refused_by_name(tmp_path: Path) -> None:
+    store, sessions, _artifacts = services(tmp_path)
+    sessions.run(APP, USER, "odd").commit({"something": "else"}, metadata={"last_update_time": 1.0})
+    with pytest.raises(agentfs.FormatError, match="'adk/shop/session/ada/odd' is not a Google ADK session checkpoint"):
+        asyncio.run(sessions.get_session(app_name=APP, user_id=USER, session_id="odd"))
+    odd = Session(app_name=APP, user_id=USER, id="odd", last_update_time=2.0)
+    with pytest.raises(agentfs.FormatError, match="not a Google ADK session checkpoint"):
+        asyncio.run(sessions.append_event(odd, Event(author="agent")))
+    with pytest.raises(ValueError, match="only when AgentFSSessionService opens the store"):
+        AgentFSSessionService(store, remote="s3://bucket")
     store.close()
 
 

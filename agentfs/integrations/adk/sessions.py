@@ -144,8 +144,8 @@ class AgentFSSessionService(BaseSessionService):
         head = self.run(app_name, user_id, session_id).latest()
         if head is None:
             return None
-        stored = head.state
-        events = [Event.model_validate(event) for event in stored[EVENTS]]
+        stored_events, stored_state = _stored(head)
+        events = [Event.model_validate(event) for event in stored_events]
         if config is not None and config.num_recent_events is not None:
             events = events[-config.num_recent_events :] if config.num_recent_events else []
         if config is not None and config.after_timestamp is not None:
@@ -158,7 +158,7 @@ class AgentFSSessionService(BaseSessionService):
             app_name=app_name,
             user_id=user_id,
             id=session_id,
-            state=stored[STATE],
+            state=stored_state,
             events=events,
             last_update_time=head.metadata["last_update_time"],
         )
@@ -218,8 +218,8 @@ class AgentFSSessionService(BaseSessionService):
         if head_id is None or (written.run, written.id) == (run.name, head_id):
             return None if head_id is None else written
         head = run.get(head_id)
-        stored = head.state
-        return _Written(run.name, head_id, stored[EVENTS], stored[STATE], head.metadata["last_update_time"])
+        events, state = _stored(head)
+        return _Written(run.name, head_id, events, state, head.metadata["last_update_time"])
 
     def _fork(self, app_name: str, user_id: str, session_id: str, fork_id: str, at_event_id: str | None) -> Session:
         source = self.run(app_name, user_id, session_id)
@@ -241,7 +241,8 @@ class AgentFSSessionService(BaseSessionService):
             raise AlreadyExistsError(f"Session with id {fork_id} already exists.") from None
         meta = base.metadata
         # the fork starts with the source's metadata: one commit names the new session (its state: the base's)
-        stored = base.state
+        stored_events, stored_state = _stored(base)
+        stored = {EVENTS: stored_events, STATE: stored_state}
         fork.commit(
             stored,
             metadata=_metadata(app_name, user_id, fork_id, meta["events"], meta["last_update_time"], meta["last_event_id"]),
@@ -268,6 +269,16 @@ class AgentFSSessionService(BaseSessionService):
         for key, value in self._scoped(user_state_run(self.prefix, session.app_name, session.user_id)).items():
             session.state[State.USER_PREFIX + key] = value
         return session
+
+
+def _stored(checkpoint: agentfs.Checkpoint) -> tuple[list[Any], dict[str, Any]]:
+    """(events, session state) of a session checkpoint; anything else in the run is refused by name."""
+    state = checkpoint.state
+    events = state.get(EVENTS) if isinstance(state, dict) else None
+    scoped = state.get(STATE) if isinstance(state, dict) else None
+    if not (isinstance(events, list) and isinstance(scoped, dict) and isinstance(checkpoint.metadata.get("last_update_time"), float | int)):
+        raise agentfs.FormatError(f"checkpoint {checkpoint.id} of run {checkpoint.run!r} is not a Google ADK session checkpoint")
+    return events, scoped
 
 
 class _Written(NamedTuple):
