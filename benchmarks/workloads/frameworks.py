@@ -120,12 +120,14 @@ def adk_ours(ctx: Context, turns: int) -> tuple[float, int]:
     from agentfs.integrations.adk import AgentFSSessionService
 
     path = ctx.new_dir("w14-adk-agentfs")
-    service = AgentFSSessionService(path)
-    try:
-        total = asyncio.run(_append_all(service, turns))
-    finally:
-        service.close()
-    return total, tree_size(path)
+    async def measure() -> float:
+        service = AgentFSSessionService(path)
+        try:
+            return await _append_all(service, turns)
+        finally:
+            await service.close()
+
+    return asyncio.run(measure()), tree_size(path)
 
 
 def adk_database(ctx: Context, turns: int) -> tuple[float, int]:

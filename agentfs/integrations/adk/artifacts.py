@@ -42,7 +42,8 @@ class AgentFSArtifactService(BaseArtifactService):
         )
         self.prefix = prefix
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Close the store if this service opened it (async, as ADK's database services' `close`)."""
         if self._owns_store:
             self.store.close()
 

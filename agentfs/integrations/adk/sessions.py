@@ -59,7 +59,8 @@ class AgentFSSessionService(BaseSessionService):
         # decoding them again. Hazard: never handed out (get_session validates its own copies of the events).
         self._written = _Written("", "", [], {}, 0.0)
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Close the store if this service opened it (async, as ADK's database services' `close`)."""
         if self._owns_store:
             self.store.close()
 
