@@ -10,11 +10,13 @@ from typing import Any
 
 import agentfs
 
+from ..engine.maintenance import Problem, VerifyReport
 from ..errors import NotFound
 from ..format.config import encrypted
 from ..format.manifest import ValueRef
 from ..format.refs import INLINE, Ref, ref_size
 from ..integrations.langgraph_threads import DEFAULT_PREFIX
+from ..integrations.tool_pairs import openai_agents_problems
 from ..names import check_name
 from ..sync.index import synced_dirs
 from ..sync.pack_remote import PackRemote
@@ -315,6 +317,15 @@ def _compare(
     }
 
 
+def _with_session_checks(store: agentfs.Store, report: VerifyReport) -> VerifyReport:
+    """The store's report, plus each OpenAI Agents session's tool output without its call or call without output."""
+    for run, unpaired in openai_agents_problems(store):
+        found = f"{unpaired.kind} {unpaired.call_id!r} ({unpaired.item_type}) at item {unpaired.position}"
+        detail = f"{found}; AgentFSSession.repair_tool_pairs() removes it"
+        report.problems.append(Problem("tool-pairs", run, detail))
+    return report
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.deep and (args.remote is None or args.repair):
         raise UsageError("verify: --deep goes with --remote URL (it re-hashes the remote's objects), not with --repair")
@@ -331,7 +342,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     print(f"agentfs: repaired {what} from {url}", file=sys.stderr)
                 for why in repaired.unrepaired:
                     print(f"agentfs: warning: not repaired: {why}", file=sys.stderr)
-            report = store.verify()
+            report = _with_session_checks(store, store.verify())
     elif args.remote is not None:
         remote = PackRemote(args.remote, storage_options(args.storage_options))
         if encrypted(remote.identify()) is not None:  # an encrypted remote is read with its store's keys
@@ -340,7 +351,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = verify_remote(remote, deep=args.deep, progress=not args.quiet)
     else:
         with open_existing(args) as store:
-            report = store.verify()
+            report = _with_session_checks(store, store.verify())
     if args.json:
         problems = [{"kind": p.kind, "where": p.where, "detail": p.detail} for p in report.problems]
         output.emit_json({"ok": report.ok, "objects": report.objects, "checkpoints": report.entries, "problems": problems})

@@ -13,6 +13,7 @@ from . import (
     conversation,
     daemon_load,
     encryption,
+    frameworks,
     history,
     incremental_artifact,
     journal,
@@ -43,4 +44,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "bombs": bombs.run,
     "daemon_load": daemon_load.run,
     "encryption": encryption.run,
+    "frameworks": frameworks.run,
 }

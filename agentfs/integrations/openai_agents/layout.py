@@ -13,26 +13,17 @@ commit that appends stores the list's new tail chunk and the tree nodes above it
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from typing import Any
 
 import agentfs
 
+from ..run_names import segment
+
 MAIN = "main"
 ITEMS = "items"
-_PLAIN = re.compile(r"[A-Za-z0-9._-]{1,128}")
-_HASHED = re.compile(r"h[0-9a-f]{64}")
 
 Entry = list[Any]  # [added (unix seconds), item]
-
-
-def segment(text: str) -> str:
-    """One run name segment for an arbitrary id; different ids give different segments."""
-    if _PLAIN.fullmatch(text) and text not in (".", "..", "log") and not _HASHED.fullmatch(text):
-        return text
-    return "h" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def session_root(prefix: str, session_id: str) -> str:

@@ -27,10 +27,13 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 import agentfs
 
+from . import turns as derived
 from .layout import MAIN, Entry, branch_run, entries_of, is_user_message, preview, session_root, texts, turn_positions
+from .turns import USAGE, Unpaired, Usage
 
 T = TypeVar("T")
 Edit = Callable[[list[Entry]], "tuple[list[Entry], T] | None"]
+UsageEdit = Callable[[Usage, list[Entry]], Usage]
 PREFIX = "openai-agents"
 
 
@@ -75,7 +78,7 @@ class AgentFSSession:
         # (run, checkpoint id, entries) of the last commit made here: the next change of that run edits these
         # instead of decoding them again. Hazard: they are never handed out (get_items decodes its own copy),
         # and add_items stores copies of the caller's items, so no caller can mutate them.
-        self._written: tuple[str, str, list[Entry]] = ("", "", [])
+        self._written: tuple[str, str, list[Entry], Usage] = ("", "", [], {})
 
     def __repr__(self) -> str:
         return f"<AgentFSSession {self.session_id!r} on {self.current_branch!r} in {self.store!r}>"
@@ -121,7 +124,7 @@ class AgentFSSession:
             return ([], None) if entries else None
 
         for branch in await self._off_loop(self._branch_heads):
-            await self._off_loop(self._change, branch, "clear_session", clear)
+            await self._off_loop(self._change, branch, "clear_session", clear, lambda _usage, _entries: {})
         self.current_branch = MAIN
 
     # branches (the SDK's AdvancedSQLiteSession calls that map onto runs and forks)
@@ -179,6 +182,67 @@ class AgentFSSession:
             if any(pattern.search(text) for text in texts(entries[index][1].get("content")))
         ]
 
+    # usage and turns (as the SDK's AdvancedSQLiteSession has them; see turns.py)
+
+    async def store_run_usage(self, result: Any) -> None:
+        """Record `result.context_wrapper.usage` for the current user turn of the current branch: one checkpoint.
+
+        Call it after `Runner.run()`; a later call for the same turn replaces its record. No user turn: nothing.
+        """
+        usage = getattr(getattr(result, "context_wrapper", None), "usage", None)
+        if usage is None:
+            return
+        record = derived.usage_record(usage)
+
+        def current_turn(entries: list[Entry]) -> tuple[list[Entry], None] | None:
+            return (entries, None) if turn_positions(entries) else None
+
+        def record_it(usage: Usage, entries: list[Entry]) -> Usage:
+            return {**usage, str(len(turn_positions(entries))): record}
+
+        await self._off_loop(self._change, self.current_branch, "store_run_usage", current_turn, record_it)
+
+    async def get_session_usage(self, branch_id: str | None = None) -> dict[str, int] | None:
+        """Requests and tokens summed over every turn of `branch_id` (or of every branch), with total_turns; None if none."""
+        branches = [branch_id] if branch_id else list(await self._off_loop(self._branch_heads))
+        return derived.session_totals([(await self._off_loop(self._branch, branch))[1] for branch in branches])
+
+    async def get_turn_usage(
+        self, user_turn_number: int | None = None, branch_id: str | None = None
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The usage record of one turn ({} if none), or of every turn with its user_turn_number, oldest first."""
+        _entries, usage = await self._off_loop(self._branch, branch_id or self.current_branch)
+        if user_turn_number is not None:
+            return dict(usage.get(str(user_turn_number), {}))
+        return [{"user_turn_number": int(turn), **usage[turn]} for turn in sorted(usage, key=int)]
+
+    async def get_tool_usage(self, branch_id: str | None = None) -> list[tuple[str, int, int]]:
+        """(tool name, calls, user turn) for each tool called in each turn of the branch."""
+        return derived.tool_usage(await self._off_loop(self._entries, branch_id or self.current_branch))
+
+    async def get_conversation_by_turns(self, branch_id: str | None = None) -> dict[int, list[dict[str, str | None]]]:
+        """Each user turn's items as {"type", "tool_name"}, by turn number."""
+        return derived.conversation_by_turns(await self._off_loop(self._entries, branch_id or self.current_branch))
+
+    # integrity: tool calls and their outputs
+
+    async def check_tool_pairs(self, branch_id: str | None = None) -> list[Unpaired]:
+        """Tool outputs without their call and calls without their output in the branch (empty: sound)."""
+        return derived.find_unpaired(await self._off_loop(self._entries, branch_id or self.current_branch))
+
+    async def repair_tool_pairs(self, branch_id: str | None = None) -> list[Unpaired]:
+        """Remove the unpaired items `check_tool_pairs` finds: one checkpoint (the one before it keeps them,
+        restorable by a fork). Returns what was removed."""
+
+        def repair(entries: list[Entry]) -> tuple[list[Entry], list[Unpaired]] | None:
+            unpaired = derived.find_unpaired(entries)
+            if not unpaired:
+                return None
+            dropped = {finding.position for finding in unpaired}
+            return [entry for position, entry in enumerate(entries) if position not in dropped], unpaired
+
+        return await self._off_loop(self._change, branch_id or self.current_branch, "repair_tool_pairs", repair) or []
+
     # blocking work, run off the event loop
 
     async def _off_loop(self, call: Callable[..., T], *args: Any) -> T:
@@ -210,31 +274,39 @@ class AgentFSSession:
         turns = sum(1 for _added, item in entries if is_user_message(item))
         return {"session_id": self.session_id, "branch": branch, "operation": operation, "items": len(entries), "turns": turns}
 
-    def _change(self, branch: str, operation: str, edit: Edit[T]) -> T | None:
-        """Apply `edit` to the branch's head items and commit the result; None (no commit) if `edit` declines."""
+    def _branch(self, branch: str) -> tuple[list[Entry], Usage]:
+        run = self._run(branch)
+        return self._written_branch(run, run.head_id())
+
+    def _change(self, branch: str, operation: str, edit: Edit[T], usage_edit: UsageEdit | None = None) -> T | None:
+        """Apply `edit` to the branch's head items (and `usage_edit` to its usage records, else they are
+        carried forward) and commit the result; None (no commit) if `edit` declines."""
         run = self._run(branch)
         while True:
             head = run.head_id()
-            edited = edit(self._written_entries(run, head))
+            entries, usage = self._written_branch(run, head)
+            edited = edit(entries)
             if edited is None:
                 return None
             new_entries, result = edited
+            new_usage = usage if usage_edit is None else usage_edit(usage, new_entries)
             metadata = self._metadata(branch, operation, new_entries)
             try:
-                checkpoint = run.commit({"items": new_entries}, metadata=metadata, parent=head)
+                checkpoint = run.commit(_state(new_entries, new_usage), metadata=metadata, parent=head)
             except agentfs.Conflict:
                 continue  # another writer moved the head since the read: edit its items instead
-            self._written = (run.name, checkpoint.id, new_entries)
+            self._written = (run.name, checkpoint.id, new_entries, new_usage)
             return result
 
-    def _written_entries(self, run: agentfs.Run, head: str | None) -> list[Entry]:
-        """The head's entries, without decoding them when this object wrote that head itself."""
+    def _written_branch(self, run: agentfs.Run, head: str | None) -> tuple[list[Entry], Usage]:
+        """The head's entries and usage records, without decoding them when this object wrote that head itself."""
         if head is None:
-            return []
-        written_run, written_id, entries = self._written  # one read: another worker thread may replace it
+            return [], {}
+        written_run, written_id, entries, usage = self._written  # one read: another worker thread may replace it
         if (written_run, written_id) == (run.name, head):
-            return entries
-        return entries_of(run.get(head))
+            return entries, usage
+        checkpoint = run.get(head)
+        return entries_of(checkpoint), _usage_of(checkpoint)
 
     def _branch_heads(self) -> dict[str, agentfs.Checkpoint]:
         """The head of every branch of the session, here or on the remote, by branch name."""
@@ -288,7 +360,8 @@ class AgentFSSession:
         except agentfs.Conflict:  # the fork's first append found a head: the name was taken meanwhile
             raise BranchError(f"session {self.session_id!r}: branch {name!r} has already been used") from None
         # the fork starts with the base's metadata (its branch name): one commit records the new branch
-        branch.commit({"items": kept}, metadata=self._metadata(name, "create_branch", kept), parent=branch.head_id())
+        usage = {turn: record for turn, record in _usage_of(head).items() if int(turn) < turn_number}
+        branch.commit(_state(kept, usage), metadata=self._metadata(name, "create_branch", kept), parent=branch.head_id())
         return name
 
     def _free_name(self, base: str) -> str:
@@ -297,6 +370,15 @@ class AgentFSSession:
             suffix += 1
             name = f"{base}_{suffix}"
         return name
+
+
+def _state(entries: list[Entry], usage: Usage) -> dict[str, Any]:
+    """A branch checkpoint's state: the items, and the usage records when there are any."""
+    return {"items": entries, USAGE: usage} if usage else {"items": entries}
+
+
+def _usage_of(checkpoint: agentfs.Checkpoint) -> Usage:
+    return checkpoint.value(USAGE) if USAGE in checkpoint.manifest.state else {}
 
 
 def _newest_prefix(run: agentfs.Run, kept: list[Entry]) -> agentfs.Checkpoint | None:
