@@ -10,7 +10,17 @@ from types import ModuleType
 import agentfs
 
 from ..errors import AgentFSError, InvalidName, NotFound, ObjectMissing
-from . import core_commands, journal_commands, mcp_commands, output, retention_commands, stats_commands, sync_commands, upgrade_commands
+from . import (
+    core_commands,
+    journal_commands,
+    mcp_commands,
+    output,
+    retention_commands,
+    stats_commands,
+    sync_commands,
+    ui_commands,
+    upgrade_commands,
+)
 from .common import DEFAULT_STORE, FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, STORE_ENV, USAGE
 
 # Each module has `register(subparsers)`, which adds its subcommands and sets `handler`
@@ -23,6 +33,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     stats_commands,
     mcp_commands,
     upgrade_commands,
+    ui_commands,
 )
 
 EPILOG = f"""\

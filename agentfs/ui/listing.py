@@ -1,0 +1,133 @@
+"""The runs page: every run, LangGraph thread and OpenAI Agents session, filtered and paginated; a row's figures are
+read only for the rows of the page shown, so the page costs the same at 10 or 10,000 runs (benchmarks: ui runs)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import agentfs
+
+from ..format.refs import ref_size
+from ..integrations.conversations import SESSION_PREFIX
+from ..integrations.langgraph_layout import Layout
+from ..integrations.langgraph_threads import DEFAULT_PREFIX, ThreadRuns
+from ..sync.index import PushIndex, synced_dirs
+from .lineage import Heads
+
+PAGE = 50
+AUDIT_PREFIX = "agentfs-ui/audit/"  # where `agentfs ui --allow-writes` records what people did, per run
+
+
+@dataclass
+class Entry:
+    kind: str  # run, thread, session
+    name: str  # the run name, thread id or session id
+    runs: list[str]  # the runs that hold it
+
+
+@dataclass
+class RemoteSync:
+    url: str
+    state: str  # "pushed", "N not pushed", "not synced"
+
+
+@dataclass
+class Row:
+    entry: Entry
+    checkpoints: int
+    last_commit: dt.datetime | None
+    head_bytes: int
+    metadata: dict[str, object]
+    diverged: bool
+    sync: list[RemoteSync] = field(default_factory=list)
+
+
+@dataclass
+class Listing:
+    rows: list[Row]
+    page: int
+    more: bool
+    total: int | None  # None when a metadata filter stopped scanning early
+    remotes: list[str]
+
+
+def entries(store: agentfs.Store) -> list[Entry]:
+    """Runs by name, then threads, then sessions; the internal runs of threads and sessions and the audit runs are not listed."""
+    names = store.runs()
+    threads: dict[str, list[str]] = {}
+    for where in ThreadRuns(store, Layout(DEFAULT_PREFIX)).spaces([name for name in names if name.startswith(DEFAULT_PREFIX + "/")]):
+        threads.setdefault(where.thread, []).append(Layout(DEFAULT_PREFIX).checkpoints(where))
+    sessions: dict[str, list[str]] = {}
+    plain = []
+    for name in names:
+        if name.startswith(SESSION_PREFIX + "/"):
+            sessions.setdefault(name.rsplit("/", 1)[0], []).append(name)
+        elif not name.startswith((DEFAULT_PREFIX + "/", AUDIT_PREFIX)):
+            plain.append(Entry("run", name, [name]))
+    found = [Entry("thread", thread, runs) for thread, runs in sorted(threads.items())]
+    for root, runs in sorted(sessions.items()):
+        found.append(Entry("session", _session_id(store, root, runs), runs))
+    return plain + found
+
+
+def _session_id(store: agentfs.Store, root: str, runs: list[str]) -> str:
+    head = store.run(runs[0]).latest()
+    session = head.metadata.get("session_id") if head is not None else None
+    return session if isinstance(session, str) else root.rsplit("/", 1)[-1]
+
+
+class RunsPage:
+    def __init__(self, store: agentfs.Store, heads: Heads) -> None:
+        self.store = store
+        self.heads = heads
+
+    def listing(self, name_filter: str, meta_filter: str, page: int) -> Listing:
+        candidates = [entry for entry in entries(self.store) if name_filter.lower() in entry.name.lower()]
+        remotes = self._remotes()
+        if not meta_filter:
+            chosen = candidates[page * PAGE : (page + 1) * PAGE + 1]
+            rows = [self.row(entry, remotes) for entry in chosen[:PAGE]]
+            return Listing(rows, page, len(chosen) > PAGE, len(candidates), [url for url, _ in remotes])
+        key, _, wanted = meta_filter.partition("=")
+        matched: list[Row] = []
+        for entry in candidates:  # a metadata filter reads heads in order until the page is full
+            row = self.row(entry, remotes)
+            if key in row.metadata and (not wanted or str(row.metadata[key]) == wanted):
+                matched.append(row)
+            if len(matched) > (page + 1) * PAGE:
+                break
+        shown = matched[page * PAGE : (page + 1) * PAGE]
+        return Listing(shown, page, len(matched) > (page + 1) * PAGE, None, [url for url, _ in remotes])
+
+    def _remotes(self) -> list[tuple[str, PushIndex]]:
+        if self.store.source is not None:
+            return []
+        return [((directory / "url").read_text().strip(), PushIndex(directory)) for directory in synced_dirs(self.store)]
+
+    def row(self, entry: Entry, remotes: list[tuple[str, PushIndex]]) -> Row:
+        count, newest, size, metadata, diverged = 0, None, 0, {}, False
+        pending: dict[str, int] = {url: 0 for url, _ in remotes}
+        for name in entry.runs:
+            ids = self.store.ids(name)
+            count += len(ids)
+            if not ids:
+                continue
+            diverged = diverged or len(self.heads.of(name, ids)) > 1
+            head = self.store.run(name).latest()
+            if head is not None and (newest is None or head.created > newest):
+                newest = head.created
+                manifest = head.manifest
+                size = sum(ref_size(ref) for _fmt, _count, ref in manifest.state.values()) + sum(map(ref_size, manifest.artifacts.values()))
+                metadata = head.metadata
+            for url, index in remotes:
+                pending[url] += sum((name, checkpoint_id) not in index.entries for checkpoint_id in ids)
+        sync = [RemoteSync(url, "pushed" if not missing else f"{missing} not pushed") for url, missing in pending.items()]
+        return Row(entry, count, newest, size, metadata, diverged, sync)
+
+
+def remote_label(url: str) -> str:
+    """A remote's URL without credentials, for a page."""
+    scheme, sep, rest = url.partition("://")
+    return scheme + sep + rest.rpartition("@")[2] if sep else Path(url).name
