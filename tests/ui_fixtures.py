@@ -66,7 +66,8 @@ def build_demo(root: Path) -> dict[str, str]:
             call.result = {"hits": 3}
         run.journal.tool_call("write_report", {"topic": "<script>alert(11)</script>"}, key="write-1").__enter__()  # left in flight
         hostile = {"x.md": io.BytesIO(XSS_MARKDOWN), "x.html": io.BytesIO(XSS_HTML)}
-        store.run("evil").commit(XSS_VALUES, metadata={"title": "<img src=x onerror=alert(12)>", "<b>key</b>": "javascript:alert(14)"}, artifacts=hostile)
+        metadata = {"title": "<img src=x onerror=alert(12)>", "<b>key</b>": "javascript:alert(14)"}
+        store.run("evil").commit(XSS_VALUES, metadata=metadata, artifacts=hostile)
     assert main(["--store", str(root / "store"), "sync", url]) == 0
     assert main(["--store", str(root / "other"), "pull", url]) == 0
     with agentfs.open(root / "store") as store:

@@ -106,7 +106,7 @@ def show_thread(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in ("langgraph", "langchain_core", "ormsgpack"):
             raise
-        print(f"agentfs: error: agentfs thread needs LangGraph ({exc.name} is missing): pip install agentfs-store[langgraph]", file=sys.stderr)
+        print(f"agentfs: error: `thread` needs LangGraph ({exc.name} is missing): pip install 'agentfs-store[langgraph]'", file=sys.stderr)
         return FAILED
     with open_existing(args) as store:
         conversation = thread_conversation(store, args.thread, checkpoint_id=args.checkpoint, ns=args.ns)

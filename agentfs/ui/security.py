@@ -111,7 +111,7 @@ def _security_headers() -> list[tuple[bytes, bytes]]:
     return [
         (b"content-security-policy", CSP.encode()),
         (b"x-content-type-options", b"nosniff"),
-        (b"referrer-policy", b"no-referrer"),
+        (b"referrer-policy", b"same-origin"),  # no-referrer would make a form post send `Origin: null`
         (b"x-frame-options", b"SAMEORIGIN"),
         (b"cache-control", b"no-store"),
     ]
