@@ -22,6 +22,7 @@ from . import (
     scale,
     small_commit,
     sync_lag,
+    ui_pages,
 )
 
 WORKLOADS: dict[str, Callable[[Context], None]] = {
@@ -39,4 +40,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "langgraph_store": langgraph_store.run,
     "history": history.run,
     "daemon_load": daemon_load.run,
+    "ui_pages": ui_pages.run,
 }
