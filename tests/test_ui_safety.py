@@ -91,7 +91,7 @@ def test_writes_have_no_endpoint_without_allow_writes(demo: tuple[Path, dict[str
             response = browser.post(f"/act/{action}", data={"run": "research", "id": head, "state": "{}"}, headers={"origin": BASE})
             assert response.status_code == 404, action
         page = browser.get(f"/checkpoint?run=research&id={head}").text
-        assert "/act/" not in page and "<form class=\"act\"" not in page
+        assert "/act/" not in page and '<form class="act"' not in page
 
 
 def test_store_content_is_escaped(demo: tuple[Path, dict[str, str]]) -> None:
@@ -111,7 +111,7 @@ def test_markdown_is_rendered_and_sanitised() -> None:
     html = str(render_markdown(XSS_MARKDOWN.decode()))
     assert "<h1>Report</h1>" in html and "<strong>bold</strong>" in html
     assert "<script" not in html and "&lt;script&gt;" in html  # raw HTML stays text
-    assert "href=\"javascript" not in html and "[click](javascript:alert(5))" in html  # a javascript: link is not made
+    assert 'href="javascript' not in html and "[click](javascript:alert(5))" in html  # a javascript: link is not made
     assert "<img" not in html
 
 
@@ -125,3 +125,46 @@ def test_artifacts_are_inline_only_as_raster_images(demo: tuple[Path, dict[str, 
             served = browser.get(f"/artifact?run=research&id={second}&name={name}&inline=1")
             assert served.headers["content-type"] == "application/octet-stream", name
             assert served.headers["content-disposition"].startswith("attachment"), name
+
+
+def test_bad_requests_get_an_error_page_never_a_crash(demo: tuple[Path, dict[str, str]]) -> None:
+    with agentfs.open(demo[0]) as store:
+        browser, _guard = client(store)
+        second = demo[1]["second"]
+        expected = {
+            "/run?name=nothing": 404,
+            "/run?name=../etc": 400,
+            "/run?name=research&page=999999999999": 200,
+            "/run?name=research&page=-1": 200,
+            "/checkpoint?run=research&id=nope": 400,
+            "/checkpoint?run=research&id=01M8DSY2EYP5SXQQTHBFZKVPTD": 404,
+            "/checkpoint": 400,
+            f"/value?run=research&id={second}": 404,
+            f"/value?run=research&id={second}&path=big&path=missing": 404,
+            f"/value?run=research&id={second}&path=notes&path=99": 404,
+            f"/artifact?run=research&id={second}&name=missing.txt": 404,
+            f"/artifact?run=research&id={second}&name=../x": 400,
+            f"/diff?a_run=research&a={second}&b=": 400,
+            "/journal?run=": 400,
+            "/thread?id=nobody": 404,
+            "/session?id=nobody": 404,
+            "/?page=abc&name=%00&meta=%3D": 200,
+        }
+        for path, status in expected.items():
+            response = browser.get(path)
+            assert response.status_code == status, (path, response.status_code, response.text[-300:])
+            assert "Traceback" not in response.text
+
+
+def test_runs_list_shows_sync_state_and_divergence(demo: tuple[Path, dict[str, str]]) -> None:
+    with agentfs.open(demo[0]) as store:
+        browser, _guard = client(store)
+        html = browser.get("/").text
+        remote = (demo[0].parent / "remote").as_uri()
+        assert f"<th>{remote}</th>" in html
+        research = html.split('href="/run?name=research"')[1].split("</tr>")[0]
+        assert "1 not pushed" in research and "diverged" in research  # the pulled line is there; this store's own is not pushed
+        evil = html.split('href="/run?name=evil"')[1].split("</tr>")[0]
+        assert "<td>pushed</td>" in evil and "diverged" not in evil
+        assert browser.get("/?meta=agent%3Dforker").text.count('class="run-link"') == 1
+        assert browser.get("/?name=FORK").text.count('class="run-link"') == 1

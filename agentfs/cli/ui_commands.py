@@ -12,7 +12,7 @@ import agentfs
 
 from ..sync.remote import redact
 from . import thread_view
-from .common import FAILED, OK, Subparsers, add_json_flag, open_existing, storage_options, store_path
+from .common import FAILED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
 
 UI_MODULES = ("starlette", "uvicorn", "jinja2", "markupsafe", "markdown_it", "nh3", "langgraph", "langchain_core")
 
@@ -55,7 +55,8 @@ def run_ui(args: argparse.Namespace) -> int:
     user = args.user or getpass.getuser()
     if args.remote is not None:
         if args.allow_writes:
-            raise agentfs.FormatError("--allow-writes does not apply to --remote: a remote is browsed read-only")
+            print("agentfs: error: --allow-writes does not apply to --remote: a remote is browsed read-only", file=sys.stderr)
+            return USAGE
         with tempfile.TemporaryDirectory(prefix="agentfs-ui-") as scratch:
             store = agentfs.open(scratch, remote=args.remote, storage_options=storage_options(args.storage_options))
             with store:

@@ -71,6 +71,8 @@ class Pages:
         self.runs = RunsPage(store, self.heads)
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        if self.store.source is not None:  # a remote is browsed without live updates (watch reads local segments)
+            context.pop("live", None)
         html = templates.get_template(template).render(settings=self.settings, **context)
         return HTMLResponse(html, status_code=status)
 
