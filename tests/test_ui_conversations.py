@@ -10,12 +10,15 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from starlette.testclient import TestClient
 
 import agentfs
 from agentfs.cli.main import main
 from agentfs.integrations.langgraph_conversation import PlainSerde
 from agentfs.integrations.mcp_server.conversation_tool import ConversationArguments, read_conversation
 from agentfs.integrations.openai_agents import AgentFSSession
+from agentfs.ui.app import Settings, create_app
+from agentfs.ui.security import COOKIE, Guard
 from tests.ui_fixtures import build_langgraph_thread
 
 
@@ -83,3 +86,16 @@ def test_a_record_naming_a_module_imports_nothing() -> None:
     assert canary not in sys.modules
     with pytest.raises(agentfs.FormatError, match="does not decode"):
         PlainSerde().loads_typed(("msgpack", b"\xc1"))
+
+
+def test_ui_lists_the_thread_and_the_session_and_shows_the_session(store_path: Path) -> None:
+    guard = Guard()
+    guard.serve_at("127.0.0.1", 8123)
+    with agentfs.open(store_path) as store:
+        browser = TestClient(create_app(store, guard, Settings()), base_url="http://127.0.0.1:8123")
+        browser.cookies.set(COOKIE, guard.token)
+        runs = browser.get("/").text
+        assert 'class="thread-link" href="/thread?id=chat-1"' in runs and 'class="session-link" href="/session?id=support-7"' in runs
+        assert "langgraph/" not in runs and "openai-agents/" not in runs  # their internal runs are not listed
+        session = browser.get("/session?id=support-7").text
+        assert '<div class="message user">' in session and "My order is late" in session

@@ -25,6 +25,7 @@ class Entry:
     kind: str  # run, thread, session
     name: str  # the run name, thread id or session id
     runs: list[str]  # the runs that hold it
+    namespaces: list[str] = field(default_factory=list)  # a thread's checkpoint namespaces ("" is the root graph)
 
 
 @dataclass
@@ -56,9 +57,11 @@ class Listing:
 def entries(store: agentfs.Store) -> list[Entry]:
     """Runs by name, then threads, then sessions; the internal runs of threads and sessions and the audit runs are not listed."""
     names = store.runs()
-    threads: dict[str, list[str]] = {}
+    threads: dict[str, Entry] = {}
     for where in ThreadRuns(store, Layout(DEFAULT_PREFIX)).spaces([name for name in names if name.startswith(DEFAULT_PREFIX + "/")]):
-        threads.setdefault(where.thread, []).append(Layout(DEFAULT_PREFIX).checkpoints(where))
+        thread = threads.setdefault(where.thread, Entry("thread", where.thread, []))
+        thread.runs.append(Layout(DEFAULT_PREFIX).checkpoints(where))
+        thread.namespaces.append(where.ns)
     sessions: dict[str, list[str]] = {}
     plain = []
     for name in names:
@@ -66,7 +69,7 @@ def entries(store: agentfs.Store) -> list[Entry]:
             sessions.setdefault(name.rsplit("/", 1)[0], []).append(name)
         elif not name.startswith((DEFAULT_PREFIX + "/", AUDIT_PREFIX)):
             plain.append(Entry("run", name, [name]))
-    found = [Entry("thread", thread, runs) for thread, runs in sorted(threads.items())]
+    found = [threads[thread] for thread in sorted(threads)]
     for root, runs in sorted(sessions.items()):
         found.append(Entry("session", _session_id(store, root, runs), runs))
     return plain + found

@@ -1,0 +1,43 @@
+"""agentfs ui pagination: the runs list and a run's page show one page at a time and link to the next."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+import agentfs
+from agentfs.ui.app import Settings, create_app
+from agentfs.ui.listing import PAGE
+from agentfs.ui.security import COOKIE, Guard
+from agentfs.ui.views import RUN_PAGE
+
+
+def client(store: agentfs.Store) -> TestClient:
+    guard = Guard()
+    guard.serve_at("127.0.0.1", 8123)
+    browser = TestClient(create_app(store, guard, Settings()), base_url="http://127.0.0.1:8123")
+    browser.cookies.set(COOKIE, guard.token)
+    return browser
+
+
+def test_runs_list_and_run_page_are_paginated(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path, durability="process") as store:
+        for index in range(PAGE + 5):
+            store.run(f"agent-{index:03d}").commit({"i": index})
+        run = store.run("agent-000")
+        ids = [run.head_id()] + [run.commit({"i": step}).id for step in range(RUN_PAGE + 10)]
+        browser = client(store)
+        first = browser.get("/").text
+        assert first.count('class="run-link"') == PAGE and 'id="next-page"' in first and f"{PAGE + 5} entries" in first
+        second = browser.get("/?page=1").text
+        assert re.findall(r'class="run-link" href="/run\?name=([^"]+)"', second) == [
+            f"agent-{index:03d}" for index in range(PAGE, PAGE + 5)
+        ]
+        assert 'id="next-page"' not in second
+        newest = browser.get("/run?name=agent-000").text
+        shown = re.findall(r'class="cp-link" href="/checkpoint\?run=agent-000&amp;id=(\w+)"', newest)
+        assert shown == ids[::-1][:RUN_PAGE] and 'id="older"' in newest
+        older = browser.get("/run?name=agent-000&page=1").text
+        assert re.findall(r'class="cp-link" href="/checkpoint\?run=agent-000&amp;id=(\w+)"', older) == ids[::-1][RUN_PAGE:]
