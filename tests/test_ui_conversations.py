@@ -50,6 +50,8 @@ def test_thread_json_and_an_earlier_checkpoint(store_path: Path, capsys: pytest.
     document = json.loads(capsys.readouterr().out)
     assert [message["role"] for message in document["messages"]] == ["human", "ai", "tool"]
     assert [step["source"] for step in document["steps"]] == ["input", "loop", "loop", "loop"]
+    assert [step["nodes"] for step in document["steps"]] == [["__input__"], ["__start__"], ["agent"], ["tools"]]  # review is interrupted
+    assert document["steps"][2]["writes"] == ["branch:to:tools", "messages"]
     first_loop = document["steps"][1]["checkpoint_id"]
     assert main(["--store", str(store_path), "thread", "chat-1", "--json", "--checkpoint", first_loop]) == 0
     earlier = json.loads(capsys.readouterr().out)
@@ -73,7 +75,7 @@ def test_mcp_tool_returns_the_conversation(store_path: Path) -> None:
         thread = read_conversation(store, ConversationArguments(kind="thread", name="chat-1"))
         session = read_conversation(store, ConversationArguments(kind="session", name="support-7"))
     assert thread["messages"][1]["tool_calls"] == [{"name": "lookup", "args": {"city": "Paris"}, "id": "call-1"}]
-    assert thread["interrupts"][0][0]["value"] == {"question": "Send this answer?"}
+    assert thread["interrupts"][0]["value"] == {"question": "Send this answer?"}
     assert session["messages"][0]["text"] == "My order is late"
 
 

@@ -28,12 +28,13 @@ class Message:
 
 @dataclasses.dataclass
 class Step:
-    """A checkpoint of the thread: its LangGraph id, step, source, and the channels the step before wrote."""
+    """A checkpoint of the thread: its LangGraph id, step, source, the nodes that ran and the channels they wrote."""
 
     checkpoint_id: str
     step: Any
     source: Any
     writes: list[str]
+    nodes: list[str] = dataclasses.field(default_factory=list)  # the nodes that ran in the step that made it
 
 
 @dataclasses.dataclass

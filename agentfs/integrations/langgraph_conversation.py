@@ -20,6 +20,7 @@ from .langgraph.saver import AgentFSSaver
 from .langgraph_threads import DEFAULT_PREFIX
 
 INTERRUPT = "__interrupt__"
+STEPS_SHOWN = 50  # the newest checkpoints of a thread listed as steps: each is read whole
 # LangGraph's msgpack extension codes (langgraph.checkpoint.serde.jsonplus): 0-5 hold (module, name, payload, ...)
 CONSTRUCTED = range(0, 6)
 NUMPY_ARRAY, DELTA_SNAPSHOT = 6, 7
@@ -81,14 +82,19 @@ def thread_conversation(
     raw = values.get("messages", []) if isinstance(values, dict) else []
     messages = [message_of(item) for item in raw] if isinstance(raw, list) else [message_of(raw)]
     pending = found.pending_writes or []
-    interrupts = [value for _task, channel, value in pending if channel == INTERRUPT]
+    interrupts = [
+        item for _task, channel, value in pending if channel == INTERRUPT for item in (value if isinstance(value, list) else [value])
+    ]
     next_nodes = sorted({channel.split(":")[-1] for _task, channel, _value in pending if channel.startswith("branch:to:")})
     steps = []
-    listed = list(saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ns}}))  # type: ignore[arg-type]
-    writes_of = {item.config["configurable"]["checkpoint_id"]: sorted({w[1] for w in item.pending_writes or []}) for item in listed}
+    listed = list(saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ns}}, limit=STEPS_SHOWN))  # type: ignore[arg-type]
+    by_id = {item.config["configurable"]["checkpoint_id"]: item for item in listed}
     for item in reversed(listed):
         meta = item.metadata if isinstance(item.metadata, dict) else {}
-        parent = item.parent_config["configurable"]["checkpoint_id"] if item.parent_config else None
-        steps.append(Step(item.config["configurable"]["checkpoint_id"], meta.get("step"), meta.get("source"), writes_of.get(parent, [])))
+        parent = by_id.get(item.parent_config["configurable"]["checkpoint_id"]) if item.parent_config else None
+        writes = sorted({write[1] for write in parent.pending_writes or []}) if parent else []
+        seen, before = item.checkpoint.get("versions_seen", {}), parent.checkpoint.get("versions_seen", {}) if parent else {}
+        nodes = sorted(node for node, versions in seen.items() if versions != before.get(node))
+        steps.append(Step(item.config["configurable"]["checkpoint_id"], meta.get("step"), meta.get("source"), writes, nodes))
     at = found.config["configurable"]["checkpoint_id"]
     return Conversation("thread", thread, at, messages, steps, interrupts, next_nodes)
