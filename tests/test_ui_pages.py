@@ -8,7 +8,9 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 import agentfs
+from agentfs.cli.main import main
 from agentfs.ui.app import Settings, create_app
+from agentfs.ui.lineage import Heads
 from agentfs.ui.listing import PAGE
 from agentfs.ui.security import COOKIE, Guard
 from agentfs.ui.views import RUN_PAGE
@@ -41,3 +43,27 @@ def test_runs_list_and_run_page_are_paginated(tmp_path: Path) -> None:
         assert shown == ids[::-1][:RUN_PAGE] and 'id="older"' in newest
         older = browser.get("/run?name=agent-000&page=1").text
         assert re.findall(r'class="cp-link" href="/checkpoint\?run=agent-000&amp;id=(\w+)"', older) == ids[::-1][RUN_PAGE:]
+
+
+def test_heads_follow_new_commits_and_a_pulled_divergence(tmp_path: Path) -> None:
+    url = (tmp_path / "remote").as_uri()
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    with agentfs.open(mine) as store:
+        store.run("shared").commit({"step": 0})
+    assert main(["--store", str(mine), "sync", url]) == 0
+    assert main(["--store", str(other), "pull", url]) == 0
+    with agentfs.open(other) as store:
+        theirs = store.run("shared").commit({"step": 1, "by": "other"}).id  # older than mine: a pull inserts it before mine
+    assert main(["--store", str(other), "sync", url]) == 0
+    with agentfs.open(mine) as store:
+        run = store.run("shared")
+        heads = Heads(store)
+        first = run.commit({"step": 1, "by": "mine"}).id
+        assert heads.of("shared", run.ids()) == [first]
+        second = run.commit({"step": 2}).id
+        assert heads.of("shared", run.ids()) == [second]  # read from the one new manifest
+    assert main(["--store", str(mine), "pull", url]) == 0
+    with agentfs.open(mine) as store:
+        ids = store.run("shared").ids()
+        assert ids.index(theirs) < ids.index(second)
+        assert heads.of("shared", ids) == sorted([theirs, second]) == store.run("shared").heads()
