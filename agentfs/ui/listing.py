@@ -94,15 +94,20 @@ class RunsPage:
             rows = [self.row(entry, remotes) for entry in chosen[:PAGE]]
             return Listing(rows, page, len(chosen) > PAGE, len(candidates), [url for url, _ in remotes])
         key, _, wanted = meta_filter.partition("=")
-        matched: list[Row] = []
-        for entry in candidates:  # a metadata filter reads heads in order until the page is full
-            row = self.row(entry, remotes)
-            if key in row.metadata and (not wanted or str(row.metadata[key]) == wanted):
-                matched.append(row)
+        matched: list[Entry] = []
+        for entry in candidates:  # a metadata filter reads heads in order until the page is full: one manifest each
+            metadata = self._head_metadata(entry)
+            if key in metadata and (not wanted or str(metadata[key]) == wanted):
+                matched.append(entry)
             if len(matched) > (page + 1) * PAGE:
                 break
-        shown = matched[page * PAGE : (page + 1) * PAGE]
-        return Listing(shown, page, len(matched) > (page + 1) * PAGE, None, [url for url, _ in remotes])
+        rows = [self.row(entry, remotes) for entry in matched[page * PAGE : (page + 1) * PAGE]]
+        return Listing(rows, page, len(matched) > (page + 1) * PAGE, None, [url for url, _ in remotes])
+
+    def _head_metadata(self, entry: Entry) -> dict[str, object]:
+        """The metadata of the newest head among the entry's runs."""
+        heads = [head for head in (self.store.run(name).latest() for name in entry.runs) if head is not None]
+        return max(heads, key=lambda head: head.created).metadata if heads else {}
 
     def _remotes(self) -> list[tuple[str, PushIndex]]:
         if self.store.source is not None:
