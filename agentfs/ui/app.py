@@ -196,7 +196,7 @@ def _safe(pages: Pages, handler: Any) -> Any:
             return response
         except agentfs.NotFound as exc:
             return pages.render("error.html", 404, message=str(exc))
-        except (agentfs.AgentFSError, KeyError) as exc:
+        except agentfs.AgentFSError as exc:
             return pages.render("error.html", 400, message=str(exc))
 
     return page

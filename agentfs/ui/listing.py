@@ -54,25 +54,37 @@ class Listing:
     remotes: list[str]
 
 
-def entries(store: agentfs.Store) -> list[Entry]:
-    """Runs by name, then threads, then sessions; the internal runs of threads and sessions and the audit runs are not listed."""
+def entries(store: agentfs.Store, name_filter: str = "") -> tuple[list[str], list[Entry]]:
+    """(plain run names, then threads and sessions) whose name holds `name_filter` (any case). The internal runs of
+    threads and sessions and the audit runs are not listed; a plain run becomes an Entry only when its page is shown
+    (10,000 of them cost a list of names, not 10,000 objects)."""
     names = store.runs()
-    threads: dict[str, Entry] = {}
-    for where in ThreadRuns(store, Layout(DEFAULT_PREFIX)).spaces([name for name in names if name.startswith(DEFAULT_PREFIX + "/")]):
-        thread = threads.setdefault(where.thread, Entry("thread", where.thread, []))
-        thread.runs.append(Layout(DEFAULT_PREFIX).checkpoints(where))
-        thread.namespaces.append(where.ns)
+    hidden = (DEFAULT_PREFIX + "/", SESSION_PREFIX + "/", AUDIT_PREFIX)
+    needle = name_filter.lower()
+    plain, langgraph_runs = [], []
     sessions: dict[str, list[str]] = {}
-    plain = []
-    for name in names:
-        if name.startswith(SESSION_PREFIX + "/"):
+    for name in names:  # one pass, one startswith for most names
+        if not name.startswith(hidden):
+            if not needle or needle in name.lower():
+                plain.append(name)
+        elif name.startswith(hidden[0]):
+            langgraph_runs.append(name)
+        elif name.startswith(hidden[1]):
             sessions.setdefault(name.rsplit("/", 1)[0], []).append(name)
-        elif not name.startswith((DEFAULT_PREFIX + "/", AUDIT_PREFIX)):
-            plain.append(Entry("run", name, [name]))
-    found = [threads[thread] for thread in sorted(threads)]
-    for root, runs in sorted(sessions.items()):
-        found.append(Entry("session", _session_id(store, root, runs), runs))
-    return plain + found
+    layout = Layout(DEFAULT_PREFIX)
+    threads: dict[str, Entry] = {}
+    for where in ThreadRuns(store, layout).spaces(langgraph_runs):
+        thread = threads.setdefault(where.thread, Entry("thread", where.thread, []))
+        thread.runs.append(layout.checkpoints(where))
+        thread.namespaces.append(where.ns)
+    others = [threads[thread] for thread in sorted(threads)]
+    others += [Entry("session", _session_id(store, root, runs), runs) for root, runs in sorted(sessions.items())]
+    return plain, [entry for entry in others if not needle or needle in entry.name.lower()]
+
+
+def _page_of(plain: list[str], others: list[Entry], start: int, stop: int) -> list[Entry]:
+    shown = [Entry("run", name, [name]) for name in plain[start:stop]]
+    return shown + others[max(0, start - len(plain)) : max(0, stop - len(plain))]
 
 
 def _session_id(store: agentfs.Store, root: str, runs: list[str]) -> str:
@@ -87,12 +99,13 @@ class RunsPage:
         self.heads = heads
 
     def listing(self, name_filter: str, meta_filter: str, page: int) -> Listing:
-        candidates = [entry for entry in entries(self.store) if name_filter.lower() in entry.name.lower()]
+        plain, others = entries(self.store, name_filter)
+        total = len(plain) + len(others)
         remotes = self._remotes()
         if not meta_filter:
-            chosen = candidates[page * PAGE : (page + 1) * PAGE + 1]
-            rows = [self.row(entry, remotes) for entry in chosen[:PAGE]]
-            return Listing(rows, page, len(chosen) > PAGE, len(candidates), [url for url, _ in remotes])
+            rows = [self.row(entry, remotes) for entry in _page_of(plain, others, page * PAGE, (page + 1) * PAGE)]
+            return Listing(rows, page, total > (page + 1) * PAGE, total, [url for url, _ in remotes])
+        candidates = _page_of(plain, others, 0, total)
         key, _, wanted = meta_filter.partition("=")
         matched: list[Entry] = []
         for entry in candidates:  # a metadata filter reads heads in order until the page is full: one manifest each
