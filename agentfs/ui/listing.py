@@ -13,6 +13,7 @@ from ..format.refs import ref_size
 from ..integrations.conversations import SESSION_PREFIX
 from ..integrations.langgraph_layout import Layout
 from ..integrations.langgraph_threads import DEFAULT_PREFIX, ThreadRuns
+from ..integrations.langgraph_view import StoreView
 from ..sync.index import PushIndex, synced_dirs
 from .lineage import Heads
 
@@ -97,6 +98,7 @@ class RunsPage:
     def __init__(self, store: agentfs.Store, heads: Heads) -> None:
         self.store = store
         self.heads = heads
+        self._metadata: dict[str, tuple[str, dict[str, object]]] = {}  # run -> (its head id, that head's metadata)
 
     def listing(self, name_filter: str, meta_filter: str, page: int) -> Listing:
         plain, others = entries(self.store, name_filter)
@@ -108,8 +110,9 @@ class RunsPage:
         candidates = _page_of(plain, others, 0, total)
         key, _, wanted = meta_filter.partition("=")
         matched: list[Entry] = []
-        for entry in candidates:  # a metadata filter reads heads in order until the page is full: one manifest each
-            metadata = self._head_metadata(entry)
+        view = StoreView(self.store)  # one look at the segments for every head
+        for entry in candidates:  # a metadata filter reads heads in order until the page is full: one manifest each, once
+            metadata = self._head_metadata(entry, view)
             if key in metadata and (not wanted or str(metadata[key]) == wanted):
                 matched.append(entry)
             if len(matched) > (page + 1) * PAGE:
@@ -117,10 +120,21 @@ class RunsPage:
         rows = [self.row(entry, remotes) for entry in matched[page * PAGE : (page + 1) * PAGE]]
         return Listing(rows, page, len(matched) > (page + 1) * PAGE, None, [url for url, _ in remotes])
 
-    def _head_metadata(self, entry: Entry) -> dict[str, object]:
-        """The metadata of the newest head among the entry's runs."""
-        heads = [head for head in (self.store.run(name).latest() for name in entry.runs) if head is not None]
-        return max(heads, key=lambda head: head.created).metadata if heads else {}
+    def _head_metadata(self, entry: Entry, view: StoreView) -> dict[str, object]:
+        """The metadata of the newest head among the entry's runs, kept per run while its head stays."""
+        newest: tuple[str, dict[str, object]] | None = None
+        for name in entry.runs:
+            head = view.head(name)
+            if head is None:
+                continue
+            cached = self._metadata.get(name)
+            if cached is None or cached[0] != head:
+                checkpoint = self.store.run(name).latest()
+                if checkpoint is None:
+                    continue
+                cached = self._metadata[name] = (checkpoint.id, checkpoint.metadata)
+            newest = cached if newest is None or cached[0] > newest[0] else newest
+        return newest[1] if newest else {}
 
     def _remotes(self) -> list[tuple[str, PushIndex]]:
         if self.store.source is not None:
