@@ -67,3 +67,20 @@ def test_heads_follow_new_commits_and_a_pulled_divergence(tmp_path: Path) -> Non
         ids = store.run("shared").ids()
         assert ids.index(theirs) < ids.index(second)
         assert heads.of("shared", ids) == sorted([theirs, second]) == store.run("shared").heads()
+
+
+def test_heads_warm_up_looks_at_every_run_and_stops_when_the_store_closes(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path, durability="process") as store:
+        for name in ("a", "b"):
+            for step in range(30):
+                store.run(name).commit({"step": step})
+        heads = Heads(store)
+        heads.warm().join(60)
+        assert {name: heads.of(name, store.run(name).ids()) for name in ("a", "b")} == {
+            "a": store.run("a").heads(),
+            "b": store.run("b").heads(),
+        }
+        assert set(heads._known) == {"a", "b"}  # both looked at before any page asked
+        late = heads.warm()
+    late.join(60)  # the store closed under it: it ends, without an exception reaching threading's hook
+    assert not late.is_alive()

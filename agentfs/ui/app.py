@@ -178,8 +178,9 @@ def create_app(store: agentfs.Store, guard: Guard, settings: Settings) -> Starle
         Route("/session", _safe(pages, pages.session)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    if store.source is None:
+    if store.source is None:  # a remote's runs are looked at when shown: listing them all is one request each
         routes.append(Route("/events", pages.events))
+        pages.heads.warm()
     if settings.allow_writes:
         routes += actions.routes(pages)
     app = Starlette(routes=routes)

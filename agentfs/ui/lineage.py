@@ -28,11 +28,30 @@ class Heads:
     def __init__(self, store: agentfs.Store) -> None:
         self.store = store
         self._known: dict[str, _Known] = {}
-        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}  # one per run: a long first look at one run holds up no other
+        self._lock = threading.Lock()  # guards _locks
+
+    def warm(self) -> threading.Thread:
+        """Look at every run once, in a daemon thread, so that the first page of a long run is not the first look
+        (100,000 manifests take tens of seconds). Stops quietly when the store is closed under it."""
+
+        def look() -> None:
+            try:
+                for run in self.store.runs():
+                    if run not in self._known:  # a page got there first
+                        self.of(run, self.store.ids(run))
+            except (agentfs.AgentFSError, OSError, ValueError):
+                return
+
+        thread = threading.Thread(target=look, name="agentfs-ui-heads", daemon=True)
+        thread.start()
+        return thread
 
     def of(self, run: str, ids: list[str]) -> list[str]:
         """The ids among `ids` (the run's, oldest first) that no checkpoint of the run names as parent."""
         with self._lock:
+            lock = self._locks.setdefault(run, threading.Lock())
+        with lock:
             known = self._known.get(run)
             reusable = known is not None and 0 < known.count <= len(ids) and ids[0] == known.first and ids[known.count - 1] == known.last
             if not reusable or known is None:
