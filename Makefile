@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states faketime test-push-stress
+.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states faketime test-push-stress chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/python examples/cross_machine_resume.py $(REMOTE)
 
-test: $(BIN)/python faketime
+test: $(BIN)/python faketime chromium
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	$(BIN)/ruff check agentfs tests tests_upstream benchmarks examples
 	$(BIN)/mypy
@@ -65,3 +65,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 faketime:
 	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || \
 		($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq faketime)
+
+# Debian's chromium for the browser tests of `agentfs ui` (Playwright drives it by path; no browser download)
+chromium:
+	@test -x /usr/bin/chromium || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium)

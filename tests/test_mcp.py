@@ -30,7 +30,16 @@ RUN = "agent/main"
 LONG_NOTE = "note " * 400  # longer than any preview
 BINARY = bytes(range(256)) * 8
 WRITE_TOOLS = {"commit", "fork", "write_artifact"}
-READ_TOOLS = {"list_runs", "list_checkpoints", "show_checkpoint", "read_state", "diff_checkpoints", "read_artifact", "list_journal"}
+READ_TOOLS = {
+    "list_runs",
+    "list_checkpoints",
+    "show_checkpoint",
+    "read_state",
+    "diff_checkpoints",
+    "read_artifact",
+    "list_journal",
+    "read_conversation",
+}
 LEGACY, MODERN = "legacy", "2026-07-28"
 TIMEOUT = 20
 

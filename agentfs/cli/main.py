@@ -21,6 +21,7 @@ from . import (
     retention_commands,
     stats_commands,
     sync_commands,
+    ui_commands,
     upgrade_commands,
 )
 from .common import FAILED, INTERRUPTED, NOT_FOUND, STDOUT_CLOSED, USAGE, WRONG_KEY, UsageError
@@ -36,6 +37,7 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
     mcp_commands,
     upgrade_commands,
     key_commands,
+    ui_commands,
 )
 
 EPILOG = f"""\

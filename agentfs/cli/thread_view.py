@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import Any
 
 import agentfs
 
 from ..errors import NotFound
+from ..integrations.conversations import Conversation, session_conversation
 from ..integrations.langgraph_layout import Layout
 from ..integrations.langgraph_threads import DEFAULT_PREFIX, ThreadRuns, ThreadSummary, is_write_batch, summarize
 from . import output
+from .common import FAILED, OK, open_existing
 
 THREAD_HEADER = ["THREAD", "NAMESPACES", "CHECKPOINTS", "RUNS"]
 
@@ -80,3 +84,45 @@ def print_thread_log(thread: str, log: dict[str, list[dict[str, Any]]]) -> None:
             parent = f"parent {entry['parent_checkpoint_id']}" if entry["parent_checkpoint_id"] else "root"
             fields = [entry["checkpoint_id"], output.when(entry["created"]), parent, f"commit {entry['commit']}"]
             output.line("  " + "  ".join([*fields, *(["(latest)"] if index == 0 else [])]))
+
+
+def _print_conversation(conversation: Conversation) -> None:
+    output.line(f"{conversation.kind} {conversation.name!r} at {conversation.at}: {output.count(len(conversation.messages), 'message')}")
+    for message in conversation.messages:
+        who = message.role + (f" ({message.name})" if message.name else "")
+        who += f" -> {message.tool_call_id}" if message.tool_call_id else ""
+        output.line(f"[{who}] {message.text}")
+        for call in message.tool_calls:
+            output.line(f"    calls {call['name']}({json.dumps(call['args'], ensure_ascii=False, default=repr)}) id {call['id']}")
+    for interrupt in conversation.interrupts:
+        output.line(f"[interrupt] {json.dumps(interrupt, ensure_ascii=False, default=repr)}")
+
+
+def show_thread(args: argparse.Namespace) -> int:
+    """`agentfs thread THREAD`: its messages at the latest (or --checkpoint) LangGraph checkpoint, decoded."""
+    try:
+        # LangGraph is an optional dependency: importing the CLI must not need it
+        from ..integrations.langgraph_conversation import thread_conversation
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("langgraph", "langchain_core", "ormsgpack"):
+            raise
+        print(f"agentfs: error: `thread` needs LangGraph ({exc.name} is missing): pip install 'agentfs-store[langgraph]'", file=sys.stderr)
+        return FAILED
+    with open_existing(args) as store:
+        conversation = thread_conversation(store, args.thread, checkpoint_id=args.checkpoint, ns=args.ns)
+    if args.json:
+        output.emit_json(conversation.as_json())
+    else:
+        _print_conversation(conversation)
+    return OK
+
+
+def show_session(args: argparse.Namespace) -> int:
+    """`agentfs session NAME`: an OpenAI Agents session's items at its branch's head (or --checkpoint)."""
+    with open_existing(args) as store:
+        conversation = session_conversation(store, args.session, branch=args.branch, checkpoint_id=args.checkpoint)
+    if args.json:
+        output.emit_json(conversation.as_json())
+    else:
+        _print_conversation(conversation)
+    return OK

@@ -25,6 +25,7 @@ from . import (
     scale,
     small_commit,
     sync_lag,
+    ui_pages,
 )
 
 WORKLOADS: dict[str, Callable[[Context], None]] = {
@@ -45,4 +46,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "daemon_load": daemon_load.run,
     "encryption": encryption.run,
     "frameworks": frameworks.run,
+    "ui_pages": ui_pages.run,
 }

@@ -30,8 +30,11 @@ from pydantic import ValidationError
 
 import agentfs
 
+from .conversation_tool import CONVERSATION_TOOL
 from .render import checkpoint_summary, dumps, state_summary
 from .tools import TOOLS, ToolSpec
+
+ALL_TOOLS = (*TOOLS, CONVERSATION_TOOL)
 
 URI_PREFIX = "agentfs://runs/"
 URI_SUFFIX = "/latest"
@@ -72,8 +75,8 @@ class AgentFSServer:
     def __init__(self, store: agentfs.Store, *, read_only: bool = False) -> None:
         self.store = store
         self.read_only = read_only
-        self.tools: dict[str, ToolSpec] = {tool.name: tool for tool in TOOLS if tool.read_only or not read_only}
-        self._refused = {tool.name for tool in TOOLS} - self.tools.keys()
+        self.tools: dict[str, ToolSpec] = {tool.name: tool for tool in ALL_TOOLS if tool.read_only or not read_only}
+        self._refused = {tool.name for tool in ALL_TOOLS} - self.tools.keys()
         self._store_access = anyio.CapacityLimiter(1)
         self._bus = InMemorySubscriptionBus()
         self._subscribers: list[_Subscriber] = []
