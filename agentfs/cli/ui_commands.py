@@ -10,7 +10,7 @@ import tempfile
 
 import agentfs
 
-from ..sync.remote import redact
+from ..redaction import redact_url
 from . import thread_view
 from .common import FAILED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
 
@@ -60,7 +60,7 @@ def run_ui(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="agentfs-ui-") as scratch:
             store = agentfs.open(scratch, remote=args.remote, storage_options=storage_options(args.storage_options))
             with store:
-                serve(store, args.host, args.port, Settings(False, user, redact(args.remote)))
+                serve(store, args.host, args.port, Settings(False, user, redact_url(args.remote)))
         return OK
     with open_existing(args) as store:
         serve(store, args.host, args.port, Settings(args.allow_writes, user, str(store_path(args))))
