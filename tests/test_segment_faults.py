@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import agentfs
+from agentfs.engine.segment_writer import SegmentWriter
 from agentfs.engine.segments import SealedSegment, open_indexed, segment_ids
 from agentfs.format import segment as fmt
 from tests.test_cli import cli
@@ -153,6 +154,15 @@ def test_close_from_inside_a_commit_thread_does_not_wait_for_itself(tmp_path: Pa
     assert not closer.is_alive()
     with pytest.raises(agentfs.AgentFSError, match="closed"):
         run.commit({"n": 1})
+
+
+def test_a_closed_segment_writer_refuses_to_append_rather_than_write_without_its_slot(tmp_path: Path) -> None:
+    writer = SegmentWriter(tmp_path / "segments", tmp_path / "locks")
+    writer.append([fmt.Record(99, b"first", b"x")])
+    writer.close()  # another thread of the store may still hold a reference to it
+    with pytest.raises(agentfs.AgentFSError, match="closed"):
+        writer.append([fmt.Record(99, b"second", b"y")])
+    assert len(segment_ids(tmp_path / "segments")) == 1
 
 
 ROLLOVER_CHILD = """

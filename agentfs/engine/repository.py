@@ -192,8 +192,7 @@ class Repository(SegmentStore):
     @property
     def pool(self) -> ThreadPoolExecutor:
         with self._lock:
-            if self._pool is None:
-                self._check_open()
+            if self._pool is None:  # made again after close: a checkpoint of a closed store still reads lazily
                 self._pool = _Pool(self.root, max_workers=4, thread_name_prefix="agentfs-io")
             return self._pool
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 from ulid import ULID
 
-from ..errors import AgentFSError, StorageError
+from ..errors import AgentFSError, StorageError, StoreClosed
 from ..format import keys
 from ..format import segment as fmt
 from ..fsutil import fsync_dir, make_dirs, temp_path, write_temp
@@ -250,6 +250,8 @@ class SegmentWriter:
     def append_batch(self, records: Sequence[fmt.Record], *, sync: bool = True) -> tuple[int, int, int, list[fmt.IndexEntry]]:
         """append(), returning what an index of the batch needs: (segment id, start, end, the records' index entries)."""
         with self._mutex:
+            if self._lock_fd < 0:  # closed: its slot is free, so another writer may append there now
+                raise StoreClosed(f"the segment writer of {self.directory} is closed")
             parts, entries = fmt.batch_parts(self.segment_id, self.position, records)
             length = sum(map(len, parts))
             end = self.position + length

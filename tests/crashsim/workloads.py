@@ -32,6 +32,7 @@ from .segment_workloads import PLANTS as SEGMENT_PLANTS
 from .trace import ack
 
 ARTIFACT = random.Random(7).randbytes(300_000)  # several chunks, so a tree of objects
+ROLLOVER_ARTIFACT = random.Random(8).randbytes(1_100_000)  # past SEAL_AT: a clean close seals the segment
 RESTART_STATE = {"step": 1, "same": "in every process"}
 
 
@@ -134,6 +135,17 @@ def killed(store: agentfs.Store, point: str) -> None:
     raise RuntimeError(f"kill point {point!r} was never reached")
 
 
+def rollover(store: agentfs.Store) -> None:
+    """A segment past the seal size closed (sealed, its seal copy published), then a new segment made aside in
+    tmp/ and linked into segments/ by the next process's first commit: no crash state may lose an acknowledged
+    commit, show a segment without its header, or a sealed segment its seal copy calls damaged."""
+    run = store.run("w/roll")
+    ack_commit(run.commit({"step": 0}, artifacts={"big.bin": ROLLOVER_ARTIFACT}))
+    store.close()  # 1 MiB or more: sealed, and its seal copy written
+    with agentfs.open(store.root) as again:
+        ack_commit(again.run("w/roll").commit({"step": 1}, artifacts={"small.bin": b"after the seal"}))
+
+
 def reuse(store: agentfs.Store) -> None:
     """Another live writer (durability "process": nothing synced) commits and records a call; this
     process, in another writer slot, commits after its entry, deduplicates against its objects and
@@ -182,13 +194,14 @@ WORKLOADS: dict[str, Callable[..., None]] = {
     "writer": writer,
     "killed": killed,
     "reuse": reuse,
+    "rollover": rollover,
     "unsynced": unsynced,
 }
 SETUPS: dict[str, Callable[[agentfs.Store], None]] = {"prune_gc": prune_gc_setup}
 # workloads on a store that agentfs.open must not open first (a format-1 store)
 PATH_WORKLOADS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_workload}
 PATH_SETUPS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_setup}
-SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart", "reuse")  # the ones a test runs
+SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart", "reuse", "rollover")  # the ones a test runs
 
 
 def main(argv: list[str]) -> None:
