@@ -11,7 +11,7 @@ import threading
 import time
 
 from ..format import codec, kinds
-from ..format.entries import decode_entry_at
+from ..format.entries import Entry, decode_entry_at
 from ..format.refs import Location
 from .index import PushIndex
 from .pack_remote import PackRemote
@@ -92,3 +92,21 @@ class Holdings:
         """Drop from the push index what it claimed and the remote lacks."""
         if self.lost_objects or self.lost_entries:
             self.index.forget(self.lost_objects, self.lost_entries, set())
+
+
+def borrowed_first(entries: dict[Location, tuple[bytes, Entry]]) -> list[Location]:
+    """The entries in an order where each comes after those of `entries` it borrows from (ids ascending
+    otherwise; iterative, as a run's entries may chain thousands deep)."""
+    ordered: list[Location] = []
+    placed: set[Location] = set()
+    for start in sorted(entries):
+        stack = [(start, False)]
+        while stack:
+            loc, deps_done = stack.pop()
+            if deps_done:
+                ordered.append(loc)
+            elif loc not in placed:
+                placed.add(loc)
+                stack.append((loc, True))
+                stack.extend((dep, False) for dep in entries[loc][1].borrowed() if dep in entries and dep not in placed)
+    return ordered

@@ -35,7 +35,7 @@ from ..format.segment import IndexEntry, Record
 from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
-from .outgoing import Holdings, Refusals, check_entry, check_object
+from .outgoing import Holdings, Refusals, borrowed_first, check_entry, check_object
 from .pack_remote import KIND_OF, PackRemote
 from .pull import check_record
 from .remote_gc import GcBarrier
@@ -182,7 +182,7 @@ class Pusher:
         if stop is not None and stop.is_set():
             return
         with ThreadPoolExecutor(1, thread_name_prefix="agentfs-push") as pool:
-            self._place(self._put_indexes(pool, self._put_packs(pool, self._records(pool, [oid], {}, []), stats)))
+            self._place(self._put_indexes(pool, self._put_packs(self._records(pool, [oid], {}, []), stats)))
         if oid not in self.refusals.objects:
             self.index.add_objects([oid])
 
@@ -212,12 +212,12 @@ class Pusher:
         if self._bar is not None:
             self._bar.total = (self._bar.total or 0) + self._sizes(oids) + sum(len(raw) for raw, _entry in entries.values())
             self._bar.refresh()
-        uploads = self._put_packs(pool, self._records(pool, oids, entries, records), stats)
+        uploads = self._put_packs(self._records(pool, oids, entries, records), stats)
         if self.barrier.check(stop):  # a remote gc finished since the look above: what the index vouched for may be gone
             sent = set(oids)
             again = [oid for loc, (_raw, entry) in entries.items() for oid in self._closure(loc, entry, set())]
             gone = sorted({oid for oid in again if oid not in self.index.objects} - sent)
-            uploads += self._put_packs(pool, self._records(pool, gone, {}, []), stats)
+            uploads += self._put_packs(self._records(pool, gone, {}, []), stats)
         self._place(self._put_indexes(pool, uploads))
         retired = [(run, record_id) for kind, run, record_id in records if kind == RETIRED]
         for _ in pool.map(lambda loc: self._put_retired(*loc), retired):  # before the index says they are up
@@ -276,7 +276,7 @@ class Pusher:
                 if record is not None:
                     yield record
         self._refuse_dependents(entries)  # every object is checked by now
-        for run, checkpoint_id in _borrowed_first(entries):
+        for run, checkpoint_id in borrowed_first(entries):
             if (run, checkpoint_id) not in self.refusals.entries:
                 yield Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), entries[run, checkpoint_id][0])
         for kind, run, record_id in records:
@@ -313,9 +313,16 @@ class Pusher:
             return None
         return Record(kinds.OBJECT, oid, data)
 
-    def _put_packs(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[Pack]:
-        """Put the records up as packs, each built and put on the pool (framing and checksums use both
-        cores); every one whole when this returns."""
+    def _put_packs(self, records: Iterator[Record], stats: PushStats) -> list[Pack]:
+        """Put the records up as packs, each built and put on a thread of its own while the next is gathered;
+        every one whole when this returns."""
+        # Hazard: packs built on all of `pool`'s threads left a pack-sized buffer in each thread's malloc arena
+        # (glibc keeps freed large blocks once its mmap threshold has grown): a 256 MiB push peaked at 179 MB RSS.
+        # Built on IN_FLIGHT threads of their own, it stays bounded (tests/test_sync_memory.py).
+        with ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="agentfs-pack") as packer:
+            return self._put_packs_on(packer, records, stats)
+
+    def _put_packs_on(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[Pack]:
         slots = threading.BoundedSemaphore(IN_FLIGHT)
         uploads: list[Future[Pack]] = []
         chunk: list[Record] = []
@@ -417,20 +424,3 @@ class Pusher:
                 raise reached.error
             yield reached.oid
 
-
-def _borrowed_first(entries: dict[Location, tuple[bytes, Entry]]) -> list[Location]:
-    """The entries in an order where each comes after those of `entries` it borrows from (ids ascending
-    otherwise; iterative, as a run's entries may chain thousands deep)."""
-    ordered: list[Location] = []
-    placed: set[Location] = set()
-    for start in sorted(entries):
-        stack = [(start, False)]
-        while stack:
-            loc, deps_done = stack.pop()
-            if deps_done:
-                ordered.append(loc)
-            elif loc not in placed:
-                placed.add(loc)
-                stack.append((loc, True))
-                stack.extend((dep, False) for dep in entries[loc][1].borrowed() if dep in entries and dep not in placed)
-    return ordered
