@@ -31,7 +31,7 @@ from typing import Any
 
 from ..errors import AgentFSError, Conflict, FormatError, InvalidName, NotFound
 from ..format import codec, kinds
-from ..format.config import encode_config
+from ..format.config import ENCRYPTED_HASH, encode_config
 from ..format.entries import decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import digest
@@ -83,7 +83,10 @@ def read_format(root: Path) -> tuple[int, dict[str, Any]]:
         config = json.loads(data)
     except ValueError as exc:
         raise FormatError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(config, dict) or not isinstance(config.get("store_id"), str) or config.get("hash") != "sha256":
+    if not isinstance(config, dict) or not isinstance(config.get("store_id"), str):
+        raise FormatError(f"{path} is not an agentfs store config")
+    encrypted_2 = config.get("hash") == ENCRYPTED_HASH and config.get("format") == TO  # encryption came with format 2
+    if config.get("hash") != "sha256" and not encrypted_2:
         raise FormatError(f"{path} is not an agentfs store config")
     found = config.get("format")
     if found not in (FROM, TO) or type(found) is not int:
