@@ -41,6 +41,7 @@ def test_init_encrypt_and_a_wrong_passphrase_exits_5(tmp_path: Path, monkeypatch
     assert run(monkeypatch, store, "runs", password=OLD) == 0
     assert run(monkeypatch, store, "runs", password="nope") == 5
     assert run(monkeypatch, store, "runs") == 5  # none given (and no terminal to ask in)
+    assert run(monkeypatch, store, "upgrade", str(store)) == 0  # an encrypted store is format 2: nothing to do
     wrong = cli("runs", store=store, env={"AGENTFS_PASSWORD": "nope"})  # the script: exit code and one line
     assert (wrong.returncode, wrong.stderr) == (5, f"agentfs: error: wrong passphrase for {store}\n")
 

@@ -31,7 +31,7 @@ from typing import Any
 from ..errors import AgentFSError, Conflict, FormatError, InvalidName, NotFound
 from ..format import codec, kinds
 from ..format.bounded_json import load_json
-from ..format.config import MAX_CONFIG, encode_config
+from ..format.config import ENCRYPTED_HASH, MAX_CONFIG, encode_config
 from ..format.entries import decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import digest
@@ -80,7 +80,10 @@ def read_format(root: Path) -> tuple[int, dict[str, Any]]:
     except FileNotFoundError:
         raise NotFound(f"no agentfs store at {root}: {path} does not exist") from None
     config = load_json(data, str(path), max_bytes=MAX_CONFIG)
-    if not isinstance(config, dict) or not isinstance(config.get("store_id"), str) or config.get("hash") != "sha256":
+    if not isinstance(config, dict) or not isinstance(config.get("store_id"), str):
+        raise FormatError(f"{path} is not an agentfs store config")
+    encrypted_2 = config.get("hash") == ENCRYPTED_HASH and config.get("format") == TO  # encryption came with format 2
+    if config.get("hash") != "sha256" and not encrypted_2:
         raise FormatError(f"{path} is not an agentfs store config")
     found = config.get("format")
     if found not in (FROM, TO) or type(found) is not int:

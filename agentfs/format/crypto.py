@@ -184,19 +184,24 @@ def _b64(text: object, where: str) -> bytes:
 def decode_slot(data: bytes, where: str) -> Slot:
     try:
         fields = json.loads(data)
-        if not isinstance(fields, dict) or fields.get("format") != SLOT_FORMAT:
-            raise FormatError(f"key slot {where} is not a format-{SLOT_FORMAT} key slot")
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(f"key slot {where} is not JSON: {exc}") from None
+    if not isinstance(fields, dict) or fields.get("format") != SLOT_FORMAT:
+        raise FormatError(f"key slot {where} is not a format-{SLOT_FORMAT} key slot")
+    try:
         slot = Slot(
             slot_id=str(fields["slot_id"]),
             key_id=str(fields["key_id"]),
             type=str(fields["type"]),
             kdf=dict(fields["kdf"]),
-            wrapped=_b64(fields["wrapped"], where),
+            wrapped=_b64(fields["wrapped"], f"key slot {where}: its wrapped key"),
             created=int(fields["created"]),
             label=str(fields.get("label", "")),
         )
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise FormatError(f"key slot {where} is malformed: {exc}") from None
+    except FormatError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FormatError(f"key slot {where} is malformed: {type(exc).__name__}: {exc}") from None
     if slot.type not in SLOT_TYPES:
         raise FormatError(f"key slot {where} has unknown type {slot.type!r}")
     return slot
