@@ -328,15 +328,10 @@ class PackRemote(Remote):
             if body is not None:
                 self._ahead_bytes -= len(body)
                 return body
-        missing: str | None = None  # the pack a first attempt found gone
-        for attempt in range(2):
+        for _attempt in range(2):
             place = self.locate(kind, key)
             if place is None:
                 return None
-            if attempt and place[0] == missing:  # listed by an index again, after a fresh listing: lost, not repacked
-                raise RemoteDataMissing(
-                    f"remote {self.url}: pack {missing} is missing, but its index lists {kinds.NAMES[kind]} {describe(kind, key)}"
-                )
             with self._pack_locks[place[0]]:
                 with self._lock:  # another thread may have read it ahead while we waited
                     body = self._ahead.pop((kind, key), None)
@@ -346,9 +341,12 @@ class PackRemote(Remote):
                 body = self._read_range(kind, key, place)
             if body is not None:
                 return body
-            missing = place[0]
+            if place[0] in self.pack_ids():  # a remote gc deletes a pack's index before the pack: lost, not repacked
+                raise RemoteDataMissing(
+                    f"remote {self.url}: pack {place[0]} is missing, but its index lists {kinds.NAMES[kind]} {describe(kind, key)}"
+                )
             with self._relisting:
-                self.forget(missing)  # a remote gc repacked it: its live records are in a newer pack
+                self.forget(place[0])  # a remote gc repacked it: its live records are in a newer pack
                 self.load_all()
         return None
 
