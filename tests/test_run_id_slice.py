@@ -3,6 +3,7 @@ by this process and by another one (the index keeps each run's ids sorted once t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -57,3 +58,4 @@ def test_id_slice_follows_commits_and_prunes_here_and_in_another_process(tmp_pat
         assert run.id_slice() == (2, 0, theirs[-2:])
         assert matches_ids(run) == 2
         assert store.run("nothing").id_slice(-10) == (0, 0, [])
+        assert asyncio.run(run.aid_slice(-1)) == run.id_slice(-1) == (2, 1, theirs[-1:])  # the async twin

@@ -265,6 +265,9 @@ class Run:
     async def aids(self) -> list[str]:
         return await self.store.offload(self.ids)
 
+    async def aid_slice(self, start: int | None = None, stop: int | None = None) -> IdSlice:
+        return await self.store.offload(self.id_slice, start, stop)
+
     async def ahead_id(self) -> str | None:
         return await self.store.offload(self.head_id)
 
