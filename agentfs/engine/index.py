@@ -6,14 +6,14 @@ it costs its runs, retirement records and forks, not its records. An unsealed se
 one small pread at the known end of each unsealed segment. A segment that vanished (compaction
 replaced it) makes refresh rebuild the index.
 
-Retirement records hide the checkpoints and journal records they name, wherever they lie (format 2
-never deletes a record in place). Each run's head is kept, so `head` and `has` cost the same at 10 or
-100,000 checkpoints; so are a run's ids, sorted, once asked for (`id_slice`: a page costs the page), kept up as
-records are added and dropped when a retirement or a newly opened footer touches the run (tests/test_index.py::
+Retirement records hide the checkpoints and journal records they name, wherever they lie (format 2 never deletes a
+record in place). Each run's head is kept, so `head` and `has` cost the same at 10 or 100,000 checkpoints; so are a
+run's ids, sorted, once asked for (`id_slice`: a page costs the page), kept up as records are added and dropped when a
+retirement or a newly opened footer touches the run (tests/test_index.py::
 test_id_slice_follows_sealed_segments_other_writers_an_older_id_a_copy_and_retirement). A record that cannot be
-indexed (a damaged batch, a malformed key) is skipped and named in `problems`; a retirement record that does not decode hides nothing (verify reports it). A
-damaged footer row raises IntegrityError naming the segment when a lookup reads it; `audit` decodes
-every footer whole and scans instead each segment whose footer does not decode.
+indexed (a damaged batch, a malformed key) is skipped and named in `problems`; a retirement record that does not
+decode hides nothing (verify reports it). A damaged footer row raises IntegrityError naming the segment when a lookup
+reads it; `audit` decodes every footer whole and scans instead each segment whose footer does not decode.
 
 An encrypted store (`sealer`): segments hold stored run names and sealed bodies (format/crypto.py); the
 index takes and returns run names and plaintext keys, and `read` authenticates a body before it returns it.
