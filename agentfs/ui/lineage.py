@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import agentfs
 
+from ..engine.lineage import parents
+
 
 @dataclass
 class _Known:
@@ -63,10 +65,11 @@ class Heads:
             if known is None or new is None:
                 known = _Known()
                 new = self.store.run(run).ids()
-            for checkpoint_id in new:
-                parent = self._parent(run, checkpoint_id)
-                if parent is not None:
-                    known.parents.add(parent)
+            try:
+                named = list(parents(self.store, run, new).values())
+            except agentfs.AgentFSError:  # one entry could not be read in the sweep: each is read alone
+                named = [self._parent(run, checkpoint_id) for checkpoint_id in new]
+            known.parents.update(parent for parent in named if parent is not None)
             known.heads = [checkpoint_id for checkpoint_id in [*known.heads, *new] if checkpoint_id not in known.parents]
             if new:
                 known.count, known.last = known.count + len(new), new[-1]
