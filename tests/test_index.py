@@ -159,3 +159,46 @@ def test_refresh_reads_only_what_is_new_and_rebuilds_when_a_segment_vanishes(tmp
     os.unlink(tmp_path / "segments" / fmt.segment_name(only))  # what compaction does once it copied the live records
     index.refresh()
     assert index.generation == generation + 1 and index.ids(kinds.ENTRY, "r") == [kept]
+
+
+def test_id_slice_follows_sealed_segments_other_writers_an_older_id_a_copy_and_retirement(tmp_path: Path) -> None:
+    """Index.id_slice keeps each run's ids sorted once (its first call) and up to date after: appended, inserted, hidden."""
+    ids = sorted(new_id() for _ in range(40))
+    with writer(tmp_path) as appender:
+        appender.append([entry("run0", checkpoint_id) for checkpoint_id in ids[:30]])
+        appender.seal()
+        appender.append([entry("run0", checkpoint_id) for checkpoint_id in ids[30:]])
+    index = Index(tmp_path / "segments")
+    assert len(index.footers) == 1 and len(index.segments) == 2, "a footer and an unsealed segment are both read"
+
+    def check(expected: list[str]) -> None:
+        for start, stop in [(None, None), (0, 1), (-5, None), (10, 20), (-100, -30), (len(expected) - 2, 100)]:
+            window = index.id_slice(kinds.ENTRY, "run0", start, stop)
+            assert window == (len(expected), slice(start, stop).indices(len(expected))[0], expected[start:stop])
+        assert index.ids(kinds.ENTRY, "run0") == expected
+
+    check(ids)
+    more = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "run0", "3"], env=ENV, capture_output=True, text=True, check=True)
+    index.refresh()
+    ids += more.stdout.split()
+    check(ids)
+    older = "0" * 10 + ids[0][10:]  # older than every id: what a pull of another machine's checkpoint inserts
+    with writer(tmp_path) as appender:
+        appender.append([entry("run0", older), entry("run0", ids[3])])  # and a second copy of a sealed one
+    index.refresh()
+    ids.insert(0, older)
+    check(ids)
+    sealed = sorted(new_id() for _ in range(2))
+    with writer(tmp_path) as appender:  # a segment sealed before this index lists it: read through its footer
+        appender.seal()
+        appender.append([entry("run0", checkpoint_id) for checkpoint_id in sealed])
+        appender.seal()
+    index.refresh()
+    assert len(index.footers) >= 2
+    ids += sealed
+    check(ids)
+    retirement = Retirement("run0", new_id(), 0, [ids[1], ids[-1]], [])
+    with writer(tmp_path) as appender:
+        appender.append([fmt.Record(kinds.RETIRED, kinds.pair_key("run0", retirement.id), encode_retirement(retirement, {}))])
+    index.refresh()
+    check([checkpoint_id for checkpoint_id in ids if checkpoint_id not in (ids[1], ids[-1])])

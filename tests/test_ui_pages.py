@@ -59,14 +59,14 @@ def test_heads_follow_new_commits_and_a_pulled_divergence(tmp_path: Path) -> Non
         run = store.run("shared")
         heads = Heads(store)
         first = run.commit({"step": 1, "by": "mine"}).id
-        assert heads.of("shared", run.ids()) == [first]
+        assert heads.of("shared") == [first]
         second = run.commit({"step": 2}).id
-        assert heads.of("shared", run.ids()) == [second]  # read from the one new manifest
+        assert heads.of("shared") == [second]  # read from the one new manifest
     assert main(["--store", str(mine), "pull", url]) == 0
     with agentfs.open(mine) as store:
         ids = store.run("shared").ids()
         assert ids.index(theirs) < ids.index(second)
-        assert heads.of("shared", ids) == sorted([theirs, second]) == store.run("shared").heads()
+        assert heads.of("shared") == sorted([theirs, second]) == store.run("shared").heads()
 
 
 def test_heads_warm_up_looks_at_every_run_and_stops_when_the_store_closes(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_heads_warm_up_looks_at_every_run_and_stops_when_the_store_closes(tmp_pa
                 store.run(name).commit({"step": step})
         heads = Heads(store)
         heads.warm().join(60)
-        assert {name: heads.of(name, store.run(name).ids()) for name in ("a", "b")} == {
+        assert {name: heads.of(name) for name in ("a", "b")} == {
             "a": store.run("a").heads(),
             "b": store.run("b").heads(),
         }
@@ -84,3 +84,18 @@ def test_heads_warm_up_looks_at_every_run_and_stops_when_the_store_closes(tmp_pa
         late = heads.warm()
     late.join(60)  # the store closed under it: it ends, without an exception reaching threading's hook
     assert not late.is_alive()
+
+
+def test_a_fork_source_kept_by_a_prune_is_no_second_head_on_the_page(tmp_path: Path) -> None:
+    """Heads as engine/lineage.py defines them (tests/test_divergence_retention.py): the kept fork point is plain."""
+    with agentfs.open(tmp_path, durability="process") as store:
+        run = store.run("main")
+        ids = [run.commit({"step": step}).id for step in range(5)]
+        run.fork(ids[0], "other")
+        heads = Heads(store)
+        assert heads.of("main") == [ids[-1]]
+        run.prune(keep_last=2)
+        assert ids[0] in run.ids()  # kept: the fork needs it, and no kept checkpoint names it as parent
+        assert heads.of("main") == run.heads() == [ids[-1]]
+        page = client(store).get("/run?name=main").text
+        assert 'id="divergence"' not in page and page.count('class="cp-link"') == 3

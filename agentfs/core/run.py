@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from ..engine import lineage
+from ..engine.index import IdSlice
 from ..engine.object_store import ObjectWriter
 from ..engine.repository import Repository
 from ..errors import Conflict, NotFound
@@ -53,6 +54,11 @@ class Run:
     def ids(self) -> list[str]:
         """Every checkpoint id of the run, oldest first."""
         return self.store.ids(self.name)
+
+    def id_slice(self, start: int | None = None, stop: int | None = None) -> IdSlice:
+        """`ids()[start:stop]` (negative counts from the newest) with the run's checkpoint count (`total`) and the
+        slice's first position (`start`): a page of a long run costs the page, not the run's whole history."""
+        return self.store.id_slice(self.name, start, stop)
 
     def head_id(self) -> str | None:
         return self.store.head(self.name)
@@ -258,6 +264,9 @@ class Run:
 
     async def aids(self) -> list[str]:
         return await self.store.offload(self.ids)
+
+    async def aid_slice(self, start: int | None = None, stop: int | None = None) -> IdSlice:
+        return await self.store.offload(self.id_slice, start, stop)
 
     async def ahead_id(self) -> str | None:
         return await self.store.offload(self.head_id)

@@ -62,6 +62,16 @@ class Footers(dict[int, fmt.Footer]):
         stored = self._stored(run)
         return [footer.ids(kind, stored) for footer in self._holding(kind, stored)]
 
+    def locations(self, kind: int, run: str) -> dict[str, Location]:
+        """Each of the run's ids of `kind` here and its first copy, oldest segment first; every row decoded and checked."""
+        stored = self._stored(run)
+        found: dict[str, Location] = {}
+        for segment_id, footer in self.items():
+            if (kind, stored) in footer.runs:
+                for record_id, offset, length in footer.rows(kind, stored):
+                    found.setdefault(record_id, Location(segment_id, offset, length))
+        return found
+
     def runs(self, kind: int) -> set[str]:
         stored = {run for footer in self.values() for record_kind, run in footer.runs if record_kind == kind}
         return stored if self.sealer is None else {self.sealer.run_name(run, "a footer") for run in stored}

@@ -6,12 +6,14 @@ it costs its runs, retirement records and forks, not its records. An unsealed se
 one small pread at the known end of each unsealed segment. A segment that vanished (compaction
 replaced it) makes refresh rebuild the index.
 
-Retirement records hide the checkpoints and journal records they name, wherever they lie (format 2
-never deletes a record in place). Each run's head is kept, so `head` and `has` cost the same at 10 or
-100,000 checkpoints. A record that cannot be indexed (a damaged batch, a malformed key) is skipped and
-named in `problems`; a retirement record that does not decode hides nothing (verify reports it). A
-damaged footer row raises IntegrityError naming the segment when a lookup reads it; `audit` decodes
-every footer whole and scans instead each segment whose footer does not decode.
+Retirement records hide the checkpoints and journal records they name, wherever they lie (format 2 never deletes a
+record in place). Each run's head is kept, so `head` and `has` cost the same at 10 or 100,000 checkpoints; so are a
+run's ids, sorted, once asked for (`id_slice`: a page costs the page), kept up as records are added and dropped when a
+retirement or a newly opened footer touches the run (tests/test_index.py::
+test_id_slice_follows_sealed_segments_other_writers_an_older_id_a_copy_and_retirement). A record that cannot be
+indexed (a damaged batch, a malformed key) is skipped and named in `problems`; a retirement record that does not
+decode hides nothing (verify reports it). A damaged footer row raises IntegrityError naming the segment when a lookup
+reads it; `audit` decodes every footer whole and scans instead each segment whose footer does not decode.
 
 An encrypted store (`sealer`): segments hold stored run names and sealed bodies (format/crypto.py); the
 index takes and returns run names and plaintext keys, and `read` authenticates a body before it returns it.
@@ -19,6 +21,7 @@ index takes and returns run names and plaintext keys, and `read` authenticates a
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import logging
 import os
@@ -26,6 +29,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
 from ..format import kinds
@@ -43,6 +47,14 @@ def _close_all(fds: dict[int, int]) -> None:
     for fd in fds.values():
         os.close(fd)
     fds.clear()
+
+
+class IdSlice(NamedTuple):
+    """Part of a run's sorted ids: `ids` are those from position `start` on, of `total`."""
+
+    total: int
+    start: int
+    ids: list[str]
 
 
 @dataclasses.dataclass
@@ -81,6 +93,8 @@ class Index:
         self.heads: dict[str, str] = {}
         self.hidden: dict[str, set[str]] = {}  # run -> checkpoint and journal ids its retirement records name
         self.forks: dict[str, set[str]] = {}
+        # (kind, run) -> the run's ids, sorted, made by the first `ids` call and kept up as records are added
+        self._sorted: dict[tuple[int, str], list[str]] = {}
         self.segments: dict[int, Known] = {}
         self.problems: list[str] = []
         self.version = 0  # grows whenever a record is added or hidden
@@ -177,6 +191,8 @@ class Index:
         retirements = [(names[run], row) for kind, run in footer.runs if kind == kinds.RETIRED for row in footer.rows(kind, run)]
         heads = {names[run]: footer.newest(kind, run, self.hidden.get(names[run], ())) for kind, run in footer.runs if kind == kinds.ENTRY}
         self.footers[segment_id] = footer
+        for kind, run in footer.runs:
+            self._sorted.pop((kind, names[run]), None)
         if self.sealer is None:
             self.entry_log.add(footer)
         elif self.entry_log.followed:  # a footer names runs by stored names: watchers get the names
@@ -267,11 +283,26 @@ class Index:
         first = by_id.setdefault(record_id, location)
         if first != location:
             self.copies.setdefault((kind, kinds.pair_key(run, record_id)), []).append(location)
+        else:
+            self._keep_sorted(kind, run, record_id)
         if kind == kinds.ENTRY:
             if first == location:
                 self.entry_log.add((run, record_id))
             if record_id > self.heads.get(run, ""):
                 self.heads[run] = record_id
+
+    def _keep_sorted(self, kind: int, run: str, record_id: str) -> None:
+        """Add a newly indexed id to the run's kept sorted ids: appended when it is the greatest (a commit), else
+        inserted in place unless a footer already holds it (a pull's older id, a copy)."""
+        kept = self._sorted.get((kind, run))
+        if kept is None:
+            return
+        if not kept or record_id > kept[-1]:
+            kept.append(record_id)
+            return
+        at = bisect.bisect_left(kept, record_id)
+        if at == len(kept) or kept[at] != record_id:
+            kept.insert(at, record_id)
 
     def _hide(self, run: str, record_id: str, location: Location) -> None:
         """Apply a retirement record: what it names leaves the index (and stays out if indexed later)."""
@@ -282,6 +313,8 @@ class Index:
             return  # hides nothing; verify reports the record
         named = set(record.checkpoints) | set(record.journal)
         self.hidden.setdefault(run, set()).update(named)
+        for kind in (kinds.ENTRY, kinds.JOURNAL):
+            self._sorted.pop((kind, run), None)
         for kind in (kinds.ENTRY, kinds.JOURNAL):
             by_id = self.records[kind].get(run, {})
             for gone in named & by_id.keys():
@@ -317,6 +350,7 @@ class Index:
     def _scan_instead(self, segment_id: int, damage: AgentFSError) -> None:
         self.problems.append(f"{damage}; scanning the segment instead")
         self.footers.pop(segment_id, None)
+        self._sorted.clear()
         view = scan_from(self._path(segment_id), fmt.HEADER.size)
         self.problems.extend(view.problems)
         self._add(segment_id, view.entries)
@@ -334,14 +368,39 @@ class Index:
             found = self.records[kind].get(run, {}).get(record_id)
             return found if found is not None else self.footers.first_record(kind, run, record_id)
 
-    def ids(self, kind: int, run: str) -> list[str]:
+    def locations(self, kind: int, run: str) -> dict[str, Location]:
+        """Where each of the run's records of `kind` lies, as `location` finds it: for a sweep over the whole run, which
+        then costs no search per record."""
         with self._lock:
+            found = self.footers.locations(kind, run)
+            found.update(self.records[kind].get(run, {}))
+            hidden = self.hidden.get(run) if kind != kinds.RETIRED else None
+            return found if not hidden else {record_id: at for record_id, at in found.items() if record_id not in hidden}
+
+    def ids(self, kind: int, run: str) -> list[str]:
+        """The run's ids of `kind`, oldest first (a copy of the kept sorted list)."""
+        with self._lock:
+            return list(self._sorted_ids(kind, run))
+
+    def id_slice(self, kind: int, run: str, start: int | None = None, stop: int | None = None) -> IdSlice:
+        """The run's ids of `kind` from `start` to `stop` (as a slice of `ids()`, negative from the newest) and
+        how many there are: the cost of the slice, not of the run, once the run's ids were sorted (first call)."""
+        with self._lock:
+            kept = self._sorted_ids(kind, run)
+            first, last, _step = slice(start, stop).indices(len(kept))
+            return IdSlice(len(kept), first, kept[first:last])
+
+    def _sorted_ids(self, kind: int, run: str) -> list[str]:
+        kept = self._sorted.get((kind, run))
+        if kept is None:
             parts = self.footers.ids(kind, run)
             if run in self.records[kind]:
                 parts.append(list(self.records[kind][run]))
             ids = parts[0] if len(parts) == 1 else list(set().union(*parts))
             hidden = self.hidden.get(run) if kind != kinds.RETIRED else None
-            return sorted(ids if not hidden else (i for i in ids if i not in hidden))  # a footer's ids are sorted: timsort's linear case
+            # a footer's ids are sorted: timsort's linear case
+            kept = self._sorted[kind, run] = sorted(ids if not hidden else (i for i in ids if i not in hidden))
+        return kept
 
     def runs(self, kind: int) -> list[str]:
         with self._lock:

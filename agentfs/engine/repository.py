@@ -51,6 +51,7 @@ from ..format.keys import RETIRED
 from ..format.refs import Location
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
+from .index import IdSlice
 from .keyslots import Encryption, Unlocked, new_slot, read_slots, unlock, write_slot
 from .locks import EXCLUSIVE, flock
 from .object_store import ObjectStore
@@ -247,6 +248,16 @@ class Repository(SegmentStore):
             return local
         # the remote lists only names that are ULIDs; those pruned here stay on it until its gc
         return sorted(set(local) | (set(self.source.list_ids(run)) - self.retired_ids(run)))
+
+    def id_slice(self, run: str, start: int | None = None, stop: int | None = None) -> IdSlice:
+        """`ids(run)[start:stop]` and the run's checkpoint count. Local: the slice's cost, not the run's (the index
+        keeps each run's ids sorted); with a remote source, every id is listed."""
+        if self.source is None:
+            self.refresh_index()
+            return self.index.id_slice(kinds.ENTRY, run, start, stop)
+        ids = self.ids(run)
+        first, last, _step = slice(start, stop).indices(len(ids))
+        return IdSlice(len(ids), first, ids[first:last])
 
     def has_entry(self, run: str, checkpoint_id: str) -> bool:
         """Whether this store holds the entry now (never asks a remote)."""

@@ -1,11 +1,11 @@
 """A run's heads, kept per run and updated with the checkpoints committed since the last look, so a page of a run
-with 100,000 checkpoints reads its new manifests only, not every one (benchmarks: workload 16, run page).
+with 100,000 checkpoints reads its new manifests only, not every one (benchmarks: workload 16, run page). A look
+asks the engine for two small slices of the run's ids (Run.id_slice), not for all of them.
 
 Hazard: ids are sorted, and a pull can insert an older id anywhere, or a prune remove some; the cache is reused only
 when the run's first id and the id at the last known count are unchanged (then every id up to there is, but for
 an insertion and a removal that exactly balance before it, which only a pull racing a prune could make: the next
-change of either reloads). tests/test_ui_pages.py::test_heads_follow_new_commits_and_a_pulled_divergence.
-"""
+change of either reloads). tests/test_ui_pages.py::test_heads_follow_new_commits_and_a_pulled_divergence."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass, field
 
 import agentfs
+
+from ..engine.lineage import parents
 
 
 @dataclass
@@ -39,7 +41,7 @@ class Heads:
             try:
                 for run in self.store.runs():
                     if run not in self._known:  # a page got there first
-                        self.of(run, self.store.ids(run))
+                        self.of(run)
             except (agentfs.AgentFSError, OSError, ValueError):
                 return
 
@@ -47,24 +49,36 @@ class Heads:
         thread.start()
         return thread
 
-    def of(self, run: str, ids: list[str]) -> list[str]:
-        """The ids among `ids` (the run's, oldest first) that no checkpoint of the run names as parent."""
+    def of(self, run: str) -> list[str]:
+        """The run's ids (oldest first) where a line ends, as engine/lineage.py `heads` defines them: no checkpoint of
+        the run names them as parent, and, but for the newest, they are newer than every checkpoint retention removed."""
         with self._lock:
             lock = self._locks.setdefault(run, threading.Lock())
         with lock:
             known = self._known.get(run)
-            reusable = known is not None and 0 < known.count <= len(ids) and ids[0] == known.first and ids[known.count - 1] == known.last
-            if not reusable or known is None:
+            new = None
+            if known is not None and known.count:
+                first = self.store.run(run).id_slice(0, 1)
+                tail = self.store.run(run).id_slice(known.count - 1)
+                if first.ids == [known.first] and tail.ids[:1] == [known.last]:
+                    new = tail.ids[1:]
+            if known is None or new is None:
                 known = _Known()
-            new = ids[known.count :]
-            for checkpoint_id in new:
-                parent = self._parent(run, checkpoint_id)
-                if parent is not None:
-                    known.parents.add(parent)
+                new = self.store.run(run).ids()
+            try:
+                named = list(parents(self.store, run, new).values())
+            except agentfs.AgentFSError:  # one entry could not be read in the sweep: each is read alone
+                named = [self._parent(run, checkpoint_id) for checkpoint_id in new]
+            known.parents.update(parent for parent in named if parent is not None)
             known.heads = [checkpoint_id for checkpoint_id in [*known.heads, *new] if checkpoint_id not in known.parents]
-            known.count, known.first, known.last = len(ids), ids[0] if ids else None, ids[-1] if ids else None
+            if new:
+                known.count, known.last = known.count + len(new), new[-1]
+                known.first = known.first or new[0]
             self._known[run] = known
-            return list(known.heads)
+            if len(known.heads) < 2:
+                return list(known.heads)
+            newest_retired = max(self.store.retired_ids(run), default="")
+            return [leaf for leaf in known.heads[:-1] if leaf > newest_retired] + known.heads[-1:]
 
     def _parent(self, run: str, checkpoint_id: str) -> str | None:
         try:

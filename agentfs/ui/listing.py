@@ -149,7 +149,7 @@ class RunsPage:
             count += len(ids)
             if not ids:
                 continue
-            diverged = diverged or len(self.heads.of(name, ids)) > 1
+            diverged = diverged or len(self.heads.of(name)) > 1
             head = self.store.run(name).latest()
             if head is not None and (newest is None or head.created > newest):
                 newest = head.created

@@ -60,17 +60,16 @@ def audit_trail(store: agentfs.Store, run: str) -> list[dict[str, Any]]:
 
 
 def run_view(store: agentfs.Store, heads: Heads, name: str, page: int) -> RunView:
+    """One page of the run: its cost is the page's, not the run's history (Run.id_slice, Heads kept per run)."""
     run = store.run(name)
-    ids = run.ids()
-    if not ids:
+    window = run.id_slice(-(page + 1) * RUN_PAGE, -page * RUN_PAGE or None)
+    if not window.total:
         raise agentfs.NotFound(f"run {name!r} not found: it has no checkpoints")
-    run_heads = heads.of(name, ids)
-    end = len(ids) - page * RUN_PAGE
-    shown = [run.get(checkpoint_id) for checkpoint_id in reversed(ids[max(0, end - RUN_PAGE) : max(0, end)])]
+    run_heads = heads.of(name)
+    shown = [run.get(checkpoint_id) for checkpoint_id in reversed(window.ids)]
     forks: dict[str, list[str]] = {}
     for other in sorted(store.forks_of(name)):
-        first_ids = store.ids(other)
-        source = store.run(other).get(first_ids[0]).forked_from if first_ids else None
+        source = _forked_from(store.run(other))
         if source is not None and source[0] == name:
             forks.setdefault(source[1], []).append(other)
     audit = audit_trail(store, name)
@@ -80,8 +79,13 @@ def run_view(store: agentfs.Store, heads: Heads, name: str, page: int) -> RunVie
             notes.setdefault(str(action.get("checkpoint")), []).append(action)
     rows = _graph(shown, set(run_heads), forks, notes)
     width = max((row.lanes for row in rows), default=1) * LANE + LANE
-    first = run.get(ids[0]).forked_from
-    return RunView(name, len(ids), page, end - RUN_PAGE > 0, rows, run_heads, width, first, audit)
+    return RunView(name, window.total, page, window.start > 0, rows, run_heads, width, _forked_from(run), audit)
+
+
+def _forked_from(run: agentfs.Run) -> tuple[str, str] | None:
+    """(run, checkpoint) the run was forked from, named by its first checkpoint; None if it was not."""
+    first = run.id_slice(0, 1).ids
+    return run.get(first[0]).forked_from if first else None
 
 
 def _graph(
