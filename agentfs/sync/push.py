@@ -410,7 +410,8 @@ class Pusher:
         key = self.remote.key(*keys.head_key(stored, checkpoint_id))
         if not self.remote.create(key, encode_head(stored, checkpoint_id, sorted(packs)), compare=False):
             held = self.remote.read(key, MAX_HEAD)  # pushed before (a recheck): any valid head key for it will do
-            decode_head(held or b"", stored, checkpoint_id, f"remote {self.remote.url} head key {key}")
+            named = f"{run}@{checkpoint_id}" if self.store.sealer is None else key  # an encrypted store's errors name no run
+            decode_head(held or b"", stored, checkpoint_id, f"remote {self.remote.url} head key {named}")
 
     def _place_key(self, kind: int, key: bytes) -> str:
         """A record's name in the index's places: by its stored key in an encrypted store (no run name in the file)."""
