@@ -14,7 +14,7 @@ from pathlib import Path
 from ..context import Context
 from .common import fig
 
-W = "14 decompression bombs"
+W = "15 decompression bombs"
 KINDS = ("forged", "valid", "unsized", "claims_tib")
 BOUND_MIB = 64
 REPOSITORY = Path(__file__).resolve().parents[2]  # the child imports tests.helpers.bombs from here

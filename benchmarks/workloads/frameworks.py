@@ -22,7 +22,7 @@ from ..context import Context
 from ..peers import tree_size
 from .common import agentfs_part, at_most
 
-W = "14 framework sessions"
+W = "16 framework sessions"
 WORDS = [
     *("agent", "tool", "state", "store", "resume", "fork", "turn", "model"),
     *("answer", "question", "result", "file", "remote", "sync", "journal", "commit"),

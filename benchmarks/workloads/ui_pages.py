@@ -14,7 +14,7 @@ from typing import Any
 from ..context import Context
 from .common import agentfs_part, fig, in_turn, median, timed
 
-W = "16 agentfs ui pages"
+W = "17 agentfs ui pages"
 GOAL_MS = 300.0
 REPEATS = 7
 
