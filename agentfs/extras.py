@@ -10,9 +10,10 @@ from .errors import MissingExtra
 
 # extra -> the top-level modules it installs that agentfs imports (a missing one means the extra is missing)
 EXTRA_MODULES: dict[str, frozenset[str]] = {
-    "langgraph": frozenset({"langgraph", "langchain_core", "numpy"}),
+    "langgraph": frozenset({"langgraph", "langchain_core", "numpy", "ormsgpack"}),
     "mcp": frozenset({"mcp", "pydantic", "anyio", "uvicorn", "starlette"}),
     "openai-agents": frozenset({"agents", "openai"}),
+    "ui": frozenset({"starlette", "uvicorn", "jinja2", "markupsafe", "markdown_it", "nh3", "langgraph", "langchain_core"}),
     "gcs": frozenset({"gcsfs"}),
     "s3": frozenset({"s3fs"}),
 }

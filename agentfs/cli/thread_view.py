@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 import agentfs
 
 from ..errors import NotFound
+from ..extras import needs_extra
 from ..integrations.conversations import Conversation, session_conversation
 from ..integrations.langgraph_layout import Layout
 from ..integrations.langgraph_threads import DEFAULT_PREFIX, ThreadRuns, ThreadSummary, is_write_batch, summarize
 from . import output
-from .common import FAILED, OK, open_existing
+from .common import OK, open_existing
 
 THREAD_HEADER = ["THREAD", "NAMESPACES", "CHECKPOINTS", "RUNS"]
 
@@ -100,14 +100,9 @@ def _print_conversation(conversation: Conversation) -> None:
 
 def show_thread(args: argparse.Namespace) -> int:
     """`agentfs thread THREAD`: its messages at the latest (or --checkpoint) LangGraph checkpoint, decoded."""
-    try:
-        # LangGraph is an optional dependency: importing the CLI must not need it
+    # LangGraph is an optional dependency: importing the CLI must not need it; without it, MissingExtra names the pip line
+    with needs_extra("langgraph", "agentfs thread"):
         from ..integrations.langgraph_conversation import thread_conversation
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("langgraph", "langchain_core", "ormsgpack"):
-            raise
-        print(f"agentfs: error: `thread` needs LangGraph ({exc.name} is missing): pip install 'agentfs-store[langgraph]'", file=sys.stderr)
-        return FAILED
     with open_existing(args) as store:
         conversation = thread_conversation(store, args.thread, checkpoint_id=args.checkpoint, ns=args.ns)
     if args.json:

@@ -10,11 +10,10 @@ import tempfile
 
 import agentfs
 
+from ..extras import needs_extra
 from ..redaction import redact_url
 from . import thread_view
-from .common import FAILED, OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
-
-UI_MODULES = ("starlette", "uvicorn", "jinja2", "markupsafe", "markdown_it", "nh3", "langgraph", "langchain_core")
+from .common import OK, USAGE, Subparsers, add_json_flag, open_existing, storage_options, store_path
 
 
 def register(subparsers: Subparsers) -> None:
@@ -43,15 +42,10 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    try:
-        # the extra is optional: importing the CLI must not need it (as for `agentfs mcp`)
+    # the extra is optional: importing the CLI must not need it; without it, MissingExtra names the pip line (as for `agentfs mcp`)
+    with needs_extra("ui", "agentfs ui"):
         from ..ui.app import Settings
         from ..ui.serve import serve
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in UI_MODULES:
-            raise
-        print(f"agentfs: error: agentfs ui needs the ui extra ({exc.name} is missing): pip install 'agentfs-store[ui]'", file=sys.stderr)
-        return FAILED
     user = args.user or getpass.getuser()
     if args.remote is not None:
         if args.allow_writes:
