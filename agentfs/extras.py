@@ -30,6 +30,8 @@ def needs_extra(extra: str, feature: str) -> Iterator[None]:
     imports from it) raises MissingExtra with the line to run."""
     try:
         yield
+    except MissingExtra:
+        raise  # a nested feature's own line already names the extra to install
     except ImportError as exc:
         module = (exc.name or "").partition(".")[0]
         if module not in EXTRA_MODULES[extra]:
