@@ -7,6 +7,7 @@ from typing import Any
 
 import agentfs
 
+from ..core.value_changes import value_changes
 from . import output
 
 PREVIEW = 100  # characters of one value shown
@@ -46,32 +47,9 @@ def _preview(value: Any) -> str:
     return text if len(text) <= PREVIEW else text[: PREVIEW - 3] + "..."
 
 
-def _same(x: Any, y: Any) -> bool:
-    try:
-        return type(x) is type(y) and bool(x == y)
-    except (TypeError, ValueError):  # numpy arrays compare element-wise
-        return repr(x) == repr(y)
-
-
 def _index(key: Any) -> str:
     return f"[{json.dumps(key, ensure_ascii=False)}]" if isinstance(key, str) else f"[{key!r}]"
 
 
 def _changes(a: Any, b: Any) -> list[str]:
-    """`- old` / `+ new` lines: per item after a common prefix for two lists, per key for two dicts."""
-    if type(a) is list and type(b) is list:
-        kept = 0
-        while kept < min(len(a), len(b)) and _same(a[kept], b[kept]):
-            kept += 1
-        lines = [f"  [0:{kept}] unchanged ({output.count(kept, 'item')})"] if kept else []
-        lines += [f"- [{index}] {_preview(item)}" for index, item in enumerate(a[kept:], kept)]
-        return lines + [f"+ [{index}] {_preview(item)}" for index, item in enumerate(b[kept:], kept)]
-    if type(a) is dict and type(b) is dict:
-        lines = []
-        for key in [*a, *(key for key in b if key not in a)]:
-            if key in a and (key not in b or not _same(a[key], b[key])):
-                lines.append(f"- {_index(key)} {_preview(a[key])}")
-            if key in b and (key not in a or not _same(a[key], b[key])):
-                lines.append(f"+ {_index(key)} {_preview(b[key])}")
-        return lines
-    return [f"- {_preview(a)}", f"+ {_preview(b)}"]
+    return value_changes(a, b, _preview, _index, lambda kept: output.count(kept, "item"))

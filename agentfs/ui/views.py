@@ -10,6 +10,7 @@ from typing import Any
 
 import agentfs
 
+from ..core.value_changes import value_changes
 from ..format.refs import ref_size
 from .lineage import Heads
 from .listing import AUDIT_PREFIX
@@ -184,7 +185,7 @@ def diff_view(store: agentfs.Store, a: agentfs.Checkpoint, b: agentfs.Checkpoint
         if old[key][2] == new[key][2]:
             unchanged += 1
             continue
-        keys.append(KeyChange(key, "changed", value_changes(a.value(key), b.value(key))))
+        keys.append(KeyChange(key, "changed", _changes(a.value(key), b.value(key))))
     artifacts = []
     for name in sorted(a.artifacts.keys() | b.artifacts.keys()):
         before, after = a.manifest.artifacts.get(name), b.manifest.artifacts.get(name)
@@ -211,31 +212,9 @@ def _text_diff(a: agentfs.Checkpoint, b: agentfs.Checkpoint, name: str) -> list[
     return list(difflib.unified_diff(before, after, "a/" + name, "b/" + name, lineterm="", n=2))
 
 
-def value_changes(a: Any, b: Any) -> list[str]:
+def _changes(a: Any, b: Any) -> list[str]:
     """`- old` / `+ new` lines: per item after the common prefix of two lists, per key for two dicts."""
-    if isinstance(a, list) and isinstance(b, list):
-        kept = 0
-        while kept < min(len(a), len(b)) and _same(a[kept], b[kept]):
-            kept += 1
-        lines = [f"  [0:{kept}] unchanged ({kept} items)"] if kept else []
-        lines += [f"- [{index}] {preview(item)}" for index, item in enumerate(a[kept:], kept)]
-        return lines + [f"+ [{index}] {preview(item)}" for index, item in enumerate(b[kept:], kept)]
-    if isinstance(a, dict) and isinstance(b, dict):
-        lines = []
-        for key in [*a, *(key for key in b if key not in a)]:
-            if key in a and (key not in b or not _same(a[key], b[key])):
-                lines.append(f"- [{key!r}] {preview(a[key])}")
-            if key in b and (key not in a or not _same(a[key], b[key])):
-                lines.append(f"+ [{key!r}] {preview(b[key])}")
-        return lines
-    return [f"- {preview(a)}", f"+ {preview(b)}"]
-
-
-def _same(x: Any, y: Any) -> bool:
-    try:
-        return type(x) is type(y) and bool(x == y)
-    except (TypeError, ValueError):  # numpy arrays compare element-wise
-        return repr(x) == repr(y)
+    return value_changes(a, b, preview, lambda key: f"[{key!r}]", lambda kept: f"{kept} items")
 
 
 @dataclass
