@@ -163,9 +163,15 @@ def read_index(path: Path) -> list[bytes]:
 
 
 def pulled_copy(tmp_path: Path, spec: RemoteSpec, name: str) -> agentfs.Store:
-    """A fresh store ("another machine") holding everything on the remote; verified clean."""
+    """A fresh store ("another machine") holding everything on the remote; verified clean.
+
+    It pulls with botocore's default timeouts and retries, not a fast-fail spec's (one attempt, 1 s to
+    connect): that is for the daemon under test during an outage. The checking pull runs many ranged
+    GETs at once against one moto server on a busy 2-core CI machine, where a connect can take over a
+    second; with no retry one such connect failed the whole check (a CI run, ConnectTimeoutError)."""
+    options = {key: value for key, value in spec.storage_options.items() if key != "config_kwargs"}
     fresh = agentfs.open(tmp_path / name)
-    pull(fresh, PackRemote(spec.url, spec.storage_options))
+    pull(fresh, PackRemote(spec.url, options))
     report = fresh.verify()
     assert report.ok, f"a store pulled from the remote does not verify:\n{report}"
     return fresh
