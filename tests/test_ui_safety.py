@@ -4,6 +4,7 @@ chromium): token, Host, Origin, CSP; store content escaped; Markdown sanitised; 
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,21 @@ def test_foreign_host_is_refused(demo: tuple[Path, dict[str, str]]) -> None:
         assert browser.get("/", headers={"host": f"localhost:{PORT}"}).status_code == 200
         assert browser.get("/", headers={"host": f"evil.example:{PORT}"}).status_code == 403  # DNS rebinding
         assert browser.get("/", headers={"host": "127.0.0.1:9999"}).status_code == 403
+
+
+def test_wildcard_bind_accepts_this_machines_names() -> None:
+    """`--host 0.0.0.0` is reached by the machine's address or name: those pass; a foreign DNS name (rebinding) still does not."""
+    guard = Guard()
+    guard.serve_at("0.0.0.0", PORT, ("agents.internal",))
+    for accepted in ("192.0.2.7", "[2001:db8::1]", "127.0.0.1", "localhost", socket.gethostname(), "AGENTS.internal"):
+        assert guard.accepts_host(f"{accepted}:{PORT}"), accepted
+        assert guard.accepts_origin(f"http://{accepted}:{PORT}"), accepted
+    for refused in (f"evil.example:{PORT}", f"192.0.2.7:{PORT + 1}", "192.0.2.7", f":{PORT}", None):
+        assert not guard.accepts_host(refused), refused
+    assert not guard.accepts_origin(f"https://192.0.2.7:{PORT}")  # not the scheme served
+    loopback = Guard()
+    loopback.serve_at("127.0.0.1", PORT)
+    assert not loopback.accepts_host(f"{socket.gethostname()}:{PORT}") or socket.gethostname() == "localhost"
 
 
 def test_cross_origin_post_is_refused(demo: tuple[Path, dict[str, str]]) -> None:

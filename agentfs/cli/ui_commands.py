@@ -20,7 +20,18 @@ def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser("ui", help="a local web page to browse, compare and (with --allow-writes) steer runs")
     parser.add_argument("--remote", metavar="URL", help="browse this remote lazily, read-only, instead of the local store")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec options for --remote")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 answers to this machine's addresses and names)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="also answer to this DNS name in the Host header (a name the machine is reached by; repeatable)",
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default 0: a free one); the URL is the first line printed")
     parser.add_argument("--allow-writes", action="store_true", help="offer fork, edit, abandon and notes (recorded with --user)")
     parser.add_argument("--user", default=None, help="who acts, recorded with each action (default: the OS user)")
@@ -54,8 +65,8 @@ def run_ui(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="agentfs-ui-") as scratch:
             store = agentfs.open(scratch, remote=args.remote, storage_options=storage_options(args.storage_options))
             with store:
-                serve(store, args.host, args.port, Settings(False, user, redact_url(args.remote)))
+                serve(store, args.host, args.port, Settings(False, user, redact_url(args.remote)), tuple(args.allow_host))
         return OK
     with open_existing(args) as store:
-        serve(store, args.host, args.port, Settings(args.allow_writes, user, str(store_path(args))))
+        serve(store, args.host, args.port, Settings(args.allow_writes, user, str(store_path(args))), tuple(args.allow_host))
     return OK

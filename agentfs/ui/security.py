@@ -5,7 +5,10 @@ that keep store content from running script in the page.
   HttpOnly, SameSite=Strict cookie and is redirected to the same URL without it. Any request without the
   token (query or cookie) is refused with 403 (tests/test_ui_safety.py::test_missing_or_wrong_token_is_refused).
 - Host must name the address served (DNS rebinding: a page of another site resolving its name to 127.0.0.1
-  sends its own Host) (test_foreign_host_is_refused).
+  sends its own Host) (test_foreign_host_is_refused). The port must be the one served; the name must be an IP
+  literal (a rebinding page cannot send one: the attack needs the attacker's own DNS name), `localhost`, the name
+  bound with --host, or, on a wildcard bind (0.0.0.0, ::), this machine's host names and any --allow-host name
+  (test_wildcard_bind_accepts_this_machines_names).
 - A request carrying Origin must come from this origin, and a request that is not GET or HEAD must carry it
   (another site's form post) (test_cross_origin_post_is_refused).
 - Every response carries a Content-Security-Policy allowing scripts only from this origin's /static/ files: no
@@ -15,7 +18,9 @@ that keep store content from running script in the page.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
+import socket
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode
@@ -32,18 +37,41 @@ SANDBOX_CSP = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inl
 SAFE_METHODS = ("GET", "HEAD")
 
 
+WILDCARD_BINDS = ("0.0.0.0", "::", "")
+
+
 @dataclass
 class Guard:
     """The launch's secret and the addresses it answers on."""
 
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-    hosts: set[str] = field(default_factory=set)  # "host:port" values accepted in Host
-    origins: set[str] = field(default_factory=set)
+    port: int = 0
+    names: set[str] = field(default_factory=set)  # DNS names accepted in Host (lower case); IP literals always are
 
-    def serve_at(self, host: str, port: int) -> None:
-        names = {host, "localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else {host}
-        self.hosts = {f"{name}:{port}" for name in names}
-        self.origins = {f"http://{name}" for name in self.hosts}
+    def serve_at(self, host: str, port: int, allowed_names: tuple[str, ...] = ()) -> None:
+        self.port = port
+        names = {"localhost", host, *allowed_names}
+        if host in WILDCARD_BINDS:  # reached by any of this machine's names
+            names |= {socket.gethostname(), socket.getfqdn()}
+        self.names = {name.lower() for name in names if name}
+
+    def accepts_host(self, value: str | None) -> bool:
+        """Whether a Host header (`name:port`, `[v6]:port`) names this server."""
+        if value is None:
+            return False
+        name, _, port = value.rpartition(":")
+        if port != str(self.port) or not name:
+            return False
+        name = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return name.lower() in self.names
+        return True
+
+    def accepts_origin(self, origin: str) -> bool:
+        scheme, _, host = origin.partition("://")
+        return scheme == "http" and self.accepts_host(host)
 
     def valid(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
@@ -91,10 +119,10 @@ class GuardMiddleware:
         await self.app(scope, receive, send_with_headers)
 
     def _problem(self, scope: Scope, headers: Headers) -> str | None:
-        if headers.get("host") not in self.guard.hosts:
+        if not self.guard.accepts_host(headers.get("host")):
             return "refused: this Host is not the address agentfs ui serves"
         origin = headers.get("origin")
-        if origin is not None and origin not in self.guard.origins:
+        if origin is not None and not self.guard.accepts_origin(origin):
             return "refused: a request from another origin"
         if origin is None and scope["method"] not in SAFE_METHODS:
             return "refused: a write without an Origin header"

@@ -14,7 +14,7 @@ from .app import Settings, create_app
 from .security import Guard
 
 
-def serve(store: agentfs.Store, host: str, port: int, settings: Settings) -> None:
+def serve(store: agentfs.Store, host: str, port: int, settings: Settings, allowed_names: tuple[str, ...] = ()) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -22,7 +22,7 @@ def serve(store: agentfs.Store, host: str, port: int, settings: Settings) -> Non
     listener.listen(128)
     bound = listener.getsockname()[1]
     guard = Guard()
-    guard.serve_at(host, bound)
+    guard.serve_at(host, bound, allowed_names)
     app = create_app(store, guard, settings)
     shown = f"[{host}]" if ":" in host else host
     print(f"http://{shown}:{bound}/?token={guard.token}", flush=True)
