@@ -106,7 +106,7 @@ def node_ends(count: int, size: int, previous_size: int) -> bool:
 
     The size is mixed rather than taken mod a power of two: sizes in structured data are often multiples
     of one, FastCDC's largest chunk too. A child as big as the one before never ends a node, so a run of
-    equal sizes (zeros: every chunk FastCDC's largest) gets NODE_MAX children a node rather than NODE_MIN,
+    equal sizes (a repeated block, cut at the same place in each copy) gets NODE_MAX children a node, not NODE_MIN,
     which would pass MAX_DEPTH beyond 4^8 chunks (tests/test_format.py, test_equal_chunks_fill_nodes_to_512)."""
     if count >= NODE_MAX:
         return True
