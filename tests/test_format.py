@@ -307,8 +307,19 @@ def test_artifacts_and_state_reassemble_from_raw_files(big_store: tuple[Path, ag
     assert msgpack.unpackb(entry.manifest["metadata"]) == {"source": "loop"}
 
 
+def _documented_end(count: int, size: int, previous_size: int) -> bool:
+    """docs/FORMAT.md, Blob references: a node ends after a child whose size, times 0x9E3779B97F4A7C15 mod 2^64,
+    has its top 32 bits below 2^32/16 once the node has 4 children, or below 2^32/2 once it has 8, unless
+    the child is as big as the one before it; or at 512 children."""
+    mixed = ((size * 0x9E3779B97F4A7C15) % (1 << 64)) >> 32
+    if count >= 512:
+        return True
+    if size == previous_size:
+        return False
+    return (count >= 4 and mixed < (1 << 32) // 16) or (count >= 8 and mixed < (1 << 32) // 2)
+
+
 def test_tree_node_boundaries_follow_the_documented_rule(tmp_path: Path) -> None:
-    """A node ends after a child whose oid's first byte is 0 mod 16 once it has 4 children, or at 512."""
     root = tmp_path / ".agentfs"
     data = random.Random(1).randbytes(5_000_000)  # ~35 large chunks: several depth-1 nodes
     with agentfs.open(root, durability="process") as store:
@@ -318,14 +329,34 @@ def test_tree_node_boundaries_follow_the_documented_rule(tmp_path: Path) -> None
     level = [ref[1]]
     for _depth in range(ref[3], 0, -1):
         nodes = [msgpack.unpackb(read_object(root, oid), raw=False) for oid in level]
+        sizes = [child[1] for children in nodes for child in children]
+        previous = [-1, *sizes[:-1]]  # the child before each, across node ends
+        start = 0
         for i, children in enumerate(nodes):
-            first_bytes = [child[0][0] for child in children]
-            inner = [j for j, b in enumerate(first_bytes[:-1]) if j >= 3 and b % 16 == 0]
-            assert inner == [], f"a node went on past a boundary at child {inner}"
-            if i < len(nodes) - 1:  # every node but the last of its level ends on a boundary
-                assert (len(children) >= 4 and first_bytes[-1] % 16 == 0) or len(children) == 512
+            ends = [_documented_end(j + 1, sizes[start + j], previous[start + j]) for j in range(len(children))]
+            assert not any(ends[:-1]), f"a node went on past an end at child {ends.index(True)}"
+            if i < len(nodes) - 1:  # every node but the last of its level ends where the rule says
+                assert ends[-1]
+            start += len(children)
         level = [child[0] for children in nodes for child in children]
     assert blob_bytes(root, ref, {}, ("r", cp.id)) == data
+
+
+def test_equal_chunks_fill_nodes_to_512(tmp_path: Path) -> None:
+    """A run of chunks of one size never ends a node: a repeated block, cut into 3,008-byte chunks (a size
+    that ends a node past 4 children), still gives nodes of 512, not of 4 (MAX_DEPTH would be passed
+    beyond 4^8 chunks)."""
+    root = tmp_path / ".agentfs"
+    block = random.Random(1).randbytes(3008)
+    assert _documented_end(4, 3008, 0)
+    with agentfs.open(root, durability="process") as store:
+        cp = store.run("r").commit({"blob": block * 700})
+    ref = read_entry(root, "r", cp.id).manifest["state"][1]["blob"][2]
+    assert ref[0] == TREE and ref[3] == 2
+    nodes = [msgpack.unpackb(read_object(root, child[0]), raw=False) for child in msgpack.unpackb(read_object(root, ref[1]), raw=False)]
+    sizes = [child[1] for children in nodes for child in children]
+    assert len(set(sizes[1:-1])) == 1  # the chunks between the first and the last are of one size
+    assert [len(children) for children in nodes] == [512, len(sizes) - 512]
 
 
 def test_objects_are_written_once(big_store: tuple[Path, agentfs.Checkpoint, dict[str, bytes]]) -> None:

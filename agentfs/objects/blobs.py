@@ -17,9 +17,6 @@ from ..format.refs import (
     INLINE,
     INLINE_MAX,
     LOOSE,
-    NODE_BOUNDARY,
-    NODE_MAX,
-    NODE_MIN,
     PACK_MAX,
     PACKED,
     TREE,
@@ -27,6 +24,7 @@ from ..format.refs import (
     ReadPacked,
     Ref,
     encode_node,
+    node_ends,
     parse_node,
     ref_size,
 )
@@ -126,10 +124,12 @@ class BlobWriter:
     def _group(self, children: list[list[Any]]) -> list[list[Any]]:
         nodes: list[list[Any]] = []
         current: list[list[Any]] = []
+        previous_size = -1
         for child in children:
             current.append(child)
-            # a boundary decided by the child's hash: an append only rewrites the last node of each level
-            if (len(current) >= NODE_MIN and child[0][0] % NODE_BOUNDARY == 0) or len(current) >= NODE_MAX:
+            ends = node_ends(len(current), child[1], previous_size)
+            previous_size = child[1]
+            if ends:
                 nodes.append(self._node(current))
                 current = []
         if current:

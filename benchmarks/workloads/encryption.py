@@ -8,7 +8,8 @@ see the same load on this shared machine:
 - the growing conversation (``conv_steps`` steps, durability power): total commit time, goal <= 1.10x;
 - the large artifact (``big_mb`` MiB of mixed data): commit throughput, the best of two commits into
   fresh stores on each side, taking turns, goal >= 0.85x;
-- store size (the segments' bytes) after each of the three, goal within 2%;
+- store size (the segments' bytes) after each of the three, goal within 2%, each noting what the
+  extra bytes are (28 bytes of nonce and tag a sealed record, the longer stored run names in keys);
 - resume from moto's S3 (10 checkpoints pushed, `latest().state` from an empty directory): the
   requests the server received, goal equal.
 
@@ -19,7 +20,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from agentfs.engine.segments import open_segment, segment_ids
+from agentfs.format.crypto import SEALED_OVERHEAD
+from agentfs.format.segment import segment_name
 
 from .. import data
 from ..context import Context
@@ -41,6 +46,28 @@ def _size(store: Any) -> int:
     return sum(path.stat().st_size for path in Path(store.root, "segments").iterdir())
 
 
+class _Records(NamedTuple):
+    count: int
+    key_bytes: int  # of the record keys: an encrypted store's entry keys hold a longer stored run name
+
+
+def _records(store: Any) -> _Records:
+    segments = Path(store.root, "segments")
+    entries = [entry for sid in segment_ids(segments) for entry in open_segment(segments / segment_name(sid)).entries]
+    return _Records(len(entries), sum(len(entry.key) for entry in entries))
+
+
+def _gap_note(records: dict[str, _Records], sizes: dict[str, int]) -> str:
+    """What the encrypted store's extra bytes are: each record's nonce and tag, and longer keys."""
+    sealing = records["encrypted"].count * SEALED_OVERHEAD
+    keys = records["encrypted"].key_bytes - records["plaintext"].key_bytes
+    gap = sizes["encrypted"] - sizes["plaintext"]
+    return (
+        f"of the {gap / 1e3:,.0f} KB more: {records['encrypted'].count:,} sealed records x {SEALED_OVERHEAD} B = "
+        f"{sealing / 1e3:,.0f} KB, longer stored keys {keys / 1e3:,.0f} KB"
+    )
+
+
 def _ratio_figures(ctx: Context, what: str, values: dict[str, float], goal: str, met: Any, unit: str) -> None:
     fig(ctx, W, f"{what} ({unit}), encrypted", values["encrypted"], f"{what}, plaintext", values["plaintext"], goal, met)
 
@@ -55,7 +82,8 @@ def small_commits(ctx: Context) -> dict[str, Any]:
     for store in stores.values():
         store.close()  # first: a clean close gives back the segment's preallocated tail
     sizes = {side: _size(stores[side]) for side in SIDES}
-    return {"median": {side: median(times[side]) for side in SIDES}, "size": sizes}
+    records = {side: _records(stores[side]) for side in SIDES}
+    return {"median": {side: median(times[side]) for side in SIDES}, "size": sizes, "records": records}
 
 
 def conversation(ctx: Context) -> dict[str, Any]:
@@ -65,7 +93,8 @@ def conversation(ctx: Context) -> dict[str, Any]:
     for store in stores.values():
         store.close()  # first: a clean close gives back the segment's preallocated tail
     sizes = {side: _size(stores[side]) for side in SIDES}
-    return {"total": {side: sum(times[side]) / 1000 for side in SIDES}, "size": sizes}
+    records = {side: _records(stores[side]) for side in SIDES}
+    return {"total": {side: sum(times[side]) / 1000 for side in SIDES}, "size": sizes, "records": records}
 
 
 def large_artifact(ctx: Context) -> dict[str, Any]:
@@ -73,6 +102,7 @@ def large_artifact(ctx: Context) -> dict[str, Any]:
     nbytes = path.stat().st_size
     best: dict[str, float] = {}
     sizes: dict[str, int] = {}
+    records: dict[str, _Records] = {}
     for turn in range(2):
         for side in SIDES if turn % 2 == 0 else SIDES[::-1]:
             store = _open(ctx, side, f"large{turn}")
@@ -82,7 +112,8 @@ def large_artifact(ctx: Context) -> dict[str, Any]:
             best[side] = min(best.get(side, elapsed), elapsed)
             store.close()
             sizes[side] = _size(store)
-    return {"throughput": {side: nbytes / best[side] / 1_000_000 for side in SIDES}, "size": sizes}
+            records[side] = _records(store)
+    return {"throughput": {side: nbytes / best[side] / 1_000_000 for side in SIDES}, "size": sizes, "records": records}
 
 
 def resume_requests(ctx: Context) -> dict[tuple[str, str], int]:
@@ -166,6 +197,7 @@ def run(ctx: Context) -> None:
                 sizes["plaintext"] / 1e6,
                 "within 2%",
                 lambda v, p=sizes["plaintext"] / 1e6: abs(v - p) <= 0.02 * p,
+                note=_gap_note(part["records"], sizes),
             )
     if resumed is not None:
         new, made = resumed["new directory", "plaintext"], resumed["store made before", "plaintext"]
