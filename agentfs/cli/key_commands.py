@@ -55,7 +55,9 @@ def register(subparsers: Subparsers) -> None:
     sub.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for the remotes, as JSON")
     sub.set_defaults(handler=cmd_passwd)
 
-    parser = subparsers.add_parser("copy", help="copy every run's checkpoints into a new store (with --encrypt: an encrypted one)")
+    parser = subparsers.add_parser(
+        "copy", help="copy a store into a new one as it is: ids, forks, journals, policy (--encrypt: encrypted, under a new key)"
+    )
     parser.add_argument("source", metavar="SRC", help="the store to read")
     parser.add_argument("target", metavar="DEST", help="a new store directory")
     parser.add_argument("--encrypt", action="store_true", help="make DEST encrypted (passphrase: AGENTFS_NEW_PASSWORD or a prompt)")
