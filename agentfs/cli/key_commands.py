@@ -18,6 +18,7 @@ from typing import Any
 
 import agentfs
 
+from ..core.store_copy import copy_store
 from ..engine.keyslots import Encryption, new_slot, read_slots, remove_slot, write_slot
 from ..errors import AgentFSError, FormatError, WrongKey
 from ..format import crypto, keys
@@ -54,7 +55,9 @@ def register(subparsers: Subparsers) -> None:
     sub.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for the remotes, as JSON")
     sub.set_defaults(handler=cmd_passwd)
 
-    parser = subparsers.add_parser("copy", help="copy every run's checkpoints into a new store (with --encrypt: an encrypted one)")
+    parser = subparsers.add_parser(
+        "copy", help="copy a store into a new one as it is: ids, forks, journals, policy (--encrypt: encrypted, under a new key)"
+    )
     parser.add_argument("source", metavar="SRC", help="the store to read")
     parser.add_argument("target", metavar="DEST", help="a new store directory")
     parser.add_argument("--encrypt", action="store_true", help="make DEST encrypted (passphrase: AGENTFS_NEW_PASSWORD or a prompt)")
@@ -163,22 +166,21 @@ def cmd_passwd(args: argparse.Namespace) -> int:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    """Every run's checkpoints, oldest first, committed again into DEST (new ids, same states, metadata and
-    artifacts; forks become runs of their own, sharing bytes by dedup); journals are not copied."""
+    """Every run copied into DEST as it is (core/store_copy.py): the same checkpoint ids, parents, forks,
+    times, metadata, artifacts and journals, and the retention policy; the bytes kept under DEST's keys."""
     source_root, target = Path(args.source).absolute(), Path(args.target).absolute()
     if (target / "config").exists():
         raise FormatError(f"{target} is a store already: copy makes a new one")
     encryption = Encryption(passphrase=_new_passphrase()) if args.encrypt else None
-    copied = 0
     with (
-        agentfs.open(source_root, encryption=cli_encryption(args, source_root)) as source,
+        agentfs.open(source_root, create=False, encryption=cli_encryption(args, source_root)) as source,
         agentfs.open(target, encryption=encryption) as dest,
     ):
-        for name in source.runs():
-            run = dest.run(name)
-            for checkpoint in reversed(source.run(name).history()):
-                artifacts = dict(checkpoint.artifacts.items())
-                run.commit(checkpoint.state, metadata=checkpoint.metadata, artifacts=artifacts)
-                copied += 1
-    output.line(f"copied {output.count(copied, 'checkpoint')} into {'encrypted ' if args.encrypt else ''}store {target}")
-    return OK
+        report = copy_store(source, dest)
+    for skipped in report.skipped:
+        output.line(f"skipped {skipped}")
+    records = f"{output.count(report.journal_records, 'journal record')}, {output.count(report.retirements, 'retirement')}"
+    copied = f"{output.count(report.checkpoints, 'checkpoint')}, {records}"
+    output.line(f"copied {copied} of {output.count(report.runs, 'run')} into {'encrypted ' if args.encrypt else ''}store {target}")
+    output.line("the copy is a new store, synced nowhere: `agentfs sync URL` pushes it to a new remote")
+    return FAILED if report.skipped else OK

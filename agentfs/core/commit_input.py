@@ -12,7 +12,7 @@ from typing import IO, Any, Union
 
 from ..errors import NotFound, SerializationError
 from ..format import chunking
-from ..format.manifest import MAP_STATE, VALUE_STATE
+from ..format.manifest import MAP_STATE, MAX_VALUE, VALUE_STATE
 from ..format.refs import Ref
 from ..names import check_name
 from ..objects.blobs import BlobWriter
@@ -29,8 +29,16 @@ def encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:
         for key in state:
             if not key.isascii():
                 _check_text(key)
-        return MAP_STATE, {key: encode_body(value, functools.partial(_key_path, key)) for key, value in state.items()}
-    return VALUE_STATE, {"": encode_body(state, "state")}
+        return MAP_STATE, {key: _sized(encode_body(value, functools.partial(_key_path, key)), key) for key, value in state.items()}
+    return VALUE_STATE, {"": _sized(encode_body(state, "state"), None)}
+
+
+def _sized(encoded: tuple[int, int, bytes], key: str | None) -> tuple[int, int, bytes]:
+    """`encoded` unless it is over the largest value, which every reader refuses (objects/blobs.py BlobReader.read)."""
+    if len(encoded[2]) > MAX_VALUE:
+        what = "state" if key is None else _key_path(key)
+        raise SerializationError(f"{what} is {len(encoded[2])} bytes encoded, over the largest value ({MAX_VALUE}): make it an artifact")
+    return encoded
 
 
 def _check_text(key: str) -> None:

@@ -38,7 +38,7 @@ from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
-from .segments import Location, SealedSegment, ids_of, open_indexed, peek, scan_from
+from .segments import Location, SealedSegment, batch_reader, ids_of, open_indexed, peek, scan_from
 
 log = logging.getLogger("agentfs")
 
@@ -222,9 +222,13 @@ class Index:
                 known.sealed = peek(self._path(segment_id))[1]
             return
         entries: list[fmt.IndexEntry] = []
+        size = os.fstat(fd).st_size
         while (length := fmt.batch_length(head, segment_id, known.end)) is not None:
             try:
-                entries.extend(fmt.decode_batch(os.pread(fd, length, known.end), segment_id, known.end, self._where(segment_id)))
+                if known.end + length > size:
+                    raise IntegrityError(f"{self._where(segment_id)} offset {known.end}: a batch claims {length} bytes past the file's end")
+                read = batch_reader(fd, size, known.end, length)  # a large batch is read a frame at a time, never whole
+                entries.extend(fmt.decode_batch(read, segment_id, known.end, self._where(segment_id)))
             except AgentFSError:  # damaged or still being written: the full scan tells which
                 view = scan_from(self._path(segment_id), known.end)
                 self.problems.extend(view.problems)
@@ -308,7 +312,7 @@ class Index:
         """Apply a retirement record: what it names leaves the index (and stays out if indexed later)."""
         where = f"{run} retired/{record_id} ({self._where(location.segment_id)} offset {location.offset})"
         try:
-            record = decode_retirement(self.read(location).body, run, record_id, where)
+            record = decode_retirement(self.read(location, kinds.RETIRED).body, run, record_id, where)
         except AgentFSError:
             return  # hides nothing; verify reports the record
         named = set(record.checkpoints) | set(record.journal)
@@ -464,11 +468,18 @@ class Index:
             raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
         return fd
 
-    def read(self, location: Location) -> fmt.Record:
-        """The record at `location`, its frame verified; IntegrityError if damaged."""
+    def read(self, location: Location, kind: int | None = None) -> fmt.Record:
+        """The record at `location` (of `kind`, if known), its frame verified; IntegrityError if damaged.
+
+        The length a footer or batch claims is checked against the kind's largest record and the segment's
+        size before anything is allocated (tests/test_segment_limits.py)."""
         fd = self.descriptor(location.segment_id)
-        data = os.pread(fd, location.length, location.offset)
         where = f"{self._where(location.segment_id)} offset {location.offset}"
+        largest = fmt.MAX_RECORD_FRAME if kind is None else fmt.max_record_frame(kind)
+        if location.length > largest or location.offset + location.length > os.fstat(fd).st_size:
+            over = f"the largest record ({largest})" if location.length > largest else "the segment's end"
+            raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, past {over}")
+        data = os.pread(fd, location.length, location.offset)
         record = fmt.decode_record(data, where)
         if self.sealer is None or record.kind not in kinds.KNOWN:
             return record
@@ -511,7 +522,7 @@ class Index:
         intact: bytes | None = None
         for location in [first, *others]:
             try:
-                record = self.read(location)
+                record = self.read(location, kind)
             except IntegrityError as exc:
                 damage = damage or exc
                 continue

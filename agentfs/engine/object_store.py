@@ -14,15 +14,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from ..errors import AgentFSError, ObjectMissing
+from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec, kinds
 from ..format.refs import parse_node
-from ..format.segment import Record, record_body_unchecked
+from ..format.segment import Record, max_record_frame, record_body_unchecked
 from ..format.walk import Children, Reached
 from ..fsutil import drop_cached, start_writeback
 from .index import Index
 from .object_cache import ObjectCache
 from .segments import Location
+
+OBJECT_FRAME_MAX = max_record_frame(kinds.OBJECT)
 
 Fetch = Callable[[bytes], bytes | None]
 # the cores this process may run on: at most this many of a writer's jobs store chunks at once (_store_all)
@@ -102,6 +104,8 @@ class ObjectStore:
 
         The frame's crc32 is not computed: the sha256 check covers every byte it would (the frame's length
         is the index's, its kind and key are compared here, its body is decompressed and hashed)."""
+        if location.length > OBJECT_FRAME_MAX:  # checked before the read allocates it; the segment's end: index.read
+            raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, over the largest object's")
         data = os.pread(self.index.descriptor(location.segment_id), location.length, location.offset)
         body = record_body_unchecked(data, kinds.OBJECT, oid, where)
         if self.index.sealer is not None:  # authenticated before it is decompressed

@@ -56,7 +56,7 @@ def _pread(fd: int, length: int, offset: int) -> bytes:
     return data
 
 
-class _Window:
+class Window:
     """Reads a file forward through a buffer of READ_CHUNK bytes (one pread per chunk)."""
 
     def __init__(self, fd: int, size: int) -> None:
@@ -68,6 +68,15 @@ class _Window:
         if not (self.start <= offset and offset + length <= self.start + len(self.buffer)):
             self.start, self.buffer = offset, _pread(self.fd, max(length, READ_CHUNK), offset)
         return self.buffer[offset - self.start : offset - self.start + length]
+
+
+def batch_reader(fd: int, size: int, offset: int, length: int) -> fmt.Read:
+    """Reads the frames of the batch at `offset` that claims `length` bytes: one pread if it is at most READ_CHUNK,
+    else a frame at a time through a Window, so a crafted length is never allocated whole."""
+    if length > READ_CHUNK:
+        return Window(fd, size).read
+    data = _pread(fd, max(0, min(length, size - offset)), offset)
+    return lambda at, count: data[at - offset : at - offset + count]
 
 
 class SealedSegment(NamedTuple):
@@ -189,7 +198,7 @@ def scan_from(path: Path, start: int) -> SegmentView:
 
 
 def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str], start: int = fmt.HEADER.size) -> SegmentView:
-    window = _Window(fd, size)
+    window = Window(fd, size)
     entries: list[fmt.IndexEntry] = []
     position = end = start
     torn_end = end
@@ -199,15 +208,14 @@ def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str
             break  # preallocated zeros, or the footer of a seal whose trailer never became durable
         length = fmt.batch_length(head, header.segment_id, position)
         if length is not None and position + length <= size:
-            data = window.read(position, length)
-            try:
-                entries.extend(fmt.decode_batch(data, header.segment_id, position, str(path)))
+            try:  # a frame at a time: a batch is never read whole (tests/test_segment_limits.py)
+                entries.extend(fmt.decode_batch(window.read, header.segment_id, position, str(path)))
             except AgentFSError as exc:
                 # the intact BEGIN frame vouches for where the next batch starts; an intact END (or a
                 # next batch) says the whole batch was written: damage, not a torn append
                 following = position + length
                 next_begin = window.read(following, fmt.BEGIN_FRAME)
-                if fmt.ends_batch(data, position) or fmt.batch_length(next_begin, header.segment_id, following) is not None:
+                if fmt.ends_batch(window.read, position, length) or fmt.batch_length(next_begin, header.segment_id, following) is not None:
                     problems.append(f"damaged batch skipped: {exc}")
                     position = end = following
                     continue
@@ -223,7 +231,7 @@ def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str
     return SegmentView(path, header, False, entries, end, max(end, torn_end), problems)
 
 
-def _is_footer(window: _Window, position: int) -> bool:
+def _is_footer(window: Window, position: int) -> bool:
     head = window.read(position, fmt.FRAME.size)
     if len(head) < fmt.FRAME.size or head[-1] != fmt.KIND_FOOTER:
         return False
@@ -304,6 +312,8 @@ class SegmentReader:
         except FileNotFoundError:
             raise NotFound(f"segment {path} does not exist") from None
         try:
+            if location.length > fmt.MAX_RECORD_FRAME or location.offset + location.length > os.fstat(fd).st_size:
+                raise IntegrityError(f"{where}: a record of {location.length} bytes claimed there, past the largest or the segment's end")
             return fmt.decode_record(_pread(fd, location.length, location.offset), where)
         finally:
             os.close(fd)

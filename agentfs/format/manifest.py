@@ -17,6 +17,10 @@ MAP_STATE = "map"  # a mapping stored key by key
 VALUE_STATE = "value"  # any other value, stored whole
 
 ValueRef = list[Any]  # [format, count, blob ref]: see serialization.values
+# The largest value (one state key's, or a whole state's) in bytes, encoded: a writer refuses a larger one at
+# commit and a reader refuses a ref claiming more before reading it, so a value is never assembled past it
+# (a tree repeating one chunk can claim any size at the cost of a few objects). Large data goes in artifacts.
+MAX_VALUE = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)

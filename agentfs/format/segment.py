@@ -26,12 +26,14 @@ a batch of this segment at that place.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from isal.isal_zlib import crc32
 
-from ..errors import FormatError, IntegrityError
+from ..errors import FormatError, IntegrityError, SerializationError
+from . import codec, kinds
+from .crypto import SEALED_OVERHEAD
 from .footer import FIRST_RECORD_KIND, Footer, IndexEntry, encode_footer
 
 VERSION = 2
@@ -55,6 +57,21 @@ BEGIN_FRAME = FRAME.size + BEGIN.size
 END_FRAME = FRAME.size + END.size
 MAX_KEY = 0xFFFF
 ZERO_FRAME = bytes(FRAME.size)
+# The largest body of a record that is not an object (an entry, a journal or retirement record): a writer
+# refuses a larger one, a reader refuses a frame claiming more before reading it (and a remote's too).
+MAX_RECORD_BODY = 64 << 20
+
+Read = Callable[[int, int], bytes]  # (offset, length) -> the bytes there; fewer at the end of the file
+
+
+def max_record_frame(kind: int) -> int:
+    """The longest frame a record of `kind` may have: its key (at most MAX_KEY bytes) and its body, at most
+    codec.MAX_BLOB for an object, nothing for a fork, MAX_RECORD_BODY else; sealed, 28 bytes more."""
+    body = codec.MAX_BLOB if kind == kinds.OBJECT else 0 if kind == kinds.FORK else MAX_RECORD_BODY
+    return FRAME.size + KEY_LENGTH.size + MAX_KEY + body + SEALED_OVERHEAD
+
+
+MAX_RECORD_FRAME = max(max_record_frame(kind) for kind in kinds.KNOWN)  # of any kind, for a reader that knows none
 
 
 class Record(NamedTuple):
@@ -141,6 +158,9 @@ def batch_parts(segment_id: int, offset: int, records: Sequence[Record]) -> tupl
             raise FormatError(f"record key of {len(record.key)} bytes is longer than {MAX_KEY}")
         head = KEY_LENGTH.pack(len(record.key)) + record.key
         length = len(head) + len(record.body)
+        if FRAME.size + length > max_record_frame(record.kind):  # every reader would refuse it
+            name = kinds.NAMES.get(record.kind, f"kind {record.kind}")
+            raise SerializationError(f"{name} record of {len(record.body)} bytes: over the format's largest ({MAX_RECORD_BODY})")
         crc = crc32(record.body, crc32(head, crc32(_CHECKED.pack(length, record.kind))))  # encode_frame's, in pieces
         parts += [FRAME.pack(length, crc, record.kind), head, record.body]
         entries.append(IndexEntry(record.kind, record.key, position, FRAME.size + length))
@@ -167,40 +187,51 @@ def batch_length(data: bytes | memoryview, segment_id: int, offset: int) -> int 
     return int(length)
 
 
-def decode_batch(data: bytes | memoryview, segment_id: int, offset: int, where: str) -> list[IndexEntry]:
-    """The records of the batch `data` holds exactly (found at `offset`); IntegrityError unless all of it is intact."""
-    length = batch_length(data, segment_id, offset)
-    if length is None or length != len(data):
+def decode_batch(read: Read, segment_id: int, offset: int, where: str) -> list[IndexEntry]:
+    """The records of the batch at `offset`, read a frame at a time through `read`; IntegrityError unless all
+    of it is intact. Each record frame's claimed length is checked against its kind's largest
+    (max_record_frame) and the batch's end before the frame is read: a crafted length allocates nothing."""
+    head = read(offset, BEGIN_FRAME)
+    length = batch_length(head, segment_id, offset)
+    if length is None:
         raise IntegrityError(f"{where} offset {offset}: no intact batch start")
-    count = BEGIN.unpack_from(data, FRAME.size)[4]
-    entries, position = [], BEGIN_FRAME
+    count = BEGIN.unpack_from(head, FRAME.size)[4]
+    end = offset + length - END_FRAME  # where the END frame lies
+    entries, position = [], offset + BEGIN_FRAME
     for _ in range(count):
-        if position + FRAME.size > length - END_FRAME:
-            raise IntegrityError(f"{where} offset {offset + position}: the batch ends before its {count} records")
-        size = frame_length(data[position:])
-        kind, payload = decode_frame(data[position : position + size], f"{where} offset {offset + position}")
+        at = f"{where} offset {position}"
+        frame_head = read(position, FRAME.size)
+        if position + FRAME.size > end or len(frame_head) < FRAME.size:
+            raise IntegrityError(f"{at}: the batch ends before its {count} records")
+        size, kind = frame_length(frame_head), frame_head[FRAME.size - 1]
+        if kind < FIRST_RECORD_KIND:
+            raise FormatError(f"{at}: a record frame of kind {kind} is malformed")
+        if size > max_record_frame(kind) or position + size > end:
+            limit = f"the largest {kinds.NAMES.get(kind, f'kind {kind}')} record ({max_record_frame(kind)})"
+            raise IntegrityError(f"{at}: a record frame claims {size} bytes, over {limit if position + size <= end else 'its batch'}")
+        kind, payload = decode_frame(read(position, size), at)
         key_length = KEY_LENGTH.unpack_from(payload)[0] if len(payload) >= KEY_LENGTH.size else MAX_KEY + 1
-        if kind < FIRST_RECORD_KIND or KEY_LENGTH.size + key_length > len(payload):
-            raise FormatError(f"{where} offset {offset + position}: a record frame of kind {kind} is malformed")
-        entries.append(IndexEntry(kind, payload[KEY_LENGTH.size : KEY_LENGTH.size + key_length], offset + position, size))
+        if KEY_LENGTH.size + key_length > len(payload):
+            raise FormatError(f"{at}: a record frame of kind {kind} is malformed")
+        entries.append(IndexEntry(kind, payload[KEY_LENGTH.size : KEY_LENGTH.size + key_length], position, size))
         position += size
-    if position != length - END_FRAME:
-        raise IntegrityError(f"{where} offset {offset + position}: the batch's records overrun its end frame")
-    kind, payload = decode_frame(data[position:], f"{where} offset {offset + position}")
+    if position != end:
+        raise IntegrityError(f"{where} offset {position}: the batch's records overrun its end frame")
+    kind, payload = decode_frame(read(end, END_FRAME), f"{where} offset {end}")
     if kind != KIND_END or END.unpack(payload) != (offset, count):
-        raise IntegrityError(f"{where} offset {offset + position}: the batch's end frame does not close it")
+        raise IntegrityError(f"{where} offset {end}: the batch's end frame does not close it")
     return entries
 
 
-def ends_batch(data: bytes | memoryview, offset: int) -> bool:
-    """Whether the batch `data` holds (its BEGIN frame intact, found at `offset`) ends in its intact END frame.
+def ends_batch(read: Read, offset: int, length: int) -> bool:
+    """Whether the batch at `offset` (its BEGIN frame intact, stating `length`) ends in its intact END frame.
 
     A torn append leaves a prefix of the batch; an intact END frame at the stated length means the
     whole batch was written and then damaged.
     """
-    count = BEGIN.unpack_from(data, FRAME.size)[4]
+    count = BEGIN.unpack_from(read(offset, BEGIN_FRAME), FRAME.size)[4]
     try:
-        kind, payload = decode_frame(data[len(data) - END_FRAME :], "")
+        kind, payload = decode_frame(read(offset + length - END_FRAME, END_FRAME), "")
     except IntegrityError:
         return False
     return kind == KIND_END and END.unpack(payload) == (offset, count)

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import agentfs
 
+from ..engine.keyslots import EncryptionArg
+
 _PLAIN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _HASHED = re.compile(r"h[0-9a-f]{64}")
 
@@ -26,16 +28,19 @@ def segment(text: str) -> str:
 
 
 def open_or_use(
-    store: agentfs.Store | str | os.PathLike[str],
+    store: agentfs.Store | str | os.PathLike[str] | None,
     owner: str,
     *,
     remote: str | None,
     storage_options: dict[str, Any] | None,
     durability: Literal["power", "process"] | None,
+    encryption: EncryptionArg = None,
 ) -> tuple[agentfs.Store, bool]:
-    """(the store, whether the adapter opened it and so closes it): `store` itself, or `agentfs.open(store, ...)`."""
+    """(the store, whether the adapter opened it and so closes it): `store` itself, or `agentfs.open(store, ...)`
+    with `remote`, `storage_options`, `durability` and `encryption` exactly as `agentfs.open` takes them."""
     if isinstance(store, agentfs.Store):
-        if remote is not None or storage_options is not None or durability is not None:
-            raise ValueError(f"remote, storage_options and durability apply only when {owner} opens the store")
+        if remote is not None or storage_options is not None or durability is not None or encryption is not None:
+            raise ValueError(f"remote, storage_options, durability and encryption apply only when {owner} opens the store")
         return store, False
-    return agentfs.open(store, remote=remote, storage_options=storage_options, durability=durability or "power"), True
+    opened = agentfs.open(store, remote=remote, storage_options=storage_options, durability=durability or "power", encryption=encryption)
+    return opened, True

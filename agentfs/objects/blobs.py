@@ -13,6 +13,7 @@ from ..engine.object_store import ObjectStore, ObjectWriter
 from ..engine.repository import Repository
 from ..errors import FormatError, SerializationError
 from ..format import chunking, codec
+from ..format.manifest import MAX_VALUE
 from ..format.refs import (
     INLINE,
     INLINE_MAX,
@@ -237,10 +238,14 @@ class BlobReader:
         self.pool = pool
 
     def chunks(self, ref: Ref, home: Location, where: str) -> Iterator[bytes]:
-        """The blob's bytes, a verified chunk at a time; raises if they do not add up to its size."""
+        """The blob's bytes, a verified chunk at a time, never more than its reference claims: each tree node's
+        children must add up to the size its parent (or the reference) gives it before any is read, and each
+        chunk must be the size its node gives it (tests/test_tree_bounds.py)."""
         total = 0
         for chunk in self._chunks(ref, home, where):
             total += len(chunk)
+            if total > ref_size(ref):
+                raise FormatError(f"{where}: blob holds over {total} bytes, its reference says {ref_size(ref)}")
             yield chunk
         if total != ref_size(ref):
             raise FormatError(f"{where}: blob holds {total} bytes, its reference says {ref_size(ref)}")
@@ -255,40 +260,52 @@ class BlobReader:
         elif kind == LOOSE:
             yield self.db.cache.get(ref[1], self.db.read)
         else:
-            yield from self._read_ahead(self._leaves(ref[1], ref[3], where))
+            yield from self._read_ahead(self._leaves(ref[1], ref[3], ref[2], where), where)
 
-    def _leaves(self, oid: bytes, depth: int, where: str) -> Iterator[tuple[bytes, int]]:
-        """(id, size) of a tree's chunks, in order."""
+    def _leaves(self, oid: bytes, depth: int, size: int, where: str) -> Iterator[tuple[bytes, int]]:
+        """(id, size) of a tree's chunks, in order; the node `oid` must hold `size` bytes in all."""
         # a corrupt node is an IntegrityError from the read, not a malformed one (as ObjectStore.read_node)
-        for child_oid, size in parse_node(self.db.cache.get(oid, self.db.read), oid, where):
+        children = parse_node(self.db.cache.get(oid, self.db.read), oid, where)
+        if sum(child_size for _child, child_size in children) != size:
+            held = sum(child_size for _child, child_size in children)
+            raise FormatError(f"{where}: tree node {oid.hex()} lists {held} bytes of children where {size} are claimed")
+        for child_oid, child_size in children:
             if depth == 1:
-                yield child_oid, size
+                yield child_oid, child_size
             else:
-                yield from self._leaves(child_oid, depth - 1, where)
+                yield from self._leaves(child_oid, depth - 1, child_size, where)
 
-    def _read_ahead(self, leaves: Iterator[tuple[bytes, int]]) -> Iterator[bytes]:
-        """The objects' bytes in order; large ones held here are read and verified on the pool, READ_AHEAD ahead.
+    def _read_ahead(self, leaves: Iterator[tuple[bytes, int]], where: str) -> Iterator[bytes]:
+        """The objects' bytes in order, each the size its node claims; large ones held here are read and
+        verified on the pool, READ_AHEAD ahead.
 
         A small one, or one this process's index does not place, is read by the caller's thread when its
         turn comes (ObjectStore.read refreshes the index, else fetches it from the remote)."""
-        ahead: deque[bytes | Future[bytes]] = deque()
+        ahead: deque[tuple[bytes, int, bytes | Future[bytes]]] = deque()
         try:
             for oid, size in leaves:
                 on_pool = size > self.READ_HERE and self.db.index.object_location(oid) is not None
-                ahead.append(self.pool().submit(self.db.read, oid) if on_pool else oid)
+                ahead.append((oid, size, self.pool().submit(self.db.read, oid) if on_pool else oid))
                 if len(ahead) > self.READ_AHEAD:
-                    yield self._result(ahead.popleft())
+                    yield self._result(*ahead.popleft(), where)
             while ahead:
-                yield self._result(ahead.popleft())
+                yield self._result(*ahead.popleft(), where)
         finally:  # the caller stopped early (or a read failed): what is still queued is not wanted
-            for pending in ahead:
+            for _oid, _size, pending in ahead:
                 if isinstance(pending, Future):
                     pending.cancel()
 
-    def _result(self, pending: bytes | Future[bytes]) -> bytes:
-        return pending.result() if isinstance(pending, Future) else self.db.cache.get(pending, self.db.read)
+    def _result(self, oid: bytes, size: int, pending: bytes | Future[bytes], where: str) -> bytes:
+        data = pending.result() if isinstance(pending, Future) else self.db.cache.get(oid, self.db.read)
+        if len(data) != size:
+            raise FormatError(f"{where}: chunk {oid.hex()} holds {len(data)} bytes where its tree node claims {size}")
+        return data
 
     def read(self, ref: Ref, home: Location, where: str) -> bytes:
+        """A value's bytes, whole: refused before a byte is read if its reference claims more than the largest
+        value (MAX_VALUE), which a tree repeating one chunk can claim at the cost of a few objects."""
+        if ref_size(ref) > MAX_VALUE:
+            raise FormatError(f"{where}: its reference claims {ref_size(ref)} bytes, over the largest value ({MAX_VALUE})")
         return b"".join(self.chunks(ref, home, where))
 
 

@@ -19,6 +19,7 @@ from google.genai import types
 
 import agentfs
 
+from ...engine.keyslots import EncryptionArg
 from ..run_names import open_or_use, segment
 from .layout import PREFIX, artifacts_root
 
@@ -36,9 +37,10 @@ class AgentFSArtifactService(BaseArtifactService):
         remote: str | None = None,
         storage_options: dict[str, Any] | None = None,
         durability: Literal["power", "process"] | None = None,
+        encryption: EncryptionArg = None,
     ) -> None:
         self.store, self._owns_store = open_or_use(
-            store, "AgentFSArtifactService", remote=remote, storage_options=storage_options, durability=durability
+            store, "AgentFSArtifactService", remote=remote, storage_options=storage_options, durability=durability, encryption=encryption
         )
         self.prefix = prefix
 

@@ -32,6 +32,7 @@ from google.adk.tools.tool_context import ToolContext
 
 import agentfs
 
+from ...engine.keyslots import EncryptionArg
 from ..run_names import open_or_use
 from .layout import EVENTS, PREFIX, STATE, app_state_run, session_run, sessions_root, user_state_run
 
@@ -40,7 +41,7 @@ T = TypeVar("T")
 
 class AgentFSSessionService(BaseSessionService):
     """ADK sessions kept as agentfs checkpoints; `store` is an `agentfs.Store` or a path (opened with
-    `remote`, `storage_options` and `durability` as in `agentfs.open`)."""
+    `remote`, `storage_options`, `durability` and `encryption` as in `agentfs.open`)."""
 
     def __init__(
         self,
@@ -50,9 +51,10 @@ class AgentFSSessionService(BaseSessionService):
         remote: str | None = None,
         storage_options: dict[str, Any] | None = None,
         durability: Literal["power", "process"] | None = None,
+        encryption: EncryptionArg = None,
     ) -> None:
         self.store, self._owns_store = open_or_use(
-            store, "AgentFSSessionService", remote=remote, storage_options=storage_options, durability=durability
+            store, "AgentFSSessionService", remote=remote, storage_options=storage_options, durability=durability, encryption=encryption
         )
         self.prefix = prefix
         # the last session head this service committed: the next append to it extends these events instead of

@@ -41,13 +41,15 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ...api import Store, open_store
+from ...api import Store
 from ...core.checkpoint import Checkpoint as Commit
+from ...engine.keyslots import EncryptionArg
 from ...engine.repository import Durability
 from ...errors import Conflict
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import write_batch_metadata
 from ..langgraph_view import StoreView
+from ..run_names import open_or_use
 from . import records, tuples
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
 from .list_values import ListValues
@@ -62,8 +64,8 @@ APPEND_LOCKS = 64  # (thread, namespace) pairs share this many locks
 class AgentFSSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer that keeps every thread in an agentfs store.
 
-    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options` and
-    `durability` as in `agentfs.open`). `prefix` is the run name under which threads are kept.
+    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options`,
+    `durability` and `encryption` as in `agentfs.open`). `prefix` is the run name under which threads are kept.
     """
 
     def __init__(
@@ -75,16 +77,12 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         remote: str | None = None,
         storage_options: dict[str, Any] | None = None,
         durability: Durability | None = None,
+        encryption: EncryptionArg = None,
     ) -> None:
         super().__init__(serde=serde)
-        if isinstance(store, Store):
-            if remote is not None or storage_options is not None or durability is not None:
-                raise ValueError("remote, storage_options and durability apply only when AgentFSSaver opens the store")
-            self.store = store
-            self._owns_store = False
-        else:
-            self.store = open_store(store, remote=remote, storage_options=storage_options, durability=durability or "power")
-            self._owns_store = True
+        self.store, self._owns_store = open_or_use(
+            store, "AgentFSSaver", remote=remote, storage_options=storage_options, durability=durability, encryption=encryption
+        )
         self.layout = Layout(prefix)
         self._values = records.CommitValues()
         self.generations = Generations(self.store, self.layout, self._values)

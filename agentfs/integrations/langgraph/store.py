@@ -57,6 +57,7 @@ from langgraph.store.base import (
 
 from ... import Conflict, Store
 from ... import open as open_agentfs
+from ...engine.keyslots import EncryptionArg
 from ...names import check_name
 from .store_heads import Found, NamespaceHeads, Record, Records, updated_last
 from .store_layout import Namespace
@@ -87,8 +88,8 @@ class Embedded(NamedTuple):
 class AgentFSStore(BaseStore):
     """LangGraph's `BaseStore` over agentfs: durable, versioned items that sync to any remote with the store.
 
-    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options` and
-    `durability` as in `agentfs.open`). `index={"dims": N, "embed": fn, "fields": [...]}` enables
+    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options`,
+    `durability` and `encryption` as in `agentfs.open`). `index={"dims": N, "embed": fn, "fields": [...]}` enables
     vector search; `ttl=TTLConfig(...)` sets defaults; `clock` (seconds since the epoch) stamps
     times and expiries.
     """
@@ -106,12 +107,15 @@ class AgentFSStore(BaseStore):
         storage_options: dict[str, Any] | None = None,
         durability: Literal["power", "process"] = "power",
         clock: Clock = time.time,
+        encryption: EncryptionArg = None,
     ) -> None:
         self._owns_store = not isinstance(store, Store)
         if isinstance(store, Store):
+            if remote is not None or storage_options is not None or encryption is not None:
+                raise ValueError("remote, storage_options and encryption apply only when AgentFSStore opens the store")
             self.store = store
         else:
-            self.store = open_agentfs(store, remote=remote, storage_options=storage_options, durability=durability)
+            self.store = open_agentfs(store, remote=remote, storage_options=storage_options, durability=durability, encryption=encryption)
         self.prefix = check_name(prefix, "run prefix")
         self.ttl_config = ttl
         self.clock = clock

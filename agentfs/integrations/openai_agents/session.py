@@ -27,6 +27,8 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 import agentfs
 
+from ...engine.keyslots import EncryptionArg
+from ..run_names import open_or_use
 from . import turns as derived
 from .layout import MAIN, Entry, branch_run, entries_of, is_user_message, preview, session_root, texts, turn_positions
 from .turns import USAGE, Unpaired, Usage
@@ -44,8 +46,9 @@ class BranchError(agentfs.AgentFSError, ValueError):
 class AgentFSSession:
     """Conversation history for the OpenAI Agents SDK, kept as agentfs checkpoints.
 
-    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options` and
-    `durability` as in `agentfs.open`; none: $AGENTFS_STORE, else ./.agentfs). `session_settings` works as in `SQLiteSession` (its
+    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options`,
+    `durability` and `encryption` as in `agentfs.open`; none: $AGENTFS_STORE, else ./.agentfs).
+    `session_settings` works as in `SQLiteSession` (its
     `limit` applies when `get_items` is called without one).
     """
 
@@ -62,15 +65,16 @@ class AgentFSSession:
         storage_options: dict[str, Any] | None = None,
         durability: Literal["power", "process"] | None = None,
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        encryption: EncryptionArg = None,
     ) -> None:
-        if isinstance(store, agentfs.Store):
-            if remote is not None or storage_options is not None or durability is not None:
-                raise ValueError("remote, storage_options and durability apply only when AgentFSSession opens the store")
-            self.store = store
-            self._owns_store = False
-        else:
-            self.store = agentfs.open(store, remote=remote, storage_options=storage_options, durability=durability or "power")
-            self._owns_store = True
+        self.store, self._owns_store = open_or_use(
+            store,
+            "AgentFSSession",
+            remote=remote,
+            storage_options=storage_options,
+            durability=durability,
+            encryption=encryption,
+        )
         self.session_id = session_id
         self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         self.prefix = prefix

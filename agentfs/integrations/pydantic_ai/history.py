@@ -23,6 +23,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 import agentfs
 
+from ...engine.keyslots import EncryptionArg
 from ..run_names import open_or_use, segment
 
 PREFIX = "pydantic-ai"
@@ -37,8 +38,8 @@ class ForkError(agentfs.AgentFSError, ValueError):
 class AgentFSMessageHistory:
     """The messages of one Pydantic AI conversation, each append a durable agentfs checkpoint.
 
-    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options` and
-    `durability` as in `agentfs.open`; with `remote`, a fresh store resumes what another machine synced).
+    `store` is an open `agentfs.Store` or a path (opened with `remote`, `storage_options`,
+    `durability` and `encryption` as in `agentfs.open`; with `remote`, a fresh store resumes what another machine synced).
     """
 
     def __init__(
@@ -50,9 +51,10 @@ class AgentFSMessageHistory:
         remote: str | None = None,
         storage_options: dict[str, Any] | None = None,
         durability: Literal["power", "process"] | None = None,
+        encryption: EncryptionArg = None,
     ) -> None:
         self.store, self._owns_store = open_or_use(
-            store, "AgentFSMessageHistory", remote=remote, storage_options=storage_options, durability=durability
+            store, "AgentFSMessageHistory", remote=remote, storage_options=storage_options, durability=durability, encryption=encryption
         )
         self.conversation_id = conversation_id
         self.prefix = prefix
