@@ -29,7 +29,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
 from ..format import kinds
@@ -47,6 +47,9 @@ def _close_all(fds: dict[int, int]) -> None:
     for fd in fds.values():
         os.close(fd)
     fds.clear()
+
+
+T = TypeVar("T")
 
 
 class IdSlice(NamedTuple):
@@ -77,6 +80,9 @@ class Index:
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
         weakref.finalize(self, _close_all, self._fds)
+        self._users: dict[int, int] = {}  # descriptor -> the threads using it now (use())
+        self._retired: dict[int, int] = {}  # descriptors closed by close() while in use: closed by their last user
+        weakref.finalize(self, _close_all, self._retired)
         self._names: dict[int, str] = {}
         self._valid_runs: set[str] = set()  # run names of indexed keys, found valid once
         self.generation = 0  # grows at every rebuild: locations from before it may be gone
@@ -100,10 +106,16 @@ class Index:
         self.version = 0  # grows whenever a record is added or hidden
 
     def close(self) -> None:
-        """Close the descriptors kept open. A later read (a checkpoint of a closed store read lazily) opens one
-        again; those are closed when the index is collected."""
+        """Close the descriptors kept open (one a thread is reading through, at the end of its use()). A later
+        read (a checkpoint of a closed store read lazily) opens one again; those are closed when the index is
+        collected."""
         with self._lock:
-            _close_all(self._fds)
+            for segment_id, fd in self._fds.items():
+                if fd in self._users:
+                    self._retired[fd] = segment_id
+                else:
+                    os.close(fd)
+            self._fds.clear()
 
     # keeping up with the segments
 
@@ -440,6 +452,11 @@ class Index:
         with self._lock:
             return self.footers.rows_read()
 
+    def sealed_ids(self) -> list[int]:
+        """The segments indexed through their footers (sealed), oldest first."""
+        with self._lock:
+            return list(self.footers)
+
     def known_end(self, segment_id: int) -> int:
         with self._lock:
             known = self.segments.get(segment_id)
@@ -458,16 +475,34 @@ class Index:
                     return None
             return fd
 
-    def descriptor(self, segment_id: int) -> int:
-        fd = self._fd(segment_id)
-        if fd is None:
-            raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
-        return fd
+    def use(self, segment_id: int, action: Callable[..., T], *args: Any) -> T:
+        """`action(descriptor, *args)` on a read-only descriptor of the segment; NotFound if it is gone.
+
+        Hazard: close() (or a rebuild) in another thread would close the descriptor under the action, which
+        then failed with a bare EBADF or, the number taken again by another open, read another file. A
+        descriptor in use is closed only when its last user is done (tests/test_close_threads.py)."""
+        with self._lock:
+            fd = self._fd(segment_id)
+            if fd is None:
+                raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
+            self._users[fd] = self._users.get(fd, 0) + 1
+        try:
+            return action(fd, *args)
+        finally:
+            with self._lock:
+                left = self._users.pop(fd) - 1
+                if left:
+                    self._users[fd] = left
+                elif self._retired.pop(fd, None) is not None:
+                    os.close(fd)
+
+    def pread(self, segment_id: int, length: int, offset: int) -> bytes:
+        """`length` bytes of the segment at `offset` (see use())."""
+        return self.use(segment_id, os.pread, length, offset)
 
     def read(self, location: Location) -> fmt.Record:
         """The record at `location`, its frame verified; IntegrityError if damaged."""
-        fd = self.descriptor(location.segment_id)
-        data = os.pread(fd, location.length, location.offset)
+        data = self.pread(location.segment_id, location.length, location.offset)
         where = f"{self._where(location.segment_id)} offset {location.offset}"
         record = fmt.decode_record(data, where)
         if self.sealer is None or record.kind not in kinds.KNOWN:

@@ -82,6 +82,7 @@ def verify(store: Repository) -> VerifyReport:
     index = Index(store.segments_dir, store.sealer)
     try:
         index.audit()
+        store.protect_sealed()  # a sealed segment an older agentfs left without a seal copy gets one
         report.problems.extend(Problem("corrupt", str(store.segments_dir), problem) for problem in index.problems)
         located = list(index.object_locations().items())
         report.objects = len(located)

@@ -37,7 +37,7 @@ from ..errors import AgentFSError, StorageError, StoreClosed
 from ..format import keys
 from ..format import segment as fmt
 from ..fsutil import fsync_dir, make_dirs, temp_path, write_temp
-from .segments import Location, open_segment, peek, seal_copy_path, segment_ids
+from .segments import Location, SealedSegment, open_indexed, open_segment, peek, seal_copy_path, segment_ids
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -142,11 +142,49 @@ def _write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Se
         header = os.pread(fd, fmt.HEADER.size, 0)
         if not _named(fd, path):
             return  # its name was deleted by hand (and may be another segment's now): nothing to prove
+    _publish_seal_copy(path, header, seal, sync=sync)
+
+
+def _publish_seal_copy(path: Path, header: bytes, seal: bytes, *, sync: bool) -> None:
+    """Write the seal copy of the segment at `path` (its `header` and `seal` bytes) atomically: in tmp/, renamed in."""
     copy = seal_copy_path(path)
     with storing("writing the seal copy", copy):
         os.replace(write_temp(tmp_dir_of(path.parent), fmt.encode_seal_copy(header, seal), sync=sync), copy)
         if sync:
             fsync_dir(path.parent)
+
+
+def protect_sealed(directory: Path, sealed: Iterable[int], *, sync: bool) -> list[Path]:
+    """Give each segment of `sealed` that is sealed whole but has no seal copy its copy now; the segments protected.
+
+    Hazard: a segment sealed by an agentfs that predates seal copies (or by a writer killed between the
+    seal and its copy) has none, so a later truncation of it read as an unsealed segment's torn tail and
+    lost its checkpoints silently. Store open calls this for its sealed segments (tests/
+    test_segment_faults.py, the store sealed before seal copies). The seal is made durable (fsync of the
+    segment) before the copy that vouches for it is published, as a seal's own copy is."""
+    names = set(os.listdir(directory))
+    protected = []
+    for segment_id in sealed:
+        if fmt.seal_copy_name(segment_id) in names:
+            continue
+        path = directory / fmt.segment_name(segment_id)
+        try:
+            opened = open_indexed(path)
+        except (AgentFSError, FileNotFoundError):
+            continue  # damaged or gone: nothing whole to vouch for
+        if not isinstance(opened, SealedSegment) or opened.damage:
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            with storing("reading the seal of segment", path):
+                header, seal = os.pread(fd, fmt.HEADER.size, 0), os.pread(fd, os.fstat(fd).st_size - opened.end, opened.end)
+                if sync:
+                    os.fsync(fd)
+        finally:
+            os.close(fd)
+        _publish_seal_copy(path, header, seal, sync=sync)
+        protected.append(path)
+    return protected
 
 
 def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots: int = SLOTS) -> None:
