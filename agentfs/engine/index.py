@@ -31,14 +31,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, StorageError
 from ..format import kinds
 from ..format import segment as fmt
 from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
-from .segments import Location, SealedSegment, ids_of, open_indexed, peek, scan_from
+from .segments import Location, SealedSegment, ids_of, open_indexed, peek, scan_from, storing
 
 log = logging.getLogger("agentfs")
 
@@ -133,7 +133,8 @@ class Index:
                 return
             for segment_id, known in self.segments.items():
                 if not known.sealed and segment_id != own:
-                    self._read_tail(segment_id, known)
+                    with storing("reading segment", self._where(segment_id)):
+                        self._read_tail(segment_id, known)
             if len(present) != len(self.segments):
                 for segment_id in present:
                     if segment_id not in self.segments:
@@ -180,6 +181,8 @@ class Index:
             opened = open_indexed(self._path(segment_id))
         except FileNotFoundError:
             return  # compacted away since it was listed
+        except OSError as exc:  # EIO: raised, never a segment skipped (a run silently shorter)
+            raise StorageError(exc.errno, f"opening segment {self._path(segment_id)}: {exc.strerror or exc}") from exc
         except AgentFSError as exc:
             self.problems.append(str(exc))
             return
@@ -475,8 +478,9 @@ class Index:
                     return None
             return fd
 
-    def use(self, segment_id: int, action: Callable[..., T], *args: Any) -> T:
-        """`action(descriptor, *args)` on a read-only descriptor of the segment; NotFound if it is gone.
+    def use(self, segment_id: int, operation: str, action: Callable[..., T], *args: Any) -> T:
+        """`action(descriptor, *args)` on a read-only descriptor of the segment; NotFound if it is gone, a StorageError
+        naming `operation` and the segment if it fails (EIO).
 
         Hazard: close() (or a rebuild) in another thread would close the descriptor under the action, which
         then failed with a bare EBADF or, the number taken again by another open, read another file. A
@@ -487,7 +491,8 @@ class Index:
                 raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
             self._users[fd] = self._users.get(fd, 0) + 1
         try:
-            return action(fd, *args)
+            with storing(operation, self._where(segment_id)):
+                return action(fd, *args)
         finally:
             with self._lock:
                 left = self._users.pop(fd) - 1
@@ -498,7 +503,7 @@ class Index:
 
     def pread(self, segment_id: int, length: int, offset: int) -> bytes:
         """`length` bytes of the segment at `offset` (see use())."""
-        return self.use(segment_id, os.pread, length, offset)
+        return self.use(segment_id, "reading segment", os.pread, length, offset)
 
     def read(self, location: Location) -> fmt.Record:
         """The record at `location`, its frame verified; IntegrityError if damaged."""

@@ -131,13 +131,13 @@ class ObjectStore:
         Not with durability "process": nothing will wait for these bytes, and writing them at once would
         only compete with the disk's other work (a 1 GB fill then slowed the next durable commits 2x)."""
         if self.sync_writes:
-            self.index.use(locations[0].segment_id, start_writeback, *self._span(locations))
+            self.index.use(locations[0].segment_id, "writing back segment", start_writeback, *self._span(locations))
 
     def drop_cached(self, locations: Sequence[Location]) -> None:
         """Let the kernel drop from its page cache one batch start_writeback sent to disk a while before
         (fsutil.drop_cached): what is not on disk yet stays. Not with durability "process" (nothing was sent)."""
         if self.sync_writes:
-            self.index.use(locations[0].segment_id, drop_cached, *self._span(locations))
+            self.index.use(locations[0].segment_id, "dropping cached pages of segment", drop_cached, *self._span(locations))
 
     def _span(self, locations: Sequence[Location]) -> tuple[int, int]:
         """(offset, length) of the bytes of a batch's records, one segment's."""

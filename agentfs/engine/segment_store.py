@@ -24,7 +24,8 @@ from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
 from .locks import EXCLUSIVE, SHARED, LockFiles, forks
-from .segment_writer import SEAL_AT, Durability, SegmentWriter, protect_sealed, seal_orphans
+from .sealing import protect_sealed
+from .segment_writer import SEAL_AT, Durability, SegmentWriter, seal_orphans
 
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
 log = logging.getLogger("agentfs")
@@ -60,7 +61,7 @@ class SegmentStore:
         self.protect_sealed()
 
     def protect_sealed(self) -> None:
-        """Write the missing seal copy of each sealed segment (segment_writer.protect_sealed); a store this process
+        """Write the missing seal copy of each sealed segment (sealing.protect_sealed); a store this process
         cannot write to is read as it is."""
         try:
             for path in protect_sealed(self.segments_dir, self.index.sealed_ids(), sync=self.sync_writes):
@@ -181,10 +182,10 @@ class SegmentStore:
             return
         known = max(end, self.index.known_end(segment_id))  # read before the sync: all of it is covered
         if synced is None:
-            self.index.use(segment_id, os.fsync)
+            self.index.use(segment_id, "syncing segment", os.fsync)
             fsync_dir(self.segments_dir)
         else:
-            self.index.use(segment_id, os.fdatasync)
+            self.index.use(segment_id, "syncing segment", os.fdatasync)
         with self._lock:
             self._synced[segment_id] = max(self._synced.get(segment_id, 0), known)
 
