@@ -329,8 +329,11 @@ def _with_session_checks(store: agentfs.Store, report: VerifyReport) -> VerifyRe
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if args.deep and args.repair:
-        raise UsageError("verify: --deep goes with --remote URL (it re-hashes the remote's objects) or alone, not with --repair")
+    if args.deep and (args.remote is None or args.repair):
+        raise UsageError(
+            "verify: --deep goes with --remote URL (it re-hashes the remote's objects; a local verify always re-hashes every object), "
+            "not with --repair"
+        )
     if args.storage_options is not None and args.remote is None and not args.repair:
         raise UsageError("verify: --storage-options goes with --remote URL or --repair")
     if args.repair:
