@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,9 @@ class Store(Repository):
         """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
         return Run(self, check_name(name, "run"), schema)
 
-    def verify(self) -> VerifyReport:
-        return maintenance.verify(self)
+    def verify(self, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+        """Re-hash every object and check every record and closure; `progress(done, total)`: object bytes re-hashed."""
+        return maintenance.verify(self, progress)
 
     def gc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
         """Apply the retention policy in config (unless `policy=False`), then delete unreferenced objects

@@ -141,3 +141,14 @@ def write_atomic(tmp_dir: Path, final: Path, data: bytes, *, sync: bool, exclusi
     if sync and created:
         fsync_dir(final.parent)
     return created
+
+
+def write_all(fd: int, data: bytes, offset: int) -> None:
+    """Write all of `data` at `offset` of the file open as `fd` (pwrite may write less)."""
+    written = os.pwrite(fd, data, offset)
+    if written == len(data):  # as almost always: no view to make
+        return
+    view, offset = memoryview(data)[written:], offset + written
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written

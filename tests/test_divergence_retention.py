@@ -174,3 +174,29 @@ def _langgraph_forks(root: Path) -> dict[str, Any]:
 
 def test_langgraph_forks_and_the_savers_prune_make_no_divergence(tmp_path: Path) -> None:
     assert _langgraph_forks(tmp_path / "store") == {}
+
+
+def test_a_push_of_only_the_retirement_that_ended_a_divergence_clears_it_from_status(tmp_path: Path) -> None:
+    url = (tmp_path / "remote").as_uri()
+    first, second = tmp_path / "first", tmp_path / "second"
+    with agentfs.open(first) as store:
+        store.run("shared").commit({"step": 0})
+    assert cli("sync", url, store=first).returncode == 0
+    assert cli("pull", url, store=second).returncode == 0
+    with agentfs.open(first) as store:
+        store.run("shared").commit({"step": 1, "by": "first"})
+    with agentfs.open(second) as store:
+        store.run("shared").commit({"step": 1, "by": "second"})
+    assert cli("sync", url, store=first).returncode == 0
+    assert cli("pull", url, store=second).returncode == 0
+    assert cli("sync", url, store=second).returncode == 0
+    assert "diverged:   run shared" in cli("status", store=second).stdout
+
+    with agentfs.open(second) as store:  # the operator keeps the newest line only: the other head is retired
+        store.run("shared").prune(keep_last=1)
+        assert len(store.run("shared").heads()) == 1
+    pushed = cli("sync", url, store=second)  # carries the retirement record and no checkpoint
+    assert pushed.returncode == 0 and "diverged" not in pushed.stderr, pushed.stderr
+    status = cli("status", store=second)
+    assert status.returncode == 0 and "diverged" not in status.stdout, status.stdout
+    assert json.loads(cli("status", "--json", store=second).stdout)["remotes"][0]["diverged"] == {}

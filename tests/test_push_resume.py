@@ -198,6 +198,30 @@ def test_verify_remote_reports_a_pack_without_an_index_and_gc_removes_it_only_pa
     assert f"packs/{young}.pack" in left and f"packs/{old}.pack" not in left and "tmp/cut.partial" not in left
 
 
+def test_gc_with_a_short_grace_adopts_a_young_pack_instead_of_deleting_it(tmp_path: Path) -> None:
+    """A pack a push cut short left whole, younger than the adoption window: a pusher may be putting its index that
+    moment, so gc with a grace period shorter than the window puts that index itself (the same bytes) rather than
+    delete the pack under it; its objects, unreferenced, then go through the plan that pushers honour."""
+    spec = make_file_spec(tmp_path)
+    with agentfs.open(tmp_path / "a") as store:
+        store.run("main").commit({"step": 1})
+    options = json.dumps(spec.storage_options)
+    assert cli("sync", spec.url, "--storage-options", options, store=tmp_path / "a").returncode == 0
+    young = leftover_pack(spec)
+
+    gc = ("gc", "--remote", spec.url, "--storage-options", options, "--grace", "0", "--settle", "3", "--json")
+    collected = cli(*gc, store=tmp_path / "a")
+    assert collected.returncode == 0, collected.stderr
+    report = json_of(collected)
+    assert not any(young in key for key in report["leftovers_deleted"]), "gc deleted a pack a pusher may be adopting"
+    assert report["leftovers_adopted"] == [young] and report["objects_deleted"] == 1  # its object, through the plan
+    left = remote_keys(spec)
+    packs = {key.removesuffix(keys.PACK_SUFFIX) for key in left if key.endswith(keys.PACK_SUFFIX)}
+    indexes = {key.removesuffix(keys.PACK_INDEX_SUFFIX) for key in left if key.endswith(keys.PACK_INDEX_SUFFIX)}
+    assert packs == indexes and f"packs/{young}" not in packs  # repacked away whole: no pack without its index
+    assert cli("verify", "--remote", spec.url, "--storage-options", options, store=tmp_path / "a").returncode == 0
+
+
 def delete_packs_holding(spec: RemoteSpec, oids: set[bytes]) -> int:
     remote = PackRemote(spec.url, spec.storage_options)
     remote.load_all()

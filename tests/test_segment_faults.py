@@ -69,6 +69,27 @@ def test_a_truncated_sealed_segment_is_reported_by_name_with_what_it_lost_and_ne
     assert any(str(segment) in record.getMessage() for record in caplog.records)  # said at open, not only by verify
 
 
+@pytest.mark.parametrize("protector", ["open", "verify"])
+def test_a_segment_sealed_before_seal_copies_gets_one_so_a_later_truncation_is_reported(tmp_path: Path, protector: str) -> None:
+    root = tmp_path / ".agentfs"
+    ids = sealed_store(root)
+    (segment,) = segment_paths(root)
+    for copy in (root / "segments").glob("*.seal"):
+        copy.unlink()  # as an agentfs from before seal copies left it
+    if protector == "open":
+        agentfs.open(root).close()
+    else:
+        assert cli("verify", store=root).returncode == 0
+    assert segment.with_suffix(".seal").is_file(), f"{protector} left the sealed segment without a seal copy"
+    size = segment.stat().st_size
+    cut(segment, size // 2)
+
+    checked = cli("verify", store=root)
+    report = checked.stdout + checked.stderr
+    assert checked.returncode == 1, report
+    assert str(segment) in report and f"sealed segment of {size} bytes" in report and f"r@{ids[2]}" in report
+
+
 def test_verify_repair_restores_a_truncated_sealed_segment_from_a_remote(tmp_path: Path) -> None:
     root = tmp_path / ".agentfs"
     url = (tmp_path / "remote").as_uri()

@@ -63,3 +63,16 @@ def test_push_pull_clone_verify_and_gc_show_bytes_and_what_they_wait_for(tmp_pat
     assert "MB" not in quiet
     piped = subprocess.run([*COMMAND, "verify", "--remote", spec.url, *remote, "--deep"], capture_output=True, text=True, env=ENV)
     assert piped.returncode == 0 and piped.stderr == ""  # not a terminal: no bar
+
+
+def test_a_local_verify_shows_the_bytes_it_rehashes_on_a_terminal_only(tmp_path: Path) -> None:
+    store_path = tmp_path / "a"
+    with agentfs.open(store_path) as store:
+        store.run("main").commit({"step": 1}, artifacts={"data.bin": os.urandom(SIZE)})
+
+    verified = on_terminal("--store", str(store_path), "verify")  # a local verify always re-hashes every object
+    assert f"verify {store_path}" in verified and "MB" in verified and "100%" in verified, verified
+    quiet = on_terminal("--quiet", "--store", str(store_path), "verify")
+    assert "MB" not in quiet
+    piped = subprocess.run([*COMMAND, "--store", str(store_path), "verify"], capture_output=True, text=True, env=ENV)
+    assert piped.returncode == 0 and piped.stderr == ""  # not a terminal: no bar

@@ -87,7 +87,9 @@ def register(subparsers: Subparsers) -> None:
         "--remote", metavar="URL", type=remote_url, help="check this remote instead: every entry decodes and what it uses is there"
     )
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
-    parser.add_argument("--deep", action="store_true", help="with --remote: also download and re-hash every object")
+    parser.add_argument(
+        "--deep", action="store_true", help="with --remote: also download and re-hash every object (a local verify always re-hashes them)"
+    )
     parser.add_argument(
         "--repair",
         action="store_true",
@@ -328,7 +330,10 @@ def _with_session_checks(store: agentfs.Store, report: VerifyReport) -> VerifyRe
 
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.deep and (args.remote is None or args.repair):
-        raise UsageError("verify: --deep goes with --remote URL (it re-hashes the remote's objects), not with --repair")
+        raise UsageError(
+            "verify: --deep goes with --remote URL (it re-hashes the remote's objects; a local verify always re-hashes every object), "
+            "not with --repair"
+        )
     if args.storage_options is not None and args.remote is None and not args.repair:
         raise UsageError("verify: --storage-options goes with --remote URL or --repair")
     if args.repair:
@@ -350,8 +355,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 remote.sealer = store.sealer
         report = verify_remote(remote, deep=args.deep, progress=not args.quiet)
     else:
-        with open_existing(args) as store:
-            report = _with_session_checks(store, store.verify())
+        with open_existing(args) as store, output.byte_progress(f"verify {store.root}", enabled=not args.quiet) as progress:
+            report = _with_session_checks(store, store.verify(progress=progress))
     if args.json:
         problems = [{"kind": p.kind, "where": p.where, "detail": p.detail} for p in report.problems]
         output.emit_json({"ok": report.ok, "objects": report.objects, "checkpoints": report.entries, "problems": problems})

@@ -6,7 +6,11 @@ import datetime as dt
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from tqdm import tqdm
 
 SUMMARY_WIDTH = 80
 
@@ -111,3 +115,16 @@ def table(rows: list[list[str]]) -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
         line("  ".join([*cells, row[-1]]).rstrip())
+
+
+@contextmanager
+def byte_progress(title: str, *, enabled: bool) -> Iterator[Callable[[int, int], None]]:
+    """A `progress(done, total)` callback drawing a byte bar titled `title` on stderr: only on a terminal and when
+    `enabled` (not --quiet), as the sync commands' bars."""
+    with tqdm(total=0, unit="B", unit_scale=True, desc=title, disable=not (enabled and sys.stderr.isatty())) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield progress

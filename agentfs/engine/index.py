@@ -29,16 +29,16 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
-from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, StorageError
 from ..format import kinds
 from ..format import segment as fmt
 from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
-from .segments import Location, SealedSegment, batch_reader, ids_of, open_indexed, peek, scan_from
+from .segments import Location, SealedSegment, batch_reader, ids_of, open_indexed, peek, scan_from, storing
 
 log = logging.getLogger("agentfs")
 
@@ -47,6 +47,9 @@ def _close_all(fds: dict[int, int]) -> None:
     for fd in fds.values():
         os.close(fd)
     fds.clear()
+
+
+T = TypeVar("T")
 
 
 class IdSlice(NamedTuple):
@@ -77,6 +80,9 @@ class Index:
         self._lock = threading.RLock()
         self._fds: dict[int, int] = {}
         weakref.finalize(self, _close_all, self._fds)
+        self._users: dict[int, int] = {}  # descriptor -> the threads using it now (use())
+        self._retired: dict[int, int] = {}  # descriptors closed by close() while in use: closed by their last user
+        weakref.finalize(self, _close_all, self._retired)
         self._names: dict[int, str] = {}
         self._valid_runs: set[str] = set()  # run names of indexed keys, found valid once
         self.generation = 0  # grows at every rebuild: locations from before it may be gone
@@ -100,10 +106,16 @@ class Index:
         self.version = 0  # grows whenever a record is added or hidden
 
     def close(self) -> None:
-        """Close the descriptors kept open. A later read (a checkpoint of a closed store read lazily) opens one
-        again; those are closed when the index is collected."""
+        """Close the descriptors kept open (one a thread is reading through, at the end of its use()). A later
+        read (a checkpoint of a closed store read lazily) opens one again; those are closed when the index is
+        collected."""
         with self._lock:
-            _close_all(self._fds)
+            for segment_id, fd in self._fds.items():
+                if fd in self._users:
+                    self._retired[fd] = segment_id
+                else:
+                    os.close(fd)
+            self._fds.clear()
 
     # keeping up with the segments
 
@@ -121,7 +133,8 @@ class Index:
                 return
             for segment_id, known in self.segments.items():
                 if not known.sealed and segment_id != own:
-                    self._read_tail(segment_id, known)
+                    with storing("reading segment", self._where(segment_id)):
+                        self._read_tail(segment_id, known)
             if len(present) != len(self.segments):
                 for segment_id in present:
                     if segment_id not in self.segments:
@@ -168,6 +181,8 @@ class Index:
             opened = open_indexed(self._path(segment_id))
         except FileNotFoundError:
             return  # compacted away since it was listed
+        except OSError as exc:  # EIO: raised, never a segment skipped (a run silently shorter)
+            raise StorageError(exc.errno, f"opening segment {self._path(segment_id)}: {exc.strerror or exc}") from exc
         except AgentFSError as exc:
             self.problems.append(str(exc))
             return
@@ -444,6 +459,11 @@ class Index:
         with self._lock:
             return self.footers.rows_read()
 
+    def sealed_ids(self) -> list[int]:
+        """The segments indexed through their footers (sealed), oldest first."""
+        with self._lock:
+            return list(self.footers)
+
     def known_end(self, segment_id: int) -> int:
         with self._lock:
             known = self.segments.get(segment_id)
@@ -462,24 +482,44 @@ class Index:
                     return None
             return fd
 
-    def descriptor(self, segment_id: int) -> int:
-        fd = self._fd(segment_id)
-        if fd is None:
-            raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
-        return fd
+    def use(self, segment_id: int, operation: str, action: Callable[..., T], *args: Any) -> T:
+        """`action(descriptor, *args)` on a read-only descriptor of the segment; NotFound if it is gone, a StorageError
+        naming `operation` and the segment if it fails (EIO).
+
+        Hazard: close() (or a rebuild) in another thread would close the descriptor under the action, which
+        then failed with a bare EBADF or, the number taken again by another open, read another file. A
+        descriptor in use is closed only when its last user is done (tests/test_close_threads.py)."""
+        with self._lock:
+            fd = self._fd(segment_id)
+            if fd is None:
+                raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
+            self._users[fd] = self._users.get(fd, 0) + 1
+        try:
+            with storing(operation, self._where(segment_id)):
+                return action(fd, *args)
+        finally:
+            with self._lock:
+                left = self._users.pop(fd) - 1
+                if left:
+                    self._users[fd] = left
+                elif self._retired.pop(fd, None) is not None:
+                    os.close(fd)
+
+    def pread(self, segment_id: int, length: int, offset: int) -> bytes:
+        """`length` bytes of the segment at `offset` (see use())."""
+        return self.use(segment_id, "reading segment", os.pread, length, offset)
 
     def read(self, location: Location, kind: int | None = None) -> fmt.Record:
         """The record at `location` (of `kind`, if known), its frame verified; IntegrityError if damaged.
 
         The length a footer or batch claims is checked against the kind's largest record and the segment's
         size before anything is allocated (tests/test_segment_limits.py)."""
-        fd = self.descriptor(location.segment_id)
         where = f"{self._where(location.segment_id)} offset {location.offset}"
         largest = fmt.MAX_RECORD_FRAME if kind is None else fmt.max_record_frame(kind)
-        if location.length > largest or location.offset + location.length > os.fstat(fd).st_size:
-            over = f"the largest record ({largest})" if location.length > largest else "the segment's end"
-            raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, past {over}")
-        data = os.pread(fd, location.length, location.offset)
+        if location.length > largest:
+            over = f"past the largest record ({largest})"
+            raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, {over}")
+        data = self.use(location.segment_id, "reading segment", _read_within, location, where)
         record = fmt.decode_record(data, where)
         if self.sealer is None or record.kind not in kinds.KNOWN:
             return record
@@ -545,3 +585,9 @@ class Index:
     def where(self, location: Location) -> str:
         return f"{self._where(location.segment_id)} offset {location.offset}"
 
+
+def _read_within(fd: int, location: Location, where: str) -> bytes:
+    """The bytes at `location` of the segment open as `fd`, refused if they would run past its end."""
+    if location.offset + location.length > os.fstat(fd).st_size:
+        raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, past the segment's end")
+    return os.pread(fd, location.length, location.offset)

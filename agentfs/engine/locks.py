@@ -9,6 +9,13 @@ descriptor does not exclude two threads of this process from each other (a secon
 converts the lock it holds, and either thread's unlock releases both): each file's holders in this
 process are also tracked, and a thread waits for the others (shared with shared, exclusive alone)
 before it touches the flock.
+
+Closing: `LockFiles.close()` may run while a thread of the store holds a lock (close() from inside a run's
+or journal's lock) and others wait for one. Hazard: closing a held descriptor made the holder's unlock a
+bare EBADF (or, with the number reused, an unlock of another file), and a waiter blocked forever on a lock
+whose holder waited for it to leave (close() waits for commits in flight). So a held file's descriptor is
+closed by its last holder's release, and from `interrupt()` on, a thread waiting for a lock gives up with
+StoreClosed (tests/test_close_threads.py).
 """
 
 from __future__ import annotations
@@ -20,8 +27,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from ..errors import StoreClosed
+
 SHARED = fcntl.LOCK_SH
 EXCLUSIVE = fcntl.LOCK_EX
+POLL = 0.05  # seconds between a lock waiter's looks at whether the store is closing
 
 
 @contextmanager
@@ -58,16 +68,25 @@ class _LockFile:
     by the last: a threading.Lock may be released by another thread than the one that took it).
     `holds`: the context manager of each mode, made once (a hold keeps no state of its own)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, closing: threading.Event) -> None:
+        self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._closing = closing
         self._resource = threading.Lock()
         self._counting = threading.Lock()
+        self._ending = threading.Lock()  # orders close() against a holder's release
+        self._close_when_free = False
         self._sharers = 0
         self.holds: dict[int, AbstractContextManager[None]] = {SHARED: _Shared(self), EXCLUSIVE: _Exclusive(self)}
 
     def take(self, mode: int) -> None:
-        self._resource.acquire()
+        if not self._resource.acquire(blocking=False):
+            while not self._resource.acquire(timeout=POLL):
+                if self._closing.is_set():
+                    raise StoreClosed(f"the agentfs store is closing: gave up waiting for the lock {self.path}")
         try:
+            if self.fd < 0:
+                raise StoreClosed(f"the agentfs store is closed: its lock {self.path} is closed")
             fcntl.flock(self.fd, mode)
         except BaseException:
             self._resource.release()
@@ -75,7 +94,26 @@ class _LockFile:
 
     def give_back(self) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
-        self._resource.release()
+        with self._ending:
+            if self._close_when_free:
+                self._close()
+            self._resource.release()
+
+    def close(self) -> None:
+        """Close the descriptor now if no thread holds the lock, else at its holder's release."""
+        with self._ending:
+            if self._resource.acquire(blocking=False):
+                try:
+                    self._close()
+                finally:
+                    self._resource.release()
+            else:
+                self._close_when_free = True
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def share(self) -> None:
         with self._counting:  # a second sharer waits here until the first has the flock
@@ -127,6 +165,7 @@ class LockFiles:
         self._guard = threading.Lock()
         self._files: dict[str, _LockFile] = {}
         self._forks = _forks
+        self._closing = threading.Event()
 
     def hold(self, path: str, mode: int) -> AbstractContextManager[None]:
         """Hold `path` locked (SHARED or EXCLUSIVE) against other processes and this process's other threads."""
@@ -139,11 +178,17 @@ class LockFiles:
             with self._guard:
                 lock_file = self._files.get(path)
                 if lock_file is None:
-                    lock_file = self._files[path] = _LockFile(path)
+                    lock_file = self._files[path] = _LockFile(path, self._closing)
         return lock_file.holds[mode]
 
+    def interrupt(self) -> None:
+        """From now on a thread waiting for one of these locks in this process gives up with StoreClosed."""
+        self._closing.set()
+
     def close(self) -> None:
+        """Close every descriptor: now, or for a lock a thread holds, at its release."""
+        self.interrupt()
         with self._guard:
             for lock_file in self._files.values():
-                os.close(lock_file.fd)
+                lock_file.close()
             self._files.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing, StorageError
@@ -76,21 +77,27 @@ def _check_object(index: Index, hasher: codec.Hasher, oid: bytes, location: segm
     return None
 
 
-def verify(store: Repository) -> VerifyReport:
-    """Read every segment (a fresh index: damaged batches, malformed keys), every object, entry and record, and the closures."""
+def verify(store: Repository, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Read every segment (a fresh index: damaged batches, malformed keys), every object, entry and record, and the closures.
+    `progress(done, total)`: the bytes of object records re-hashed so far, of all of them, after each object."""
     report = VerifyReport()
     index = Index(store.segments_dir, store.sealer)
     try:
         index.audit()
+        store.protect_sealed()  # a sealed segment an older agentfs left without a seal copy gets one
         report.problems.extend(Problem("corrupt", str(store.segments_dir), problem) for problem in index.problems)
         located = list(index.object_locations().items())
         report.objects = len(located)
         good = {oid for oid, _location in located}
         checked = store.pool.map(lambda item: _check_object(index, store.hasher, *item), located)
-        for (oid, _location), problem in zip(located, checked, strict=True):
+        total, done = sum(location.length for _oid, location in located), 0
+        for (oid, location), problem in zip(located, checked, strict=True):
             if problem is not None:
                 good.discard(oid)
                 report.problems.append(problem)
+            if progress is not None:
+                done += location.length
+                progress(done, total)
     finally:
         index.close()
     partial = store.source is not None or any(store.remotes_dir.glob("*/pulled"))

@@ -106,7 +106,7 @@ class ObjectStore:
         is the index's, its kind and key are compared here, its body is decompressed and hashed)."""
         if location.length > OBJECT_FRAME_MAX:  # checked before the read allocates it; the segment's end: index.read
             raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, over the largest object's")
-        data = os.pread(self.index.descriptor(location.segment_id), location.length, location.offset)
+        data = self.index.pread(location.segment_id, location.length, location.offset)
         body = record_body_unchecked(data, kinds.OBJECT, oid, where)
         if self.index.sealer is not None:  # authenticated before it is decompressed
             body = memoryview(self.index.sealer.open(kinds.OBJECT, oid, body, where))
@@ -135,18 +135,18 @@ class ObjectStore:
         Not with durability "process": nothing will wait for these bytes, and writing them at once would
         only compete with the disk's other work (a 1 GB fill then slowed the next durable commits 2x)."""
         if self.sync_writes:
-            start_writeback(*self._span(locations))
+            self.index.use(locations[0].segment_id, "writing back segment", start_writeback, *self._span(locations))
 
     def drop_cached(self, locations: Sequence[Location]) -> None:
         """Let the kernel drop from its page cache one batch start_writeback sent to disk a while before
         (fsutil.drop_cached): what is not on disk yet stays. Not with durability "process" (nothing was sent)."""
         if self.sync_writes:
-            drop_cached(*self._span(locations))
+            self.index.use(locations[0].segment_id, "dropping cached pages of segment", drop_cached, *self._span(locations))
 
-    def _span(self, locations: Sequence[Location]) -> tuple[int, int, int]:
-        """(descriptor, offset, length) of the bytes of a batch's records, one segment's."""
+    def _span(self, locations: Sequence[Location]) -> tuple[int, int]:
+        """(offset, length) of the bytes of a batch's records, one segment's."""
         first, last = locations[0], locations[-1]
-        return self.index.descriptor(first.segment_id), first.offset, last.offset + last.length - first.offset
+        return first.offset, last.offset + last.length - first.offset
 
     def read_node(self, oid: bytes, where: str) -> Children:
         """A tree node's children; a corrupt node is an IntegrityError from read, not a malformed one."""

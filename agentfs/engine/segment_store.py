@@ -7,6 +7,7 @@ engine API is listed there.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,9 +24,11 @@ from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
 from .locks import EXCLUSIVE, SHARED, LockFiles, forks
+from .sealing import protect_sealed
 from .segment_writer import SEAL_AT, Durability, SegmentWriter, seal_orphans
 
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
+log = logging.getLogger("agentfs")
 KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
 
 
@@ -55,6 +58,16 @@ class SegmentStore:
         self._in_flight = 0
         self._closed = False
         self._inside = threading.local()  # depth: the writes in flight on this thread
+        self.protect_sealed()
+
+    def protect_sealed(self) -> None:
+        """Write the missing seal copy of each sealed segment (sealing.protect_sealed); a store this process
+        cannot write to is read as it is."""
+        try:
+            for path in protect_sealed(self.segments_dir, self.index.sealed_ids(), sync=self.sync_writes):
+                log.info("%s: sealed without a seal copy (an older agentfs, or a crash after its seal): copy written", path)
+        except OSError as exc:  # StorageError too: a read-only store, a full disk
+            log.warning("%s: could not write the seal copies of older sealed segments: %s", self.segments_dir, exc)
 
     def stop_writes(self) -> None:
         """Refuse new writes (StoreClosed) and wait for those in flight to finish, with no lock held.
@@ -62,10 +75,17 @@ class SegmentStore:
         Hazard: close() used to wait for the pool while holding the store's lock, which a pool thread of an
         in-flight commit (making a reused record durable) waited for: a deadlock. Waiting here holds nothing
         another thread needs; a write of this thread itself (close from inside a commit) is not waited for
-        (tests/test_segment_faults.py, close during a commit)."""
+        (tests/test_segment_faults.py, close during a commit).
+
+        Hazard: a closing thread that holds a lock (a run's or journal's stripe, the gc lock) would wait for a
+        commit in flight that waits for that lock: a deadlock. Then waiters for the store's locks are told to
+        give up first (StoreClosed; LockFiles.interrupt), so the commits in flight end (tests/
+        test_close_threads.py); else they finish."""
+        own = getattr(self._inside, "depth", 0)
+        if own or getattr(self._held, "paths", None):
+            self._lock_files.interrupt()
         with self._gate:
             self._closed = True
-            own = getattr(self._inside, "depth", 0)
             self._gate.wait_for(lambda: self._in_flight <= own)
 
     def _check_open(self) -> None:
@@ -161,12 +181,11 @@ class SegmentStore:
         if synced is not None and synced >= end:
             return
         known = max(end, self.index.known_end(segment_id))  # read before the sync: all of it is covered
-        fd = self.index.descriptor(segment_id)
         if synced is None:
-            os.fsync(fd)
+            self.index.use(segment_id, "syncing segment", os.fsync)
             fsync_dir(self.segments_dir)
         else:
-            os.fdatasync(fd)
+            self.index.use(segment_id, "syncing segment", os.fdatasync)
         with self._lock:
             self._synced[segment_id] = max(self._synced.get(segment_id, 0), known)
 

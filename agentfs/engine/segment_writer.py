@@ -23,21 +23,21 @@ conversion (measured here: 0.21 ms against 0.14 ms for 10 KB into written zeros)
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from ulid import ULID
 
-from ..errors import AgentFSError, StorageError, StoreClosed
-from ..format import keys
+from ..errors import AgentFSError, StoreClosed
 from ..format import segment as fmt
-from ..fsutil import fsync_dir, make_dirs, temp_path, write_temp
-from .segments import Location, open_segment, peek, seal_copy_path, segment_ids
+from ..fsutil import fsync_dir, make_dirs, temp_path
+from ..fsutil import write_all as _write_all  # the name tests/test_segment_faults.py's rollover crash wraps
+from .sealing import tmp_dir_of, write_seal
+from .segments import Location, open_segment, peek, seal_copy_path, segment_ids, storing
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -86,67 +86,12 @@ def _write_parts(fd: int, parts: list[bytes], length: int, offset: int) -> None:
         offset += size
 
 
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    written = os.pwrite(fd, data, offset)
-    if written == len(data):  # as almost always: no view to make
-        return
-    view, offset = memoryview(data)[written:], offset + written
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
-
-
 def _allocate(fd: int, start: int, end: int, *, zeros: bool) -> None:
     """Make `start`..`end` of the file allocated zeros: written (see the module's docstring) or fallocated."""
     if zeros:
         _write_all(fd, bytes(end - start), start)
     else:
         os.posix_fallocate(fd, start, end - start)
-
-
-@contextlib.contextmanager
-def storing(operation: str, path: Path | str) -> Iterator[None]:
-    """Turn a failed file operation (ENOSPC, EIO, ...) into a StorageError naming `operation` and `path`."""
-    try:
-        yield
-    except OSError as exc:
-        if isinstance(exc, AgentFSError):
-            raise
-        raise StorageError(exc.errno, f"{operation} {path}: {exc.strerror or exc}") from exc
-
-
-def tmp_dir_of(directory: Path) -> Path:
-    """The store's tmp/ beside its segments/: the same file system, so a file made there can be linked in."""
-    return directory.parent / keys.TMP
-
-
-def _named(fd: int, path: Path) -> bool:
-    """Whether `path` still names the file open as `fd`."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except FileNotFoundError:
-        return False
-
-
-def _write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
-    """Seal the segment at `path` (open as `fd`): footer and trailer, then its seal copy beside it.
-
-    The copy (the header and the seal again, FORMAT.md "Seal copies") is published only once the seal is
-    durable: a crash between leaves a sealed segment without a copy, which is whole but unprotected."""
-    seal = fmt.encode_seal(segment_id, position, entries)
-    with storing("sealing segment", path):
-        _write_all(fd, seal, position)
-        os.ftruncate(fd, position + len(seal))  # drops the unused preallocation and any torn tail
-        if sync:
-            os.fsync(fd)  # the size changed: fdatasync would do it too, fsync says so
-        header = os.pread(fd, fmt.HEADER.size, 0)
-        if not _named(fd, path):
-            return  # its name was deleted by hand (and may be another segment's now): nothing to prove
-    copy = seal_copy_path(path)
-    with storing("writing the seal copy", copy):
-        os.replace(write_temp(tmp_dir_of(path.parent), fmt.encode_seal_copy(header, seal), sync=sync), copy)
-        if sync:
-            fsync_dir(path.parent)
 
 
 def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots: int = SLOTS) -> None:
@@ -171,7 +116,7 @@ def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots:
                     view = open_segment(segment)
                     segment_fd = os.open(segment, os.O_RDWR)
                     try:
-                        _write_seal(segment_fd, segment, segment_id, view.end, view.entries, sync=durability == "power")
+                        write_seal(segment_fd, segment, segment_id, view.end, view.entries, sync=durability == "power")
                     finally:
                         os.close(segment_fd)
         finally:
@@ -360,7 +305,7 @@ class SegmentWriter:
     def _seal(self) -> None:
         fd, self._fd = self._fd, -1  # closed whatever the seal's outcome: a segment that failed to seal is not appended to
         try:
-            _write_seal(fd, Path(self._path), self.segment_id, self.position, self.entries, sync=self.sync)
+            write_seal(fd, Path(self._path), self.segment_id, self.position, self.entries, sync=self.sync)
         finally:
             os.close(fd)
 

@@ -10,6 +10,7 @@ not reported, and overwritten by the next writer of that segment (segment_writer
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import stat
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import AgentFSError, FormatError, IntegrityError, NotFound
+from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, StorageError
 from ..format import kinds
 from ..format import segment as fmt
 
@@ -44,6 +45,17 @@ class SegmentView:
     end: int  # where the intact data ends: the footer of a sealed segment, else the next append's offset
     torn_end: int  # an unsealed segment's last nonzero byte + 1 past `end` (a torn tail), else `end`
     problems: list[str]
+
+
+@contextlib.contextmanager
+def storing(operation: str, path: Path | str) -> Iterator[None]:
+    """Turn a failed file operation (ENOSPC, EIO, ...) into a StorageError naming `operation` and `path`."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, AgentFSError):
+            raise
+        raise StorageError(exc.errno, f"{operation} {path}: {exc.strerror or exc}") from exc
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:

@@ -16,7 +16,7 @@ from ..format.refs import Location
 from .index import PushIndex
 from .pack_remote import PackRemote
 
-ADOPT_AGE = 600.0  # a pack without an index younger than this is indexed by the next push; remote gc's grace must be longer
+ADOPT_AGE = 600.0  # a pack without an index younger than this is indexed by the next push (or by a remote gc)
 
 
 def check_object(oid: bytes, blob: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> None:
@@ -55,6 +55,19 @@ class Refusals:
             self.reasons.append(reason)
 
 
+def adopt_young(remote: PackRemote) -> list[str]:
+    """Index each whole pack of objects that a push cut short left without an index less than ADOPT_AGE ago (as
+    of the remote's last listing of packs/); the packs adopted. A pusher does it so as not to send them again,
+    and a remote gc before it lists leftovers (remote_gc.py), so that it never deletes a pack a pusher may be
+    adopting that moment, whatever its grace period."""
+    now = time.time()
+    return [
+        pack_id
+        for pack_id, leftover in list(remote.unindexed.items())
+        if now - leftover.modified < ADOPT_AGE and remote.adopt(pack_id, leftover)
+    ]
+
+
 class Holdings:
     """What the remote holds by its pack indexes (one listing of packs/; only the indexes not kept here are
     fetched): the push index is a cache, and its claims are confirmed here before a head is published.
@@ -65,10 +78,7 @@ class Holdings:
 
     def __init__(self, remote: PackRemote, index: PushIndex) -> None:
         remote.load_all()
-        now = time.time()
-        for pack_id, leftover in list(remote.unindexed.items()):  # a push cut short after a pack, before its index
-            if now - leftover.modified < ADOPT_AGE:
-                remote.adopt(pack_id, leftover)
+        adopt_young(remote)
         self.remote = remote
         self.index = index
         self.lost_objects: set[bytes] = set()

@@ -131,7 +131,8 @@ class Pusher:
                 self._push_part(pool, batch, records if start == 0 else [], stats, stop)
         self._bar = None
         self.barrier.notice = lambda _waiting: None
-        pushed = {run for run, _id in pending}
+        # a run whose records alone were pushed is checked too: a retirement may have ended its divergence
+        pushed = {run for run, _id in pending} | {run for _kind, run, _id in records}
         stats.diverged = diverged(self.store, pushed)
         self.index.note_divergence(pushed, stats.diverged)
         stats.seconds = time.monotonic() - started

@@ -1,0 +1,90 @@
+"""Sealing a segment (footer and trailer) and its seal copy beside it (FORMAT.md "Seal copies").
+
+The seal makes a segment immutable and opened by its footer; the copy, published only once the seal is
+durable, proves the segment's length, so a truncated sealed segment is reported with what it lost instead
+of read as an unsealed one's torn tail. The writer (segment_writer.py) seals its segments through here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..errors import AgentFSError
+from ..format import keys
+from ..format import segment as fmt
+from ..fsutil import fsync_dir, write_all, write_temp
+from .segments import SealedSegment, open_indexed, seal_copy_path, storing
+
+
+def tmp_dir_of(directory: Path) -> Path:
+    """The store's tmp/ beside its segments/: the same file system, so a file made there can be linked in."""
+    return directory.parent / keys.TMP
+
+
+def _named(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
+    """Seal the segment at `path` (open as `fd`): footer and trailer, then its seal copy beside it.
+
+    The copy (the header and the seal again, FORMAT.md "Seal copies") is published only once the seal is
+    durable: a crash between leaves a sealed segment without a copy, which is whole but unprotected."""
+    seal = fmt.encode_seal(segment_id, position, entries)
+    with storing("sealing segment", path):
+        write_all(fd, seal, position)
+        os.ftruncate(fd, position + len(seal))  # drops the unused preallocation and any torn tail
+        if sync:
+            os.fsync(fd)  # the size changed: fdatasync would do it too, fsync says so
+        header = os.pread(fd, fmt.HEADER.size, 0)
+        if not _named(fd, path):
+            return  # its name was deleted by hand (and may be another segment's now): nothing to prove
+    _publish_seal_copy(path, header, seal, sync=sync)
+
+
+def _publish_seal_copy(path: Path, header: bytes, seal: bytes, *, sync: bool) -> None:
+    """Write the seal copy of the segment at `path` (its `header` and `seal` bytes) atomically: in tmp/, renamed in."""
+    copy = seal_copy_path(path)
+    with storing("writing the seal copy", copy):
+        os.replace(write_temp(tmp_dir_of(path.parent), fmt.encode_seal_copy(header, seal), sync=sync), copy)
+        if sync:
+            fsync_dir(path.parent)
+
+
+def protect_sealed(directory: Path, sealed: Iterable[int], *, sync: bool) -> list[Path]:
+    """Give each segment of `sealed` that is sealed whole but has no seal copy its copy now; the segments protected.
+
+    Hazard: a segment sealed by an agentfs that predates seal copies (or by a writer killed between the
+    seal and its copy) has none, so a later truncation of it read as an unsealed segment's torn tail and
+    lost its checkpoints silently. Store open calls this for its sealed segments (tests/
+    test_segment_faults.py, the store sealed before seal copies). The seal is made durable (fsync of the
+    segment) before the copy that vouches for it is published, as a seal's own copy is."""
+    names = set(os.listdir(directory))
+    protected = []
+    for segment_id in sealed:
+        if fmt.seal_copy_name(segment_id) in names:
+            continue
+        path = directory / fmt.segment_name(segment_id)
+        try:
+            opened = open_indexed(path)
+        except (AgentFSError, FileNotFoundError):
+            continue  # damaged or gone: nothing whole to vouch for
+        if not isinstance(opened, SealedSegment) or opened.damage:
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            with storing("reading the seal of segment", path):
+                header, seal = os.pread(fd, fmt.HEADER.size, 0), os.pread(fd, os.fstat(fd).st_size - opened.end, opened.end)
+                if sync:
+                    os.fsync(fd)
+        finally:
+            os.close(fd)
+        _publish_seal_copy(path, header, seal, sync=sync)
+        protected.append(path)
+    return protected
