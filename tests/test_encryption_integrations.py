@@ -179,3 +179,20 @@ def test_a_store_given_with_encryption_is_a_usage_error(tmp_path: Path) -> None:
             AgentFSStore(store, encryption=PASSPHRASE)
 
 
+
+
+def test_an_integration_resumes_an_encrypted_remote_on_another_machine_with_encryption(tmp_path: Path) -> None:
+    from agentfs.sync.pack_remote import PackRemote
+    from agentfs.sync.push import Pusher
+    from tests.servers import make_file_spec
+
+    spec = make_file_spec(tmp_path)
+    session = AgentFSSession(CANARY, tmp_path / "a", encryption=encryption())
+    asyncio.run(session.add_items([{"role": "user", "content": SECRET}]))
+    Pusher(session.store, PackRemote(spec.url, spec.storage_options)).push()
+    session.close()
+    remote = {"remote": spec.url, "storage_options": spec.storage_options}
+    refuses_a_wrong_key(lambda key: AgentFSSession(CANARY, tmp_path / "b", encryption=key, **remote))
+    elsewhere = AgentFSSession(CANARY, tmp_path / "c", encryption=encryption(), **remote)  # a fresh store takes the remote's key
+    assert asyncio.run(elsewhere.get_items()) == [{"role": "user", "content": SECRET}]
+    elsewhere.close()
