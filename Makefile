@@ -1,10 +1,11 @@
 # The two commands of the README: `make demo` (the main job) and `make test`.
 # Each creates .venv and installs what it needs on a fresh machine.
+# While working: `make check` (lint, the docs, the fast tests; under 3 minutes) and `make lint`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint dist-check test-langgraph-upstream crash-states faketime test-push-stress chromium
+.PHONY: demo test check lint docs readme-check bench dist-check test-langgraph-upstream crash-states faketime strace test-push-stress chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,15 +15,46 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/python examples/cross_machine_resume.py $(REMOTE)
 
-test: $(BIN)/python faketime chromium
+# the extras lint, docs and check need, installed again only when pyproject.toml changes (the test
+# extra includes the docs extra)
+TEST_DEPS := $(VENV)/.test-deps
+DOCS_DEPS := $(VENV)/.docs-deps
+$(TEST_DEPS): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@ $(DOCS_DEPS)
+$(DOCS_DEPS): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+test: $(BIN)/python faketime chromium strace
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
-	$(BIN)/ruff check agentfs tests tests_upstream benchmarks examples
-	$(BIN)/mypy
-	$(BIN)/lint-imports
+	touch $(TEST_DEPS) $(DOCS_DEPS)
+	$(MAKE) --no-print-directory lint docs
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-langgraph-upstream
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
-	$(MAKE) --no-print-directory dist-check
+	$(MAKE) --no-print-directory dist-check readme-check
+
+# ruff, mypy and import-linter's contracts (pyproject.toml [tool.importlinter])
+lint: $(TEST_DEPS)
+	$(BIN)/ruff check agentfs tests tests_upstream benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+# The docs site (mkdocs.yml) into site/: strict, so a broken link or anchor, a page missing from the
+# navigation or a missing included file fails
+docs: $(DOCS_DEPS)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The fast tests: the format, the engine, serialization and the Python API on local stores (no remote
+# servers, no frameworks, no CLI processes, no crash harness); the whole suite is `make test`
+CHECK_TESTS := $(addprefix tests/test_,$(addsuffix .py,api ids names format index index_footer engine_api read_path lineage_parents run_id_slice serialization_errors serialization_packer roundtrip schema retention gc dedup locks encryption))
+check: lint docs
+	$(BIN)/python -m pytest -q $(CHECK_TESTS)
+
+# The README's install section and quick start, verbatim, in a fresh clone of the committed HEAD
+readme-check: $(BIN)/python
+	$(BIN)/python -m tests.readme_install
 
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
@@ -65,6 +97,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 faketime:
 	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || \
 		($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq faketime)
+
+# strace for the crash-state and syscall-count tests, which fail under CI without it (tests/helpers/tools.py)
+strace:
+	@test -x /usr/bin/strace || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq strace)
 
 # Debian's chromium for the browser tests of `agentfs ui` (Playwright drives it by path; no browser download)
 chromium:

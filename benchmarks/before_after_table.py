@@ -1,4 +1,4 @@
-"""The before/after table of README.md: the goal rows of two full runs side by side.
+"""The before/after table (benchmarks/results/before-after.md, shown in docs/benchmarks.md): the goal rows of two full runs side by side.
 
     python -m benchmarks.before_after_table benchmarks/results/format1.json benchmarks/results/latest.json
 

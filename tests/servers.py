@@ -1,8 +1,8 @@
 """Real S3 (moto) and GCS (gcp-storage-emulator) servers for tests, on 127.0.0.1 only.
 
-Load with ``pytest_plugins = ["tests.servers"]`` or ``-p tests.servers``. PYTEST_DONT_REWRITE
-(no asserts here; the marker stops pytest warning when a test module imports helpers from
-this module before pytest_plugins registers it).
+Registered for every test module by ``pytest_plugins`` in tests/conftest.py. PYTEST_DONT_REWRITE
+(no asserts here; the marker stops pytest warning when a module imports helpers from this module
+before pytest_plugins registers it).
 
 Fixtures
 --------

@@ -245,9 +245,6 @@ def test_sigkill_after_a_journaled_tool_call_resumes_from_s3_on_another_machine(
     assert killed_turns.payments(ledger) == [1, 2, 3], "a payment recorded in the journal was made again, or one was lost"
 
 
-pytest_plugins = ["tests.servers"] if __name__ != "__main__" else []
-
-
 def _machine_a(store_path: str, url: str, options: str, ledger: str, stop_at: str) -> None:
     """The killed child: converse on machine A; every commit and journal record is pushed before it is reported."""
 

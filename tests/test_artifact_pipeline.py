@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import random
-import shutil
 import subprocess
 import sys
 import threading
@@ -215,7 +214,7 @@ with agentfs.open(sys.argv[1]) as store:
 """
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+@pytest.mark.usefixtures("strace_installed")
 def test_batches_appended_before_the_entry_are_sent_to_disk_before_its_fdatasync(tmp_path: Path) -> None:
     """Each batch of a large artifact's objects appended ahead of the entry is handed to the disk
     (sync_file_range) as it is appended, so the commit's one fdatasync has little left to wait for."""
@@ -229,7 +228,7 @@ def test_batches_appended_before_the_entry_are_sent_to_disk_before_its_fdatasync
     assert calls[-1] == "fdatasync" and calls.index("sync_file_range") < len(calls) - 1, calls
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+@pytest.mark.usefixtures("strace_installed")
 def test_batches_on_disk_are_dropped_from_the_page_cache_two_batches_later(tmp_path: Path) -> None:
     """A large artifact does not leave its records in the page cache: each batch sent to disk is dropped
     (POSIX_FADV_DONTNEED) once CACHED_BATCHES more are appended, its range exactly that batch's."""

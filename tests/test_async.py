@@ -29,8 +29,6 @@ import agentfs
 from agentfs.format import keys
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
-
 LARGE = 96 << 20  # bytes: an artifact whose commit takes several times the ticker's allowed gap
 MAX_GAP = 0.1  # seconds the loop may go without running the ticker
 TICK = 0.005
@@ -516,7 +514,6 @@ def test_aflush_times_out_while_the_remote_is_unreachable(store: agentfs.Store, 
     flushed, took, status = run_async(main())
     assert not flushed and 1.2 <= took < 3.0
     assert status["lag_checkpoints"] == 1 and status["last_error"]
-
 
 
 def test_concurrent_aupdates_lose_no_increment_and_acommit_keeps_artifacts(store: agentfs.Store) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +60,7 @@ def _traced_commits(tmp_path: Path, syscalls: str, commits: int) -> str:
     return trace[trace.index("START") : trace.index("END")]
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
+@pytest.mark.usefixtures("strace_installed")
 def test_one_listing_of_the_segments_per_commit(tmp_path: Path) -> None:
     commits = 40
     root = tmp_path / ".agentfs"
@@ -89,7 +88,7 @@ def test_a_commit_with_parent_sees_what_other_writers_appended_to_segments_new_t
         assert [cp.state["i"] for cp in mine.run("r").history()] == [6, 5, 3, 1, 0]
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
+@pytest.mark.usefixtures("strace_installed")
 def test_a_commit_reads_nothing_back_from_its_own_segment(tmp_path: Path) -> None:
     commits = 40
     during = _traced_commits(tmp_path, "pread64,pwrite64", commits)

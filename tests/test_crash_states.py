@@ -9,7 +9,6 @@ AGENTFS_CRASH_STATES=full (`make crash-states`) checks every cut with four sampl
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ FULL = os.environ.get("AGENTFS_CRASH_STATES") == "full"
 WORKLOADS = "tests.crashsim.workloads"
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("strace") is None, reason="the crash-state test records workloads with strace"),
+    pytest.mark.usefixtures("strace_installed"),
     pytest.mark.timeout(900 if FULL else 120),
 ]
 

@@ -14,8 +14,6 @@ from agentfs.sync.push import Pusher
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
 from tests.test_encryption import CANARIES, PASSPHRASE, encryption, every_byte, fill
 
-pytest_plugins = ["tests.servers"]
-
 
 @pytest.fixture(params=["file", "s3"])
 def spec(request: pytest.FixtureRequest, tmp_path: Path) -> RemoteSpec:

@@ -2,12 +2,12 @@
 
 Durability under power loss is shown by tests/test_crash_states.py, whose workloads reach these
 methods through commit, fork, once and prune; here: never replacing, removing what a retirement
-names, config rewrites that keep every writer's change, and core/ holding no path of the store.
+names, and config rewrites that keep every writer's change. That core/ holds no path of the store is
+import-linter's contract "core uses the engine API, not files" (pyproject.toml, run by make lint).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from pathlib import Path
@@ -18,24 +18,6 @@ import agentfs
 from agentfs.format.keys import JOURNAL, LOG
 from agentfs.format.retirement import Retirement
 from agentfs.ids import new_id
-
-CORE = Path(agentfs.__file__).parent / "core"
-# what core/ used to reach the store's files with; the engine API replaces each
-FILE_ACCESS = re.compile(
-    r"entry_path|record_dir|write_atomic|\.unlink\(|os\.listdir|os\.scandir|db\.path|tmp_dir|runs_dir|objects_dir|locks_dir"
-)
-
-
-def test_core_reaches_the_store_only_through_the_engine_api() -> None:
-    found = [
-        f"{path.name}:{number}: {line.strip()}"
-        for path in sorted(CORE.glob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if FILE_ACCESS.search(line)
-    ]
-    # the one file core/ writes itself is the user's: Artifact.save's temp file beside the target
-    assert found == [line for line in found if line.startswith("checkpoint.py:") and "temp.unlink" in line]
-    assert len(found) == 1
 
 
 def test_entries_and_records_are_appended_whole_and_never_replaced(store: agentfs.Store) -> None:

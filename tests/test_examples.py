@@ -1,4 +1,4 @@
-"""The examples the README points at run to completion, as a newcomer runs them."""
+"""The examples the README and the docs point at run to completion, as a newcomer runs them."""
 
 from __future__ import annotations
 

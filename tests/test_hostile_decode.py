@@ -37,8 +37,6 @@ from tests.helpers import remote_raw
 from tests.helpers.bombs import KINDS as BOMB_KINDS
 from tests.helpers.hostile import HostileRemote
 
-pytest_plugins = ["tests.servers", "tests.helpers.hostile"]
-
 AGENTFS = Path(sys.executable).with_name("agentfs")
 BOMB_MEMORY = 64 << 20  # what refusing a bomb may cost, at most, over the process's baseline
 

@@ -27,8 +27,6 @@ from tests.helpers.hostile import HostileRemote
 from tests.servers import RemoteSpec, make_file_spec
 from tests.test_cli import cli
 
-pytest_plugins = ["tests.servers", "tests.helpers.hostile"]
-
 
 def _remote(hostile: HostileRemote) -> PackRemote:
     return PackRemote(hostile.url, hostile.storage_options)

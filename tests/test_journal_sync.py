@@ -17,7 +17,6 @@ from agentfs.sync.push import Pusher
 from tests.helpers import raw, remote_raw
 from tests.servers import RemoteSpec, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
 RUN = "agent/tools"
 
 

@@ -20,8 +20,6 @@ from agentfs.integrations.langgraph import AgentFSStore, StoreError
 from agentfs.testing import INDEX, ManualClock, StoreConformance, embed_words
 from tests.servers import make_file_spec, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
-
 
 class TestInMemoryStore(StoreConformance):
     supports_ttl = False

@@ -381,10 +381,9 @@ def test_the_cli_imports_without_the_sdk() -> None:
     assert served.returncode == 4 and "pip install 'agentfs-store[mcp]'" in served.stderr
 
 
-def test_readme_client_configuration_starts_a_read_only_server(root: Path) -> None:
-    """The README's `mcpServers` snippet, with its store path pointed at a real store, is a working client configuration."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("## MCP") :]
+def test_documented_client_configuration_starts_a_read_only_server(root: Path) -> None:
+    """The docs' `mcpServers` snippet, with its store path pointed at a real store, is a working client configuration."""
+    section = (Path(__file__).resolve().parent.parent / "docs" / "integrations" / "mcp.md").read_text()
     snippet = json.loads(section[section.index("```json") + len("```json") : section.index("```", section.index("```json") + 7)])
     entry = snippet["mcpServers"]["agentfs"]
     assert entry["command"] == "agentfs" and snippet["mcpServers"]["agentfs-http"]["url"].endswith("/mcp")

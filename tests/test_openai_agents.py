@@ -30,7 +30,6 @@ from agentfs.integrations.openai_agents import AgentFSSession, BranchError
 from tests.helpers import raw
 from tests.servers import RemoteSpec, make_file_spec, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
 set_tracing_disabled(True)  # no trace export: nothing leaves the machine
 QUESTIONS = ["hi", "weather in Paris?", "thanks"]
 

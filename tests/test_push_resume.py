@@ -33,8 +33,6 @@ from tests.helpers.byte_counter import ByteCounter
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec, s3_storage_options
 from tests.test_cli import COMMAND, cli, json_of
 
-pytest_plugins = ["tests.servers"]
-
 RESUME_BYTES = int(os.environ.get("AGENTFS_RESUME_BYTES", str(64_000_000)))
 RESUME_KILLS = int(os.environ.get("AGENTFS_RESUME_KILLS", "2"))
 OVERHEAD = 1.3  # bytes sent by the interrupted pushes together, at most this times a clean push's

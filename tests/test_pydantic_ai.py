@@ -164,9 +164,6 @@ def test_sigkill_after_a_journaled_tool_call_resumes_from_s3_on_another_machine(
     history.close()
 
 
-pytest_plugins = ["tests.servers"] if __name__ != "__main__" else []
-
-
 def _machine_a(store_path: str, url: str, options: str, ledger: str, stop_at: str) -> None:
     """The killed child: converse on machine A, pushing each journaled call and each turn before reporting it."""
     with agentfs.open(store_path) as store, store.sync(url, storage_options=json.loads(options)) as daemon:

@@ -24,8 +24,6 @@ from agentfs.sync.pull import pull
 from tests.servers import MotoServer, free_port, make_s3_spec, s3_storage_options
 from tests.test_cli import COMMAND, ENV, cli
 
-pytest_plugins = ["tests.servers"]
-
 TOKEN = "tok-PLANTED-endpoint-7e1d9a"  # in the endpoint URL's query string
 BUCKET_KEY, BUCKET_SECRET = "AKIAPLANTEDBUCKETKEY", "planted-bucket-secret-41f"  # in the bucket part of the URL
 OPTION_SECRET = "planted-storage-option-secret-55c"  # a storage option value (s3fs `secret`)

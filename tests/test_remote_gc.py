@@ -21,7 +21,6 @@ from agentfs.sync.remote_verify import verify_remote
 from tests.helpers import remote_raw, workload
 from tests.servers import RemoteSpec, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
 SETTLE = 3.0
 
 

@@ -19,7 +19,6 @@ from agentfs.sync.remote_gc import remote_gc
 from agentfs.sync.remote_verify import verify_remote
 from tests.servers import MotoServer, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
 HELPERS = Path(__file__).parent / "helpers"
 SETTLE = 3.0
 

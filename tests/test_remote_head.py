@@ -34,8 +34,6 @@ from agentfs.sync.push import Pusher
 from tests.clock import skewed_env
 from tests.servers import GcsServer, MotoServer, RemoteSpec, make_file_spec, make_gcs_spec, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
-
 Request = tuple[str, str, dict[str, list[str]]]  # method, path, query
 
 

@@ -30,7 +30,7 @@ from tests.crashsim.segment_workloads import PLANTS, SEGMENT_BYTES, batch, body_
 WORKLOADS = "tests.crashsim.segment_workloads"
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-needs_strace = pytest.mark.skipif(shutil.which("strace") is None, reason="counts syscalls with strace")
+needs_strace = pytest.mark.usefixtures("strace_installed")
 pytestmark = pytest.mark.timeout(120)
 
 

@@ -21,8 +21,6 @@ from tests.servers import (
     s3_storage_options,
 )
 
-pytest_plugins = ["tests.servers"]
-
 
 def _open(spec: RemoteSpec, **overrides: object) -> tuple[AbstractFileSystem, str]:
     fs, root = fsspec.core.url_to_fs(spec.url, **{**spec.storage_options, **overrides})

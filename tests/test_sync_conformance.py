@@ -42,8 +42,6 @@ from agentfs.sync.push import Pusher, PushStats
 from tests.helpers import remote_raw
 from tests.servers import RemoteSpec, make_file_spec
 
-pytest_plugins = ["tests.servers"]
-
 Location = tuple[str, str]
 OBJECT_KEY = r"objects/[0-9a-f]{2}/[0-9a-f]{62}"
 REMOTE_KEY = r"config|packs/[0-9a-f]{16}\.(pack|idx)|heads/[0-9a-f]{64}/[R-TV-Z][0-9A-HJKMNP-TV-Z]{25}"  # keys.head_name

@@ -15,8 +15,6 @@ from agentfs.sync.push import Pusher
 from agentfs.sync.remote import remote_name
 from tests.servers import MotoServer, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
-
 KEY = "AKIAEXAMPLEKEYID7777"
 SECRET = "s3cr3t-Value-that-must-never-be-written"
 

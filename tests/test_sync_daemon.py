@@ -45,8 +45,6 @@ from agentfs.sync.remote import remote_name
 from tests.helpers import remote_raw
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
 
-pytest_plugins = ["tests.servers"]
-
 HELPERS = Path(__file__).parent / "helpers"
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 AGENTFS_COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]

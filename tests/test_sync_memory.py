@@ -24,10 +24,8 @@ from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec
 from tests.test_cli import COMMAND
 from tests.test_push_resume import child_env, write_random
 
-pytest_plugins = ["tests.servers"]
-
 HELPERS = Path(__file__).parent / "helpers"
-BOUND = 200_000_000  # bytes of peak RSS, README's tested bound
+BOUND = 200_000_000  # bytes of peak RSS, the bound docs/sync.md states ("Memory is bounded")
 MEMORY_FILE_BYTES = int(os.environ.get("AGENTFS_MEMORY_FILE_BYTES", str(1 << 30)))
 MEMORY_S3_BYTES = int(os.environ.get("AGENTFS_MEMORY_S3_BYTES", str(64 << 20)))
 BLOCK = 1 << 20

@@ -31,8 +31,6 @@ from tests.helpers import raw
 from tests.servers import MotoServer, make_s3_spec
 from tests.test_cli import cli
 
-pytest_plugins = ["tests.servers"]
-
 
 class Recorder(PackRemote):
     """A real PackRemote that notes the keys it creates, in order."""

@@ -32,7 +32,6 @@ from agentfs.sync.push import Pusher
 from tests.helpers import raw, remote_raw
 from tests.servers import RemoteSpec
 
-pytest_plugins = ["tests.servers"]
 pytestmark = pytest.mark.parametrize("remote", ["file", "memory", "s3"], indirect=True)
 
 SYSTEM = "You are a careful agent. " * 20  # packed in the log entry

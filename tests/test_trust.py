@@ -27,8 +27,6 @@ from tests.helpers import raw, remote_raw
 from tests.servers import RemoteSpec
 from tests.test_cli import cli, json_of
 
-pytest_plugins = ["tests.servers"]
-
 HELPERS = Path(__file__).parent / "helpers"
 
 

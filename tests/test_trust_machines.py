@@ -24,8 +24,6 @@ from tests.clock import skewed_env
 from tests.servers import AWS_KEY, AWS_REGION, AWS_SECRET, make_s3_spec
 from tests.test_cli import COMMAND, cli
 
-pytest_plugins = ["tests.servers"]
-
 HELPERS = Path(__file__).parent / "helpers"
 COMMIT_FOREVER = (
     "import sys, agentfs\n"

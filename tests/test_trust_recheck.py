@@ -14,8 +14,6 @@ import agentfs
 from tests.servers import RemoteSpec
 from tests.test_cli import cli
 
-pytest_plugins = ["tests.servers"]
-
 
 def _fill(home: Path) -> dict[str, object]:
     """Two runs with artifacts and a journal record; their states by id."""

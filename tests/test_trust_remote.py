@@ -21,8 +21,6 @@ from agentfs.format.keys import digest
 from tests.servers import AWS_REGION, MotoServer, RemoteSpec, free_port, make_s3_spec, s3_storage_options
 from tests.test_cli import cli, json_of
 
-pytest_plugins = ["tests.servers"]
-
 
 def pushed_store(path: Path, url: str, storage_options: dict[str, str] | None = None) -> agentfs.Checkpoint:
     with agentfs.open(path) as store:

@@ -21,8 +21,6 @@ from tests.helpers import remote_raw
 from tests.servers import MotoServer, RemoteSpec, make_s3_spec
 from tests.test_cli import COMMAND, ENV
 
-pytest_plugins = ["tests.servers"]
-
 
 @pytest.fixture
 def downed_remote() -> Iterator[tuple[MotoServer, RemoteSpec]]:

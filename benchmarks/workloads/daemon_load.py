@@ -3,7 +3,7 @@ the agent's commits.
 
 A store of ``daemon_checkpoints`` checkpoints in ``daemon_runs`` runs is
 synced to moto by ``agentfs sync URL --watch`` (the CLI, a process of its
-own, as the README says to run it). The agent commits 10 KB states at 10/s
+own, as docs/sync.md says to run it). The agent commits 10 KB states at 10/s
 (default durability) into a run of that store, ``daemon_phase_commits`` per
 phase, in two kinds of phase alternated ``daemon_rounds`` times: no daemon,
 then the daemon started, caught up (``store.stats()`` shows no lag after a

@@ -6,7 +6,7 @@ only in keys relative to the remote's root ("packs/<id>.pack", "heads/<digest>/<
 nothing here checks what the bytes mean. Record-level helpers (forge a record inside a well-framed
 pack, delete a pack, truncate a key) build on tests/helpers/remote_raw.py.
 
-Load the fixture with ``pytest_plugins = ["tests.servers", "tests.helpers.hostile"]``:
+The fixture is registered for every test module by ``pytest_plugins`` in tests/conftest.py:
 
 ``hostile_remote`` (function) -> :class:`HostileRemote`, parametrized over "file" and "s3", each a
 fresh, empty location. ``HostileRemote.url`` and ``.storage_options`` open it with agentfs.
