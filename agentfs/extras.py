@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import json
 import urllib.parse
 from collections.abc import Iterator
 
@@ -20,8 +22,24 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
 PROTOCOL_EXTRAS = {"gs": "gcs", "gcs": "gcs", "s3": "s3", "s3a": "s3"}  # fsspec protocols whose filesystem an extra installs
 
 
-def install_line(extra: str) -> str:
-    return f"pip install 'agentfs-store[{extra}]'"
+def requirement(extra: str) -> str:
+    """What to give pip for agentfs with `extra`: the clone this agentfs was installed from, if it was (agentfs-store is
+    not on PyPI yet, so `agentfs-store[extra]` would fail), else the distribution's name."""
+    # every installed copy's metadata (a build's egg-info in the working directory shows up too): the one pip recorded
+    recorded = (dist.read_text("direct_url.json") for dist in importlib.metadata.distributions(name="agentfs-store"))
+    try:
+        origin = json.loads(next((text for text in recorded if text), "{}"))
+    except ValueError:
+        origin = {}
+    url = origin.get("url", "") if isinstance(origin, dict) else ""
+    if url.startswith("file://") and "dir_info" in origin:
+        editable = "-e " if origin["dir_info"].get("editable") else ""
+        return f"{editable}'{urllib.parse.unquote(urllib.parse.urlsplit(url).path)}[{extra}]'"
+    return f"'agentfs-store[{extra}]'"
+
+
+def install_line(extra: str, *, upgrade: bool = False) -> str:
+    return f"pip install {'--upgrade ' if upgrade else ''}{requirement(extra)}"
 
 
 @contextlib.contextmanager
@@ -39,7 +57,7 @@ def needs_extra(extra: str, feature: str) -> Iterator[None]:
         if isinstance(exc, ModuleNotFoundError):
             message = f"{feature} needs {module}, which is not installed: {install_line(extra)}"
         else:
-            message = f"{feature} cannot use the installed {module} ({exc}): pip install --upgrade 'agentfs-store[{extra}]'"
+            message = f"{feature} cannot use the installed {module} ({exc}): {install_line(extra, upgrade=True)}"
         raise MissingExtra(message, name=exc.name) from None
 
 

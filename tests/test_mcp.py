@@ -22,6 +22,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters, types
 
 import agentfs
+from agentfs.extras import install_line
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
 COMMAND = [AGENTFS] if AGENTFS else [sys.executable, "-m", "agentfs.cli.main"]
@@ -378,7 +379,7 @@ def test_the_cli_imports_without_the_sdk() -> None:
     listed = subprocess.run([sys.executable, "-c", blocker, "--help"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
     assert listed.returncode == 0 and "mcp" in listed.stdout
     served = subprocess.run([sys.executable, "-c", blocker, "mcp"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
-    assert served.returncode == 4 and "pip install 'agentfs-store[mcp]'" in served.stderr
+    assert served.returncode == 4 and install_line("mcp") in served.stderr
 
 
 def test_documented_client_configuration_starts_a_read_only_server(root: Path) -> None:

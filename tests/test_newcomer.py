@@ -19,6 +19,7 @@ import pytest
 
 import agentfs
 from agentfs.cli.main import main
+from agentfs.extras import install_line
 from tests.test_cli import COMMAND, ENV
 
 # (the extra, a module it installs, what fails without it): the module is blocked as if not installed
@@ -55,12 +56,12 @@ def test_every_extra_missing_names_the_pip_line_to_run(tmp_path: Path) -> None:
         assert process.returncode == 1
         last = err.rstrip().splitlines()[-1]
         assert last.startswith("agentfs.errors.MissingExtra: "), err
-        assert f"needs {module}" in last and last.endswith(f"which is not installed: pip install 'agentfs-store[{extra}]'"), last
+        assert f"needs {module}" in last and last.endswith(f"which is not installed: {install_line(extra)}"), last
     for (module, _argv, extra), process in zip(CLI_MISSING_EXTRAS, commands, strict=True):
         _out, err = process.communicate(timeout=120)
         assert process.returncode == 4
         assert len(err.splitlines()) == 1 and err.startswith("agentfs: error: "), err  # one line, no traceback
-        assert err.rstrip().endswith(f"needs {module}, which is not installed: pip install 'agentfs-store[{extra}]'"), err
+        assert err.rstrip().endswith(f"needs {module}, which is not installed: {install_line(extra)}"), err
 
 
 def test_an_extra_too_old_names_the_upgrade_line(tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ def test_an_extra_too_old_names_the_upgrade_line(tmp_path: Path) -> None:
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
     last = result.stderr.rstrip().splitlines()[-1]
     assert last.startswith("agentfs.errors.MissingExtra: agentfs.integrations.openai_agents cannot use the installed agents ("), last
-    assert "TResponseInputItem" in last and last.endswith("): pip install --upgrade 'agentfs-store[openai-agents]'"), last
+    assert "TResponseInputItem" in last and last.endswith(f"): {install_line('openai-agents', upgrade=True)}"), last
 
 
 USAGE_ERRORS = [
