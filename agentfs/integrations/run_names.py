@@ -32,10 +32,12 @@ def open_or_use(
     remote: str | None,
     storage_options: dict[str, Any] | None,
     durability: Literal["power", "process"] | None,
+    encryption: agentfs.Encryption | str | bool | None = None,
 ) -> tuple[agentfs.Store, bool]:
     """(the store, whether the adapter opened it and so closes it): `store` itself, or `agentfs.open(store, ...)`."""
     if isinstance(store, agentfs.Store):
-        if remote is not None or storage_options is not None or durability is not None:
-            raise ValueError(f"remote, storage_options and durability apply only when {owner} opens the store")
+        if remote is not None or storage_options is not None or durability is not None or encryption is not None:
+            raise ValueError(f"remote, storage_options, durability and encryption apply only when {owner} opens the store")
         return store, False
-    return agentfs.open(store, remote=remote, storage_options=storage_options, durability=durability or "power"), True
+    opened = agentfs.open(store, remote=remote, storage_options=storage_options, durability=durability or "power", encryption=encryption)
+    return opened, True
