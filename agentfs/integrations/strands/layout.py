@@ -1,15 +1,17 @@
 """Where a Strands session lives in a store, and what its checkpoints hold (ids through run_names.segment).
 
     <prefix>/<session>/session                   the session record: `{"session": Session.to_dict()}`
-    <prefix>/<session>/agent/<agent>             one run per agent: `{"agent": SessionAgent.to_dict() or None,
-                                                 "messages": [SessionMessage.to_dict(), ...]}`
+    <prefix>/<session>/agent/<agent>             the agent record: `{"agent": SessionAgent.to_dict()}`
+    <prefix>/<session>/messages/<agent>          the agent's messages: each checkpoint one message written,
+                                                 `{"message": SessionMessage.to_dict()}`, its id in the metadata
     <prefix>/<session>/multi_agent/<multi_agent> a multi-agent's `serialize_state()`: `{"state": {...}}`
 
 Records are stored as Strands' own `to_dict()` makes them after a JSON round trip (what its file and S3
 repositories write and read back: an enum as its value, a tuple as a list), and read with its
-`from_dict`. An agent's messages are one list kept in message id order, one state key, which agentfs
-cuts with FastCDC: appending a message stores the list's new tail chunk, not the list. A message
-written before its agent (Strands' file repository allows it) leaves the agent None.
+`from_dict`. A message's checkpoint holds that message only, so writing one costs one small commit
+whatever the conversation's length (as Strands' repositories write one file per message); the agent's
+messages are the latest checkpoint of each message id (an update or a repeated id is a later one), in
+id order.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..run_names import segment
 PREFIX = "strands"
 SESSION = "session"
 AGENT = "agent"
+MESSAGE = "message"
 MESSAGES = "messages"
 STATE = "state"
 
@@ -51,6 +54,10 @@ def session_run(prefix: str, session_id: str) -> str:
 
 def agent_run(prefix: str, session_id: str, agent_id: str) -> str:
     return f"{session_root(prefix, session_id)}{AGENT}/{segment(check_id(agent_id, 'agent'))}"
+
+
+def messages_run(prefix: str, session_id: str, agent_id: str) -> str:
+    return f"{session_root(prefix, session_id)}{MESSAGES}/{segment(check_id(agent_id, 'agent'))}"
 
 
 def multi_agent_run(prefix: str, session_id: str, multi_agent_id: str) -> str:
