@@ -131,6 +131,18 @@ def test_writers_appending_to_one_agent_lose_nothing(tmp_path: Path) -> None:
             assert ids == [w * 100 + n for w in range(4) for n in range(10)]
 
 
+def test_a_store_wide_retention_policy_keeps_every_message(tmp_path: Path) -> None:
+    with AgentFSSessionRepository(tmp_path / "store") as repository:
+        converse(repository, tmp_path / "ledger")
+        repository.store.run("other").commit({"n": 1})
+        repository.store.run("other").commit({"n": 2})
+        repository.store.set_retention(keep_last=1)
+        repository.store.gc(grace=0)
+        assert len(repository.store.run("other").ids()) == 1  # the policy applies elsewhere
+        again = AgentFSSessionRepository(repository.store)
+        assert [m.message_id for m in again.list_messages(SESSION, AGENT)] == list(range(12))
+
+
 def test_an_encrypted_store_by_path_names_nothing(tmp_path: Path) -> None:
     root = tmp_path / "store"
     with AgentFSSessionRepository(root, encryption="correct horse") as repository:

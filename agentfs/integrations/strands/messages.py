@@ -3,8 +3,10 @@
 Reading them walks the run's checkpoints once; after that, a reader that saw the head reads only the
 checkpoints appended since (by this process or another writer), and a message this process commits
 right after the head it knew extends what it knew without a read. Hazard: the run's checkpoints are
-the messages, so a store-wide retention policy (keep_last, keep_within) would drop old messages; a
-store holding Strands sessions must not set one (the agent and session runs carry no such hazard).
+the messages, so pruning the run (keep_last, keep_within) drops old messages; the store-wide
+retention policy skips runs under `strands/` (retention.MANAGED_PREFIXES; test_strands.py,
+test_a_store_wide_retention_policy_keeps_every_message), so a repository with another `prefix` on a
+store with a policy loses them.
 """
 
 from __future__ import annotations
