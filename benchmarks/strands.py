@@ -7,11 +7,13 @@ pins mcp<2.2, so it is not in the bench venv; `make test-strands` makes .venv-st
 A turn is what Strands' RepositorySessionManager writes for one question answered with one tool call: four
 `create_message` (the question, the model's tool call, the tool's result, the answer; the texts of workload 16)
 and one `update_agent` (the agent's state changed). The records are built before timing; only the repository
-calls are timed. agentfs runs at its default durability (each call one commit with an fdatasync: it survives
-power loss) and at durability="process" (survives a killed process, as FileSessionManager's files do, which it
-writes without fsync). Sizes are the apparent size of every file each keeps (and, beside it, what the file system allocated:
-one block at least per file). workload 16 runs this module with
-.venv-strands/bin/python when that venv exists and reports its rows with the others.
+calls are timed; then a fresh repository reads the messages back (`list_messages`, as an agent that resumes
+the session does; Strands' `SessionMessage.from_dict` is much of it on both sides). agentfs runs at its
+default durability (each call one commit with an fdatasync: it survives power loss) and at
+durability="process" (survives a killed process, as FileSessionManager's files do, which it writes without
+fsync). Sizes are the apparent size of every file each keeps (and, beside it, what the file system
+allocated: one block at least per file). workload 16 runs this module with .venv-strands/bin/python when
+that venv exists and reports its rows with the others.
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ def allocated(path: Path) -> int:
     return sum(file.stat().st_blocks * 512 for file in path.rglob("*") if file.is_file())
 
 
+def resumed(repository: SessionRepository) -> float:
+    """Seconds a fresh repository takes to read the agent's messages back, as an agent resuming the session does."""
+    start = time.perf_counter()
+    repository.list_messages(SESSION, AGENT)
+    return time.perf_counter() - start
+
+
 def measure(turns: int, root: Path) -> dict[str, Any]:
     records = [turn_records(turn) for turn in range(turns)]
     result: dict[str, Any] = {"turns": turns}
@@ -78,10 +87,19 @@ def measure(turns: int, root: Path) -> dict[str, Any]:
         path = root / f"agentfs-{durability}"
         with AgentFSSessionRepository(path, durability=durability) as repository:
             seconds = persist(repository, records)
+        with AgentFSSessionRepository(path) as repository:
+            resume = resumed(repository)
         result[f"agentfs_{durability}"] = {"ms_per_turn": seconds / turns * 1000, "bytes": tree_size(path), "allocated": allocated(path)}
+        result[f"agentfs_{durability}"]["resume_s"] = resume
     path = root / "strands-files"
     seconds = persist(FileSessionManager(session_id=SESSION, storage_dir=str(path)), records)
-    result["file_session_manager"] = {"ms_per_turn": seconds / turns * 1000, "bytes": tree_size(path), "allocated": allocated(path)}
+    resume = resumed(FileSessionManager(session_id=SESSION, storage_dir=str(path)))
+    result["file_session_manager"] = {
+        "ms_per_turn": seconds / turns * 1000,
+        "bytes": tree_size(path),
+        "allocated": allocated(path),
+        "resume_s": resume,
+    }
     return result
 
 
@@ -101,7 +119,10 @@ def main() -> None:
     print(f"Strands, {args.turns} turns: persistence per turn (ms), apparent and allocated bytes on disk")
     for name in ("agentfs_power", "agentfs_process", "file_session_manager"):
         row = result[name]
-        print(f"  {name:22} {row['ms_per_turn']:8.3f} ms/turn {row['bytes']:>12,} bytes {row['allocated']:>12,} allocated")
+        print(
+            f"  {name:22} {row['ms_per_turn']:8.3f} ms/turn {row['bytes']:>12,} bytes {row['allocated']:>12,} allocated"
+            f" {row['resume_s']:8.3f} s to read the messages back"
+        )
 
 
 if __name__ == "__main__":

@@ -193,4 +193,7 @@ def strands_rows(ctx: Context, turns: int) -> None:
         return result[name]["ms_per_turn"] * turns / 1000, result[name]["bytes"]
 
     ours = row("agentfs_power") if ctx.agentfs is not None else None
-    _compare(ctx, "Strands", "FileSessionManager (no fsync)", turns, ours, row("file_session_manager"))
+    peer = "FileSessionManager (no fsync)"
+    _compare(ctx, "Strands", peer, turns, ours, row("file_session_manager"))
+    resume = None if ours is None else result["agentfs_power"]["resume_s"]
+    at_most(ctx, W, f"Strands: reading {4 * turns} messages back (s)", resume, peer, result["file_session_manager"]["resume_s"], 1.0)
