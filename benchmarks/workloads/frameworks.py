@@ -195,5 +195,8 @@ def strands_rows(ctx: Context, turns: int) -> None:
     ours = row("agentfs_power") if ctx.agentfs is not None else None
     peer = "FileSessionManager (no fsync)"
     _compare(ctx, "Strands", peer, turns, ours, row("file_session_manager"))
+    like_for_like = None if ours is None else result["agentfs_process"]["ms_per_turn"]  # no fsync either: survives a killed process
+    metric = f"Strands: persistence per turn (ms), {turns} turns, durability='process'"
+    at_most(ctx, W, metric, like_for_like, peer, result["file_session_manager"]["ms_per_turn"], 1.0)
     resume = None if ours is None else result["agentfs_power"]["resume_s"]
     at_most(ctx, W, f"Strands: reading {4 * turns} messages back (s)", resume, peer, result["file_session_manager"]["resume_s"], 1.0)
