@@ -143,6 +143,18 @@ def _calls(repository: SessionRepository) -> list[Any]:
         call(functools.partial(repository.read_agent, "s1", hostile))
         call(functools.partial(repository.create_session, Session(hostile, SessionType.AGENT)))
         call(functools.partial(repository.create_message, "s1", hostile, _message(0, "x")))
+    delete = getattr(repository, "delete_session", None)  # not in the interface; Strands' repositories have it
+    if delete is not None:
+        call(functools.partial(delete, "s1"))
+        call(lambda: repository.read_session("s1"))
+        call(lambda: repository.read_agent("s1", "a1"))
+        call(lambda: repository.read_multi_agent("s1", "team"))
+        call(lambda: repository.list_messages("s1", "a1"))
+        call(functools.partial(delete, "s1"))  # gone
+        call(lambda: repository.create_session(Session("s1", SessionType.AGENT, created_at=LATER, updated_at=LATER)))
+        call(lambda: repository.create_agent("s1", _agent("a1", 0)))
+        call(lambda: repository.list_messages("s1", "a1"))  # a new session starts empty
+        call(lambda: repository.read_session("s0") is not None)  # the other session is untouched
     return results
 
 
