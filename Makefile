@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check lint docs readme-check bench dist-check test-langgraph-upstream crash-states faketime strace test-push-stress chromium
+.PHONY: demo test check lint docs readme-check bench dist-check test-langgraph-upstream crash-states faketime strace test-strands test-push-stress chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,12 +32,13 @@ test: $(BIN)/python faketime chromium strace
 	$(MAKE) --no-print-directory lint docs
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-langgraph-upstream
+	$(MAKE) --no-print-directory test-strands
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
 	$(MAKE) --no-print-directory dist-check readme-check
 
 # ruff, mypy and import-linter's contracts (pyproject.toml [tool.importlinter])
 lint: $(TEST_DEPS)
-	$(BIN)/ruff check agentfs tests tests_upstream benchmarks examples
+	$(BIN)/ruff check agentfs tests tests_upstream tests_strands benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -79,6 +80,17 @@ dist-check: $(BIN)/python
 test-langgraph-upstream: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	$(BIN)/python -m tests_upstream
+
+# Strands (strands-agents pins mcp<2.2; the test extra needs mcp>=2.3): its tests, tests_strands/, run in their own
+# venv with the strands extra and what they import; the main suite does not collect them (testpaths)
+STRANDS_VENV := .venv-strands
+$(STRANDS_VENV)/bin/python:
+	$(PYTHON) -m venv $(STRANDS_VENV)
+	$(STRANDS_VENV)/bin/python -m pip install --quiet --upgrade pip
+
+test-strands: $(STRANDS_VENV)/bin/python
+	$(STRANDS_VENV)/bin/python -m pip install --quiet -e ".[strands,test-strands]"
+	$(STRANDS_VENV)/bin/python -m pytest -q tests_strands
 
 # Every crash state of every workload (tests/crashsim/README.md); `make test` runs a bounded sample.
 crash-states: $(BIN)/python

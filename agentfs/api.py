@@ -57,7 +57,7 @@ class Store(Repository):
         return report
 
     def set_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
-        """Store-wide retention that `gc` applies to every run (LangGraph threads excepted); no argument clears it."""
+        """Store-wide retention that `gc` applies to every run (LangGraph threads and Strands sessions excepted); no argument clears it."""
         return retention.set_policy(self, keep_last, keep_within)
 
     def watch(self, run: str | None = None, *, timeout: float | None = None) -> Watch:

@@ -23,7 +23,7 @@ from ..format.refs import Location
 from ..format.retirement import Retirement
 from ..ids import id_time_ns, new_id
 
-MANAGED_PREFIXES = ("langgraph/",)  # runs whose owner keeps its own retention: the store policy skips them
+MANAGED_PREFIXES = ("langgraph/", "strands/")  # runs whose owner keeps its own retention: the store policy skips them
 
 
 @dataclasses.dataclass

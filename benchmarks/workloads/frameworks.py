@@ -6,23 +6,29 @@ tool call, the tool's result, the model's answer (~1.4 KB of text). Only the per
 timed (no model runs): Pydantic AI's `AgentFSMessageHistory.append(new messages)` next to the JSON
 file of `all_messages()` users write themselves (written whole each turn: a temporary file, fsync,
 rename); Google ADK's `AgentFSSessionService.append_event` next to its `DatabaseSessionService` on
-SQLite (aiosqlite), four events a turn. Sizes are the apparent size of every file each keeps.
+SQLite (aiosqlite), four events a turn; Strands' AgentFSSessionRepository next to its FileSessionManager, four
+messages and one agent update a turn, measured by benchmarks/strands.py in the Strands venv (.venv-strands, made by
+`make test-strands`: strands-agents pins mcp<2.2, which cannot be installed beside mcp>=2.3). Sizes are the apparent
+size of every file each keeps.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from ..context import Context
 from ..peers import tree_size
-from .common import agentfs_part, at_most
+from .common import REPO, agentfs_part, at_most
 
 W = "16 framework sessions"
+STRANDS_PYTHON = REPO / ".venv-strands" / "bin" / "python"
 WORDS = [
     *("agent", "tool", "state", "store", "resume", "fork", "turn", "model"),
     *("answer", "question", "result", "file", "remote", "sync", "journal", "commit"),
@@ -168,4 +174,29 @@ def run(ctx: Context) -> None:
     else:
         ours = agentfs_part(ctx, W, "Google ADK", lambda: adk_ours(ctx, turns))
         _compare(ctx, "Google ADK", "DatabaseSessionService (SQLite)", turns, ours, adk_database(ctx, turns))
-    ctx.report.note(f"{W}: Strands: not measured; strands-agents pins mcp<2.2, which cannot be installed beside mcp>=2.3")
+    strands_rows(ctx, turns)
+
+
+def strands_rows(ctx: Context, turns: int) -> None:
+    """Strands' rows, from `python -m benchmarks.strands --json` run by the Strands venv's interpreter."""
+    if not STRANDS_PYTHON.exists():
+        ctx.report.note(f"{W}: Strands: not measured; no {STRANDS_PYTHON.relative_to(REPO)} (make test-strands makes it)")
+        return
+    command = [str(STRANDS_PYTHON), "-m", "benchmarks.strands", "--turns", str(turns), "--json"]
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        ctx.report.note(f"{W}: Strands: benchmarks.strands exited {out.returncode}: {out.stderr.strip()[-500:]}")
+        return
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+
+    def row(name: str) -> tuple[float, int]:
+        return result[name]["ms_per_turn"] * turns / 1000, result[name]["bytes"]
+
+    ours = row("agentfs_power") if ctx.agentfs is not None else None
+    peer = "FileSessionManager (no fsync)"
+    _compare(ctx, "Strands", peer, turns, ours, row("file_session_manager"))
+    like_for_like = None if ours is None else result["agentfs_process"]["ms_per_turn"]  # no fsync either: survives a killed process
+    metric = f"Strands: persistence per turn (ms), {turns} turns, durability='process'"
+    at_most(ctx, W, metric, like_for_like, peer, result["file_session_manager"]["ms_per_turn"], 1.0)
+    resume = None if ours is None else result["agentfs_power"]["resume_s"]
+    at_most(ctx, W, f"Strands: reading {4 * turns} messages back (s)", resume, peer, result["file_session_manager"]["resume_s"], 1.0)

@@ -1,0 +1,83 @@
+"""An agent's messages as the latest checkpoint of each message id in its messages run (see layout.py).
+
+Reading them walks the run's checkpoints once; after that, a reader that saw the head reads only the
+checkpoints appended since (by this process or another writer), and a message this process commits
+right after the head it knew extends what it knew without a read. Hazard: the run's checkpoints are
+the messages, so pruning the run (keep_last, keep_within) drops old messages; the store-wide
+retention policy skips runs under `strands/` (retention.MANAGED_PREFIXES; test_strands.py,
+test_a_store_wide_retention_policy_keeps_every_message), so a repository with another `prefix` on a
+store with a policy loses them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+import agentfs
+
+from .layout import MESSAGE, stored
+
+RECENT_LOGS = 32  # message runs whose messages are kept as last read or written here
+
+
+class Log(NamedTuple):
+    """The messages of a run as of its checkpoint `head`: message id -> SessionMessage.to_dict(). Hazard:
+    shared between callers and never changed (a new message makes a new Log); readers build Strands objects
+    from it with from_dict, which copies."""
+
+    head: str
+    records: dict[int, Any]
+
+
+class MessageLogs:
+    def __init__(self, store: agentfs.Store) -> None:
+        self.store = store
+        self._logs: OrderedDict[str, Log] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def current(self, run_name: str) -> Log | None:
+        """The run's messages now; None if it has none."""
+        run = self.store.run(run_name)
+        head = run.head_id()
+        if head is None:
+            return None
+        with self._lock:
+            known = self._logs.get(run_name)
+        if known is not None and known.head == head:
+            return known
+        ids = run.ids()
+        records: dict[int, Any] = {}
+        start = 0
+        if known is not None and known.head in ids:  # read only what was appended since
+            start = ids.index(known.head) + 1
+            records = dict(known.records)
+        for checkpoint_id in ids[start:]:
+            record = stored(run.get(checkpoint_id), (MESSAGE,))[MESSAGE]
+            if not (isinstance(record, dict) and isinstance(record.get("message_id"), int)):
+                raise agentfs.FormatError(f"checkpoint {checkpoint_id} of run {run_name!r} is not a Strands message")
+            records[record["message_id"]] = record
+        log = Log(ids[-1], records)
+        self._keep(run_name, log)
+        return log
+
+    def committed(self, run_name: str, before: Log | None, checkpoint: agentfs.Checkpoint, record: dict[str, Any]) -> None:
+        """After this process committed `record` as `checkpoint`: what it knew, extended if the commit went right after it."""
+        if before is not None and checkpoint.parent == before.head:
+            self._keep(run_name, Log(checkpoint.id, {**before.records, record["message_id"]: record}))
+        elif checkpoint.parent is None:
+            self._keep(run_name, Log(checkpoint.id, {record["message_id"]: record}))
+        else:
+            self.forget(run_name)  # another writer appended between: the next read catches up from the store
+
+    def forget(self, run_name: str) -> None:
+        with self._lock:
+            self._logs.pop(run_name, None)
+
+    def _keep(self, run_name: str, log: Log) -> None:
+        with self._lock:
+            self._logs[run_name] = log
+            self._logs.move_to_end(run_name)
+            while len(self._logs) > RECENT_LOGS:
+                self._logs.popitem(last=False)
