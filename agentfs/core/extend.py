@@ -67,13 +67,16 @@ def extended_ref(store: Repository, blobs: BlobWriter, base: ValueRef | None, ho
         return [LIST_BODY, count + added.items, blobs.put(blob_reader(store).read(ref, home, where) + added.data)]
     held = store.db.held_trees.get(ref[1])  # a tree this process committed: its chunks are held
     leaves = held if held is not None else _leaves(store, ref, where)
-    if sum(length for _oid, length in leaves) != size:
+    if held is None and sum(length for _oid, length in leaves) != size:
         raise FormatError(f"{where}: the chunks of checkpoint {home[0]}@{home[1]}'s list add up to another size than its reference's")
     # a chunk's cut is final where max_size bytes or more follow the chunk's start (chunking.cut_block): the
     # appended bytes cannot move it. The chunks after the last final one are cut again with the new bytes.
-    kept, start = 0, 0
-    while kept < len(leaves) and size - start >= params.max_size:
-        start += leaves[kept][1]
+    # Found from the end (a few chunks), not the start (the whole list's chunks).
+    kept, following = len(leaves), 0
+    while kept > 0 and following < params.max_size:
+        kept -= 1
+        following += leaves[kept][1]
+    if following >= params.max_size:
         kept += 1
     reader = blob_reader(store)
     if held is None and not blobs.holds(oid for oid, _length in leaves[:kept]):  # a store resumed from a remote may not hold them yet
