@@ -2,6 +2,7 @@
 
 from .api import Store, open_store
 from .core.checkpoint import Artifact, Checkpoint
+from .core.extend import Extend
 from .core.run import Run
 from .core.schema import Schema
 from .engine.keyslots import Encryption
@@ -33,6 +34,7 @@ __all__ = [
     "Checkpoint",
     "Conflict",
     "Encryption",
+    "Extend",
     "FormatError",
     "InFlight",
     "IntegrityError",

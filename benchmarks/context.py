@@ -44,6 +44,8 @@ class Sizes:
     daemon_rounds: int  # phases of each kind, alternated
     flush_timeout: float  # seconds a sync flush may take before it is reported as missed
     resume_flush_timeout: float  # the same for pushing the long history of workload 7
+    agent_langgraph_turns: int  # workload 18: LangGraph tool-calling turns (invoke, 4 checkpoints each)
+    agent_openai_turns: int  # workload 18: OpenAI Agents session turns of 4 items
 
 
 FULL = Sizes(
@@ -70,6 +72,8 @@ FULL = Sizes(
     daemon_rounds=3,
     flush_timeout=120.0,
     resume_flush_timeout=360.0,
+    agent_langgraph_turns=300,
+    agent_openai_turns=1000,
 )
 QUICK = Sizes(
     floor_writes=100,
@@ -95,6 +99,8 @@ QUICK = Sizes(
     daemon_rounds=2,
     flush_timeout=30.0,
     resume_flush_timeout=60.0,
+    agent_langgraph_turns=40,
+    agent_openai_turns=250,
 )
 
 

@@ -18,18 +18,22 @@ from ..names import check_name
 from ..objects.blobs import BlobWriter
 from ..serialization import encode_body
 from .checkpoint import Artifact
+from .extend import Extend, Extension, encode_extension
 
 ByteSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]", IO[bytes]]
 ArtifactSource = ByteSource | Artifact
 
 
-def encode_state(state: Any) -> tuple[str, dict[str, tuple[int, int, bytes]]]:
+EncodedValue = tuple[int, int, bytes] | Extension  # (format, count, bytes), or the new items of an Extend
+
+
+def encode_state(state: Any) -> tuple[str, dict[str, EncodedValue]]:
     """A dict with str keys is stored key by key, so an unchanged key costs nothing next time."""
     if type(state) is dict and all(type(key) is str for key in state):
         for key in state:
             if not key.isascii():
                 _check_text(key)
-        return MAP_STATE, {key: _sized(encode_body(value, functools.partial(_key_path, key)), key) for key, value in state.items()}
+        return MAP_STATE, {key: _encode_value(key, value) for key, value in state.items()}
     return VALUE_STATE, {"": _sized(encode_body(state, "state"), None)}
 
 
@@ -39,6 +43,20 @@ def _sized(encoded: tuple[int, int, bytes], key: str | None) -> tuple[int, int, 
         what = "state" if key is None else _key_path(key)
         raise SerializationError(f"{what} is {len(encoded[2])} bytes encoded, over the largest value ({MAX_VALUE}): make it an artifact")
     return encoded
+
+
+def _encode_value(key: str, value: Any) -> EncodedValue:
+    if type(value) is Extend:
+        return encode_extension(value, _key_path(key))
+    return _sized(encode_body(value, functools.partial(_key_path, key)), key)
+
+
+def check_extends(values: dict[str, EncodedValue], parent: Any) -> None:
+    """An Extend extends the parent's list: refused unless the commit names its parent (a str id, or None)."""
+    if not (parent is None or isinstance(parent, str)):
+        for key, value in values.items():
+            if isinstance(value, Extension):
+                raise SerializationError(f"{_key_path(key)} is an Extend: commit it with parent= the head's id (None on an empty run)")
 
 
 def _check_text(key: str) -> None:

@@ -23,7 +23,8 @@ from ..objects.blobs import BlobWriter
 from ..serialization import encode_value
 from . import retention
 from .checkpoint import Artifact, Checkpoint
-from .commit_input import ArtifactSource, check_artifacts, encode_state, put_artifact
+from .commit_input import ArtifactSource, EncodedValue, check_artifacts, check_extends, encode_state, put_artifact
+from .extend import Extension, extended_ref
 from .journal import AsyncToolCall, Journal, ToolCall
 from .retention import PruneReport
 from .schema import Schema
@@ -123,6 +124,7 @@ class Run:
         if parent is not HEAD and parent is not None:
             check_id(parent)
         kind, values = encode_state(state)
+        check_extends(values, parent)
         encoded_metadata = encode_value(dict(metadata), "metadata") if metadata else NO_METADATA
         sources = check_artifacts(artifacts) if artifacts else {}
         with self.store.writing():
@@ -140,7 +142,7 @@ class Run:
         self,
         parent: str | None,
         kind: str,
-        values: dict[str, tuple[int, int, bytes]],
+        values: dict[str, EncodedValue],
         metadata: bytes,
         sources: dict[str, ArtifactSource],
         keep_artifacts: bool,
@@ -163,11 +165,11 @@ class Run:
         else:  # any earlier entry of the run is as good to borrow from: skip reading the head
             head = hint if hint is not None and known(self.name, hint) else self.head_id()
         blobs = BlobWriter(lambda: ObjectWriter(self.store.db, self.store.pool), self._reusable(head), self.store.hasher)
-        state_refs: dict[str, ValueRef] = {key: [fmt, count, blobs.put(data)] for key, (fmt, count, data) in values.items()}
+        state_refs = {key: self._value_ref(blobs, head, key, value) for key, value in values.items()}
         artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
         objects = blobs.finish()
         schema = None if self.schema is None else self.schema.version
-        return self._append(
+        checkpoint = self._append(
             parent,
             kind,
             state_refs,
@@ -179,6 +181,9 @@ class Run:
             objects=objects,
             chosen_at=None if fresh else generation,
         )
+        if checkpoint is not None:  # its trees' chunks are now held: a later Extend of them need not check them
+            self.store.db.held_trees.add(blobs.trees)
+        return checkpoint
 
     def update(
         self,
@@ -332,6 +337,13 @@ class Run:
     ) -> Callable[[Callable[..., Awaitable[T]]], Callable[..., Awaitable[T]]]:
         """tool() for coroutine functions: each call goes through `aonce`."""
         return self.journal.atool(name, key=key)
+
+    def _value_ref(self, blobs: BlobWriter, head: str | None, key: str, value: EncodedValue) -> ValueRef:
+        if not isinstance(value, Extension):
+            fmt, count, data = value
+            return [fmt, count, blobs.put(data)]
+        base = None if head is None else self.store.read_entry(self.name, head).manifest.state.get(key)
+        return extended_ref(self.store, blobs, base, (self.name, head or ""), value, f"state[{key!r}] of a commit to run {self.name!r}")
 
     def _reusable(self, head: str | None) -> dict[bytes, Ref]:
         """Small objects the head already packed: an unchanged key costs nothing in the next entry.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 
 class ObjectCache:
@@ -46,3 +47,31 @@ class ObjectCache:
     def held_bytes(self) -> int:
         with self._lock:
             return self._bytes
+
+
+class HeldTrees:
+    """The chunks ([id, size] each) of the last few chunk trees this process committed, by the tree's root id.
+
+    Each is a promise that the store holds those chunks, durably as the store's durability asks: the commit
+    that wrote the tree stored or checked every one (ObjectWriter.reuse) and had returned. An `Extend` of
+    that tree then reuses them without looking each up (core/extend.py)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._held: OrderedDict[bytes, list[list[Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, root: bytes) -> list[list[Any]] | None:
+        with self._lock:
+            leaves = self._held.get(root)
+            if leaves is not None:
+                self._held.move_to_end(root)
+            return leaves
+
+    def add(self, trees: list[tuple[bytes, list[list[Any]]]]) -> None:
+        with self._lock:
+            for root, leaves in trees:
+                self._held[root] = leaves
+                self._held.move_to_end(root)
+            while len(self._held) > self.capacity:
+                self._held.popitem(last=False)

@@ -21,7 +21,7 @@ from ..format.segment import Record, max_record_frame, record_body_unchecked
 from ..format.walk import Children, Reached
 from ..fsutil import drop_cached, start_writeback
 from .index import Index
-from .object_cache import ObjectCache
+from .object_cache import HeldTrees, ObjectCache
 from .segments import Location
 
 OBJECT_FRAME_MAX = max_record_frame(kinds.OBJECT)
@@ -36,6 +36,7 @@ Append = Callable[[Sequence[Record], bool], list[Location]]  # records, sync -> 
 # the objects checkpoint readers keep (ObjectCache): every chunk of a value (chunking.SMALL: 16 KiB at most),
 # packed objects (16 KiB) and tree nodes (22 KiB at most), up to 16 MiB in all per store
 CACHE_BYTES, CACHED_OBJECT_MAX = 16 << 20, 32 << 10
+HELD_TREES = 64  # chunk trees whose chunks a commit that extends them may reuse unchecked (HeldTrees)
 log = logging.getLogger("agentfs")
 
 
@@ -58,6 +59,7 @@ class ObjectStore:
         self.sync_writes = sync_writes  # durability "power": the commit's fdatasync will wait for these bytes
         self.fetch: Fetch | None = None  # set by a store with a remote: returns verified object blobs
         self.cache = ObjectCache(CACHE_BYTES, CACHED_OBJECT_MAX)  # for checkpoint readers only (object_cache.py)
+        self.held_trees = HeldTrees(HELD_TREES)  # for commits that extend a list (core/extend.py)
 
     def location(self, oid: bytes) -> Location | None:
         location = self.index.object_location(oid)
@@ -225,6 +227,20 @@ class ObjectWriter:
             return True
         self.objects.make_durable(location)
         return False
+
+    def reuse(self, oid: bytes) -> bool:
+        """Whether the store holds `oid` (made durable, as add() does for one it holds) or this writer stores it:
+        then a blob may refer to it without its bytes. False leaves `oid` free to be added."""
+        with self._lock:
+            if oid in self.seen:
+                return True
+        location = self.objects.index.object_location(oid)
+        if location is None:
+            return False
+        self.objects.make_durable(location)
+        with self._lock:
+            self.seen.add(oid)
+        return True
 
     def add(self, data: bytes | memoryview) -> bytes:
         """Store `data` unless the store already holds it; returns its id."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 from typing import IO, Any
 
@@ -44,6 +44,7 @@ class BlobWriter:
         self._writer: ObjectWriter | None = None
         self.reuse = reuse  # oid -> located ref already in the store (the parent's values)
         self.pack: dict[bytes, bytes] = {}
+        self.trees: list[tuple[bytes, list[list[Any]]]] = []  # (root, chunks) of the trees put_after made
 
     @property
     def writer(self) -> ObjectWriter:
@@ -68,6 +69,20 @@ class BlobWriter:
         if params is None:
             params = chunking.LARGE if len(data) > chunking.LARGE_VALUE else chunking.SMALL
         return self._tree(chunking.cut_bytes(params, data))
+
+    def holds(self, oids: Iterable[bytes]) -> bool:
+        """Whether the store holds every object of `oids` (each made durable, as add() does): a blob may refer to them unwritten."""
+        return all(self.writer.reuse(oid) for oid in oids)
+
+    def put_after(self, kept: list[list[Any]], tail: bytes, params: chunking.ChunkParams) -> Ref:
+        """The ref of a blob whose first chunks are `kept` ([id, size] each, which the store `holds`) and whose
+        remaining bytes, `tail`, are cut with `params`: that of the whole blob when `kept` are its chunks up to
+        a final cut (core/extend.py)."""
+        pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunking.cut_bytes(params, tail)]
+        leaves = kept + [[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending]
+        ref = self._root(leaves)
+        self.trees.append((ref[1], leaves))
+        return ref
 
     def put_stream(self, stream: IO[Any]) -> Ref:
         head = stream.read(PACK_MAX + 1)

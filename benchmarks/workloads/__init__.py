@@ -9,6 +9,7 @@ from collections.abc import Callable
 from .. import limits
 from ..context import Context
 from . import (
+    agent_turns,
     bombs,
     conversation,
     daemon_load,
@@ -47,4 +48,5 @@ WORKLOADS: dict[str, Callable[[Context], None]] = {
     "encryption": encryption.run,
     "frameworks": frameworks.run,
     "ui_pages": ui_pages.run,
+    "agent_turns": agent_turns.run,
 }

@@ -20,7 +20,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
@@ -82,7 +82,7 @@ class AgentFSSession:
         # (run, checkpoint id, entries) of the last commit made here: the next change of that run edits these
         # instead of decoding them again. Hazard: they are never handed out (get_items decodes its own copy),
         # and add_items stores copies of the caller's items, so no caller can mutate them.
-        self._written: tuple[str, str, list[Entry], Usage] = ("", "", [], {})
+        self._written = _Written("", "", [], {}, 0)
 
     def __repr__(self) -> str:
         return f"<AgentFSSession {self.session_id!r} on {self.current_branch!r} in {self.store!r}>"
@@ -111,7 +111,7 @@ class AgentFSSession:
         if not items:
             return
         added = [[int(time.time()), item] for item in copy.deepcopy(items)]
-        await self._off_loop(self._change, self.current_branch, "add_items", lambda entries: ([*entries, *added], None))
+        await self._off_loop(self._append, self.current_branch, added)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item of the current branch (one checkpoint); None if it has none."""
@@ -274,13 +274,32 @@ class AgentFSSession:
         head = self._run(branch).latest()
         return [] if head is None else entries_of(head)
 
-    def _metadata(self, branch: str, operation: str, entries: list[Entry]) -> dict[str, Any]:
-        turns = sum(1 for _added, item in entries if is_user_message(item))
+    def _metadata(self, branch: str, operation: str, entries: list[Entry], turns: int | None = None) -> dict[str, Any]:
+        turns = _turns(entries) if turns is None else turns
         return {"session_id": self.session_id, "branch": branch, "operation": operation, "items": len(entries), "turns": turns}
 
     def _branch(self, branch: str) -> tuple[list[Entry], Usage]:
         run = self._run(branch)
-        return self._written_branch(run, run.head_id())
+        written = self._written_branch(run, run.head_id())
+        return written.entries, written.usage
+
+    def _append(self, branch: str, added: list[Entry]) -> None:
+        """add_items: one checkpoint whose items are the head's with `added` appended, stored as an `Extend`
+        (the commit encodes and stores the new items only, whatever the branch's length)."""
+        run = self._run(branch)
+        added_turns = _turns(added)
+        while True:
+            head = run.head_id()
+            written = self._written_branch(run, head)
+            entries, turns = [*written.entries, *added], written.turns + added_turns
+            metadata = self._metadata(branch, "add_items", entries, turns)
+            state = _state(agentfs.Extend(added), written.usage)
+            try:
+                checkpoint = run.commit(state, metadata=metadata, parent=head)
+            except agentfs.Conflict:
+                continue  # another writer moved the head since the read: append to the new head instead
+            self._written = _Written(run.name, checkpoint.id, entries, written.usage, turns)
+            return
 
     def _change(self, branch: str, operation: str, edit: Edit[T], usage_edit: UsageEdit | None = None) -> T | None:
         """Apply `edit` to the branch's head items (and `usage_edit` to its usage records, else they are
@@ -288,7 +307,8 @@ class AgentFSSession:
         run = self._run(branch)
         while True:
             head = run.head_id()
-            entries, usage = self._written_branch(run, head)
+            written = self._written_branch(run, head)
+            entries, usage = written.entries, written.usage
             edited = edit(entries)
             if edited is None:
                 return None
@@ -299,18 +319,19 @@ class AgentFSSession:
                 checkpoint = run.commit(_state(new_entries, new_usage), metadata=metadata, parent=head)
             except agentfs.Conflict:
                 continue  # another writer moved the head since the read: edit its items instead
-            self._written = (run.name, checkpoint.id, new_entries, new_usage)
+            self._written = _Written(run.name, checkpoint.id, new_entries, new_usage, metadata["turns"])
             return result
 
-    def _written_branch(self, run: agentfs.Run, head: str | None) -> tuple[list[Entry], Usage]:
-        """The head's entries and usage records, without decoding them when this object wrote that head itself."""
+    def _written_branch(self, run: agentfs.Run, head: str | None) -> _Written:
+        """The head's entries, usage records and turn count, without decoding them when this object wrote that head itself."""
         if head is None:
-            return [], {}
-        written_run, written_id, entries, usage = self._written  # one read: another worker thread may replace it
-        if (written_run, written_id) == (run.name, head):
-            return entries, usage
+            return _Written(run.name, "", [], {}, 0)
+        written = self._written  # one read: another worker thread may replace it
+        if (written.run, written.checkpoint_id) == (run.name, head):
+            return written
         checkpoint = run.get(head)
-        return entries_of(checkpoint), _usage_of(checkpoint)
+        entries = entries_of(checkpoint)
+        return _Written(run.name, head, entries, _usage_of(checkpoint), _turns(entries))
 
     def _branch_heads(self) -> dict[str, agentfs.Checkpoint]:
         """The head of every branch of the session, here or on the remote, by branch name."""
@@ -376,7 +397,21 @@ class AgentFSSession:
         return name
 
 
-def _state(entries: list[Entry], usage: Usage) -> dict[str, Any]:
+class _Written(NamedTuple):
+    """A branch head this object wrote (or read): its items, usage records and user turns."""
+
+    run: str
+    checkpoint_id: str
+    entries: list[Entry]
+    usage: Usage
+    turns: int
+
+
+def _turns(entries: list[Entry]) -> int:
+    return sum(1 for _added, item in entries if is_user_message(item))
+
+
+def _state(entries: list[Entry] | agentfs.Extend, usage: Usage) -> dict[str, Any]:
     """A branch checkpoint's state: the items, and the usage records when there are any."""
     return {"items": entries, USAGE: usage} if usage else {"items": entries}
 

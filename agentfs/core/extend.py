@@ -1,0 +1,103 @@
+"""`Extend`: a state value that is its parent checkpoint's list with items appended, stored at the cost of the items.
+
+A list value is stored as its items' msgpack bytes without the array header (serialization.values, LIST_BODY),
+cut by FastCDC into chunks under a tree. The parent's list extended by `items` is therefore the parent's bytes
+followed by the items' bytes, and its chunks are the parent's chunks up to the last cut that the appended bytes
+cannot move, then the cuts of the bytes from there on: what a commit of the whole list would store, chunk for
+chunk and ref for ref (tests/test_extend.py compares them), found by encoding and hashing only the new items
+and the parent's last chunks (under one chunk's greatest size) instead of the whole list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from ..engine.repository import Repository
+from ..errors import FormatError, SerializationError
+from ..format import chunking
+from ..format.manifest import MAX_VALUE, ValueRef
+from ..format.refs import INLINE, LOOSE, PACK_MAX, PACKED, TREE, Location, parse_node, ref_size
+from ..objects.blobs import BlobWriter, blob_reader
+from ..serialization import encode_body
+from ..serialization.values import LIST_BODY
+
+
+class Extend:
+    """In `run.commit(state, parent=ID)`'s dict state: the parent checkpoint's list under the same key with
+    `items` appended (the list `items` on a run's first commit, or when the parent has no such key).
+
+    A reader sees an ordinary list. The commit encodes, hashes and stores the new items and the parent's
+    last chunks only, whatever the list's length. `parent=` must name the head (None for an empty run):
+    what is extended is known before the append, which raises Conflict if the head moved meanwhile."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = list(items)
+
+    def __repr__(self) -> str:
+        return f"Extend({len(self.items)} items)"
+
+
+class Extension(NamedTuple):
+    """An `Extend` value encoded: its items' LIST_BODY bytes and their count."""
+
+    items: int
+    data: bytes
+
+
+def encode_extension(value: Extend, where: str) -> Extension:
+    _fmt, count, data = encode_body(value.items, where)
+    return Extension(count, data)
+
+
+def extended_ref(store: Repository, blobs: BlobWriter, base: ValueRef | None, home: Location, added: Extension, where: str) -> ValueRef:
+    """The ValueRef of the list `base` (the parent's value of this key, at `home`) extended by `added`."""
+    if base is None:
+        return [LIST_BODY, added.items, blobs.put(added.data)]
+    fmt, count, ref = base
+    if fmt != LIST_BODY:
+        raise SerializationError(f"{where}: Extend appends to a list, but checkpoint {home[0]}@{home[1]} holds another value there")
+    size = ref_size(ref)
+    total = size + len(added.data)
+    if total > MAX_VALUE:  # as for a whole value (commit_input._sized): every reader refuses a larger one
+        raise SerializationError(f"{where} would be {total} bytes encoded, over the largest value ({MAX_VALUE}): make it an artifact")
+    params = _params(total)
+    if ref[0] in (INLINE, PACKED) or total <= PACK_MAX or _params(size) != params:
+        # a small list (read whole for little), or one whose chunk sizes change at this commit: stored whole
+        return [LIST_BODY, count + added.items, blobs.put(blob_reader(store).read(ref, home, where) + added.data)]
+    held = store.db.held_trees.get(ref[1])  # a tree this process committed: its chunks are held
+    leaves = held if held is not None else _leaves(store, ref, where)
+    if held is None and sum(length for _oid, length in leaves) != size:
+        raise FormatError(f"{where}: the chunks of checkpoint {home[0]}@{home[1]}'s list add up to another size than its reference's")
+    # a chunk's cut is final where max_size bytes or more follow the chunk's start (chunking.cut_block): the
+    # appended bytes cannot move it. The chunks after the last final one are cut again with the new bytes.
+    # Found from the end (a few chunks), not the start (the whole list's chunks).
+    kept, following = len(leaves), 0
+    while kept > 0 and following < params.max_size:
+        kept -= 1
+        following += leaves[kept][1]
+    if following >= params.max_size:
+        kept += 1
+    reader = blob_reader(store)
+    if held is None and not blobs.holds(oid for oid, _length in leaves[:kept]):  # a store resumed from a remote may not hold them yet
+        return [LIST_BODY, count + added.items, blobs.put(reader.read(ref, home, where) + added.data)]
+    tail = b"".join(reader.read([LOOSE, oid, length], home, where) for oid, length in leaves[kept:]) + added.data
+    return [LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], tail, params)]
+
+
+def _params(size: int) -> chunking.ChunkParams:
+    """The chunking BlobWriter.put gives a value of `size` bytes."""
+    return chunking.LARGE if size > chunking.LARGE_VALUE else chunking.SMALL
+
+
+def _leaves(store: Repository, ref: list[Any], where: str) -> list[list[Any]]:
+    """[id, size] of each chunk of a LOOSE or TREE blob, in order, from its verified tree nodes."""
+    if ref[0] == LOOSE:
+        return [[ref[1], ref[2]]]
+    assert ref[0] == TREE
+    level: list[list[Any]] = [[ref[1], ref[2]]]
+    for _ in range(ref[3]):
+        level = [child for oid, _size in level for child in parse_node(store.db.cache.get(oid, store.db.read), oid, where)]
+    return level
