@@ -213,6 +213,11 @@ def split_run_key(key: bytes) -> tuple[str, str]:
     return name, check_id(record_id.decode("ascii"))
 
 
+def ulid_bytes(text: str) -> bytes:
+    """A ULID's 128 bits (its 26 Crockford digits, big-endian), as segment and pack headers hold it."""
+    return sum(CROCKFORD.index(c) << (5 * (25 - i)) for i, c in enumerate(check_id(text))).to_bytes(16, "big")
+
+
 def inverted(name: str) -> str:
     """A head key's name back to the id (each Crockford digit at position i <-> the one at 31 - i)."""
     return "".join(CROCKFORD[31 - CROCKFORD.index(c)] for c in name)
@@ -390,6 +395,7 @@ def read_remote() -> tuple[Records, dict[str, tuple[str, list[str]]]]:
         assert pack.endswith(index), "the index is the pack's last bytes"
         header = read_header(pack)
         assert f"{header.segment_id:016x}" == index_path.stem, "the pack id is its segment id"
+        assert (header.slot, header.writer) == (0, ulid_bytes(expected()["store_id"])), "a pack's writer: the pushing store, slot 0"
         frame = read_frame(index, 0)
         assert frame.kind == FOOTER and frame.length == footer_length
         rows = read_footer(frame.payload, header.segment_id, footer_offset)
@@ -429,7 +435,7 @@ def checkpoints(records: Records) -> dict[str, dict[str, Any]]:
         runs.setdefault(run, {})[checkpoint_id] = {
             "parent": manifest["parent"],
             "forked_from": list(manifest["forked_from"]) if "forked_from" in manifest else None,
-            "metadata": unpack(manifest["metadata"]) if manifest["metadata"] else {},
+            "metadata": unpack(manifest["metadata"]),  # bin: msgpack bytes of a dict ({} when none was given)
             "state": state,
             "artifacts": artifacts,
         }
