@@ -415,11 +415,25 @@ def read_remote() -> tuple[Records, dict[str, tuple[str, list[str]]]]:
     return records, heads
 
 
+def retired(records: Records) -> dict[str, list[str]]:
+    """Each run's checkpoints that its RETIRED records name: hidden from every reader."""
+    hidden: dict[str, list[str]] = {}
+    for key in records.keys(RETIRED):
+        run, record_id = split_run_key(key)
+        body = unpack(sealed_body(records.bodies[RETIRED, key], b"AFR"))
+        assert body["format"] == 1 and (body["run"], body["id"]) == (run, record_id)
+        hidden.setdefault(run, []).extend(check_id(checkpoint_id) for checkpoint_id in body["checkpoints"])
+    return {run: sorted(ids) for run, ids in hidden.items()}
+
+
 def checkpoints(records: Records) -> dict[str, dict[str, Any]]:
-    """Every entry, reassembled: run -> id -> what vectors.json says of it."""
+    """Every entry not retired, reassembled: run -> id -> what vectors.json says of it."""
     runs: dict[str, dict[str, Any]] = {}
+    hidden = retired(records)
     for key in records.keys(ENTRY):
         run, checkpoint_id = split_run_key(key)
+        if checkpoint_id in hidden.get(run, []):
+            continue
         entry = records.entry(run, checkpoint_id)
         manifest = entry.manifest
         shape, state_refs = manifest["state"]
@@ -479,6 +493,9 @@ def test_the_store_holds_the_described_checkpoints() -> None:
     records, sealed = read_store()
     assert sealed, "the vectors hold a sealed segment (its footer and seal copy are read)"
     runs = expected()["runs"]
+    assert retired(records) == expected()["retired"]
+    for run, ids in expected()["retired"].items():  # a retired entry stays in its segment until compaction
+        assert all(records.bodies.get((ENTRY, f"{run}\0{checkpoint_id}".encode())) for checkpoint_id in ids)
     found = checkpoints(records)
     assert found == {run: described_run["checkpoints"] for run, described_run in runs.items()}
     for run, described_run in runs.items():
@@ -517,5 +534,14 @@ def test_the_remote_holds_the_same_checkpoints_and_heads() -> None:
     for run, (_, packs) in heads.items():
         assert all((REMOTE / "packs" / f"{pack}.idx").exists() for pack in packs), f"head of {run} hints at an indexed pack"
     assert checkpoints(records) == {run: r["checkpoints"] for run, r in runs.items()}
+    assert retired(records) == expected()["retired"]
+    for run, ids in expected()["retired"].items():  # also under retired/<sha256(run)>/<id>, byte-identical
+        directory = REMOTE / "retired" / hashlib.sha256(run.encode()).hexdigest()
+        assert sorted(p.name for p in directory.iterdir()) == [
+            split_run_key(k)[1] for k in records.keys(RETIRED) if split_run_key(k)[0] == run
+        ]
+        for path in directory.iterdir():
+            assert path.read_bytes() == records.bodies[RETIRED, f"{run}\0{path.name}".encode()]
+        assert ids
     for kind_key, body in records.bodies.items():
         assert store_records.bodies[kind_key] == body, "a pack's bodies are byte-identical to the store's"

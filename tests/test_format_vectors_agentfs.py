@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import pytest
 
 import agentfs
 
@@ -64,6 +65,10 @@ def test_agentfs_reads_the_vector_store(tmp_path: Path) -> None:
         for name, run_described in expected["runs"].items():
             calls = [{"key": c.key, "status": c.status, "result": c.result} for c in store.run(name).journal.calls()]
             assert calls == run_described["journal"]
+        for name, ids in expected["retired"].items():  # hidden by their retirement record, though still in a segment
+            for checkpoint_id in ids:
+                with pytest.raises(agentfs.NotFound):
+                    store.run(name).get(checkpoint_id)
         assert store.verify().ok
 
 

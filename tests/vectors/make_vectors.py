@@ -75,6 +75,10 @@ def populate(store: agentfs.Store) -> None:
     store.gc(grace=0)  # seals the segment (footer, trailer, seal copy); later records go into a new segment
     branch = main.fork(main.ids()[0], "demo/branch")
     branch.commit({"small": {"step": 3, "note": "branch"}, "text": PACKED}, metadata={"step": 3})
+    scratch = store.run("demo/scratch")
+    scratch.commit({"small": {"step": 4, "note": "retired"}})
+    scratch.commit({"small": {"step": 5, "note": "kept"}})
+    scratch.prune(keep_last=1)  # a RETIRED record hiding the first checkpoint (still in the segment: no gc after it)
 
 
 def _described(value: Any) -> dict[str, Any]:
@@ -107,7 +111,8 @@ def describe(store: agentfs.Store) -> dict[str, Any]:
             }
         journal = [{"key": call.key, "status": call.status, "result": call.result} for call in run.journal.calls()]
         runs[name] = {"ids": run.ids(), "head": run.head_id(), "checkpoints": checkpoints, "journal": journal}
-    return {"store_id": store.id, "runs": runs}
+    retired = {name: sorted(store.retired_ids(name)) for name in sorted(store.runs())}
+    return {"store_id": store.id, "runs": runs, "retired": {name: ids for name, ids in retired.items() if ids}}
 
 
 def main(out: Path) -> None:
