@@ -436,6 +436,11 @@ def checkpoints(records: Records) -> dict[str, dict[str, Any]]:
             continue
         entry = records.entry(run, checkpoint_id)
         manifest = entry.manifest
+        assert isinstance(manifest["created"], int) and manifest["writer"] == {
+            "store": expected()["store_id"],
+            "host": "vectors-host",
+            "pid": 4242,
+        }
         shape, state_refs = manifest["state"]
         assert shape == "map"
         state = {}
@@ -492,6 +497,8 @@ def journal(records: Records) -> dict[str, list[dict[str, Any]]]:
 def test_the_store_holds_the_described_checkpoints() -> None:
     records, sealed = read_store()
     assert sealed, "the vectors hold a sealed segment (its footer and seal copy are read)"
+    codecs = {body[4] for (kind, _), body in records.bodies.items() if kind == OBJECT}
+    assert codecs == {0, 1}, "objects of both codecs, raw and zstd, are read"
     runs = expected()["runs"]
     assert retired(records) == expected()["retired"]
     for run, ids in expected()["retired"].items():  # a retired entry stays in its segment until compaction
