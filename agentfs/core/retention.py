@@ -18,7 +18,7 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError
-from ..format.keys import JOURNAL
+from ..format.keys import JOURNAL_RECORDS
 from ..format.refs import Location
 from ..format.retirement import Retirement
 from ..ids import id_time_ns, new_id
@@ -108,7 +108,7 @@ def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: boo
             going = sorted(cid for r, cid in doomed - needed if r == run and (r, cid) in now)
             report.needed = sorted(cid for r, cid in doomed & needed if r == run)
             report.kept = sum(1 for r, _cid in now if r == run) - len(going)
-            journal_ids = store.record_ids(run, JOURNAL) if journal else []
+            journal_ids = store.record_ids(run, JOURNAL_RECORDS) if journal else []
             if going or journal_ids:
                 store.retire(Retirement(run, new_id(), time.time_ns(), going, journal_ids))
             report.removed = going

@@ -25,7 +25,7 @@ from ..engine.object_store import ObjectWriter
 from ..engine.repository import Repository
 from ..format import kinds
 from ..format.entries import encode_entry
-from ..format.keys import JOURNAL, RETIRED
+from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
 from ..format.manifest import ValueRef
 from ..format.refs import PACKED, Location, Ref, located
 from ..objects.blobs import BlobReader, BlobWriter, blob_reader
@@ -61,13 +61,13 @@ def copy_store(source: Repository, dest: Repository) -> CopyReport:
         for checkpoint_id in source.local_ids(run):
             if _copy_entry(source, dest, reader, run, checkpoint_id, report):
                 report.checkpoints += 1
-        for record_id in source.record_ids(run, JOURNAL):
-            data = source.read_record(run, JOURNAL, record_id)
-            if data is not None and dest.append_record(run, JOURNAL, record_id, data):
+        for record_id in source.record_ids(run, JOURNAL_RECORDS):
+            data = source.read_record(run, JOURNAL_RECORDS, record_id)
+            if data is not None and dest.append_record(run, JOURNAL_RECORDS, record_id, data):
                 report.journal_records += 1
-        for record_id in source.record_ids(run, RETIRED):
-            data = source.read_record(run, RETIRED, record_id)
-            if data is not None and dest.append_record(run, RETIRED, record_id, data):
+        for record_id in source.record_ids(run, RETIRED_RECORDS):
+            data = source.read_record(run, RETIRED_RECORDS, record_id)
+            if data is not None and dest.append_record(run, RETIRED_RECORDS, record_id, data):
                 report.retirements += 1
     return report
 

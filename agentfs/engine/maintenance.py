@@ -12,7 +12,7 @@ from ..format import codec, kinds
 from ..format import segment as fmt
 from ..format.entries import Entry
 from ..format.journal import decode_record
-from ..format.keys import JOURNAL, RETIRED
+from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
 from ..format.refs import PACKED, Location
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
@@ -126,10 +126,10 @@ def verify(store: Repository, progress: Callable[[int, int], None] | None = None
 def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str]]:
     """Check retirement and journal records; the ids retention removed on purpose, per run."""
     retired: dict[str, set[str]] = {}
-    for run, record_id in store.local_records(RETIRED):
+    for run, record_id in store.local_records(RETIRED_RECORDS):
         where = f"{run} retired/{record_id}"
         try:
-            data = store.read_record(run, RETIRED, record_id)
+            data = store.read_record(run, RETIRED_RECORDS, record_id)
             if data is None:
                 continue  # removed since it was listed
             record = decode_retirement(data, run, record_id, where)
@@ -137,10 +137,10 @@ def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str
             report.problems.append(Problem("corrupt", where, str(exc)))
             continue
         retired.setdefault(run, set()).update(record.checkpoints)
-    for run, record_id in store.local_records(JOURNAL):
+    for run, record_id in store.local_records(JOURNAL_RECORDS):
         where = f"{run} journal/{record_id}"
         try:
-            data = store.read_record(run, JOURNAL, record_id)
+            data = store.read_record(run, JOURNAL_RECORDS, record_id)
             if data is not None:  # else removed since it was listed (a run deleted meanwhile)
                 decode_record(data, run, record_id, where)
         except (AgentFSError, OSError) as exc:

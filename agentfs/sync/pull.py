@@ -15,7 +15,7 @@ from ..errors import AgentFSError, FormatError, NotFound, RemoteError, Retiremen
 from ..format import kinds
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
-from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from ..format.refs import Location
 from ..format.retirement import decode_retirement
 from ..format.walk import NODE, Children, Reached, reach
@@ -45,14 +45,14 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
     """Fetch every checkpoint of `runs` (default: all) that the store lacks, with all its objects."""
     remote.attach(store)
     entries = remote.list_all_entries()
-    records = [r for r in remote.list_all_records((JOURNAL, RETIRED)) if runs is None or r[1] in runs]
+    records = [r for r in remote.list_all_records((JOURNAL_RECORDS, RETIRED_RECORDS)) if runs is None or r[1] in runs]
     unknown = sorted(set(runs or ()) - {run for run, _id in entries} - {run for _kind, run, _id in records})
     if unknown:
         raise NotFound(f"run {', '.join(map(repr, unknown))} not found on {remote.url}")
     stats = PullStats()
     with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-pull") as pool:
         # retirement records first: a checkpoint retention removed anywhere is never fetched back
-        retirements = [(run, record_id) for kind, run, record_id in records if kind == RETIRED]
+        retirements = [(run, record_id) for kind, run, record_id in records if kind == RETIRED_RECORDS]
         for size in pool.map(lambda record: _pull_retirement(store, remote, record[0], record[1], stats), retirements):
             stats.records += size > 0
             stats.bytes += size
@@ -67,7 +67,7 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
             for start in range(0, len(missing), BATCH):
                 _pull_batch(store, remote, pool, missing[start : start + BATCH], stats)
         stats.bar = None
-        journal = [record for record in records if record[0] != RETIRED]
+        journal = [record for record in records if record[0] != RETIRED_RECORDS]
         for size in pool.map(lambda record: _pull_journal(store, remote, record[1], record[2], stats), journal):
             stats.records += size > 0
             stats.bytes += size
@@ -90,7 +90,7 @@ def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
         if data is None:
             continue
         try:
-            decode_entry_at(data, *loc, store.where_stored(loc[0], LOG, loc[1]), store.hasher)
+            decode_entry_at(data, *loc, store.where_stored(loc[0], LOG_RECORDS, loc[1]), store.hasher)
         except AgentFSError:
             damaged.append(loc)
     return damaged
@@ -110,10 +110,10 @@ def _pull_record(store: Repository, remote: PackRemote, kind: str, run: str, rec
 
 def _pull_retirement(store: Repository, remote: PackRemote, run: str, record_id: str, stats: PullStats) -> int:
     """A retirement record the store lacks, verified and applied if the remote has the authority (sync/authority.py)."""
-    if store.read_record(run, RETIRED, record_id) is not None:
+    if store.read_record(run, RETIRED_RECORDS, record_id) is not None:
         return 0
     try:
-        data = remote.fetch_record(RETIRED, run, record_id)
+        data = remote.fetch_record(RETIRED_RECORDS, run, record_id)
         if data is None:
             return 0  # removed by a remote gc since it was listed
         record = decode_retirement(data, run, record_id, f"remote {remote.url} {run} retired/{record_id}")
@@ -127,7 +127,7 @@ def _pull_retirement(store: Repository, remote: PackRemote, run: str, record_id:
         _skip(remote, stats, kinds.RETIRED, run, record_id, exc)
         return 0
     removed = sorted(set(record.checkpoints) & set(store.local_ids(run)))
-    store.append_record(run, RETIRED, record_id, data)
+    store.append_record(run, RETIRED_RECORDS, record_id, data)
     stats.retired.append(Applied(remote.url, run, record_id, removed, len(record.checkpoints)))
     log.info("%s", stats.retired[-1].describe())
     return len(data)
@@ -135,7 +135,7 @@ def _pull_retirement(store: Repository, remote: PackRemote, run: str, record_id:
 
 def _pull_journal(store: Repository, remote: PackRemote, run: str, record_id: str, stats: PullStats) -> int:
     try:
-        return _pull_record(store, remote, JOURNAL, run, record_id)
+        return _pull_record(store, remote, JOURNAL_RECORDS, run, record_id)
     except RemoteError:
         raise
     except AgentFSError as exc:
@@ -153,7 +153,7 @@ def _skip(remote: PackRemote, stats: PullStats, kind: int, run: str, record_id: 
 
 def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -> None:
     """Refuse a journal or retirement record that is damaged, malformed or not the one its key names."""
-    if kind == JOURNAL:
+    if kind == JOURNAL_RECORDS:
         decode_record(data, run, record_id, where)
     else:
         decode_retirement(data, run, record_id, where)

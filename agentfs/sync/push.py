@@ -28,7 +28,7 @@ from ..errors import AgentFSError
 from ..format import keys, kinds
 from ..format.config import remote_config
 from ..format.entries import Entry
-from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from ..format.pack import MAX_HEAD, Pack, decode_head, encode_head, encode_pack
 from ..format.refs import Location
 from ..format.segment import IndexEntry, Record
@@ -36,7 +36,7 @@ from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
 from .outgoing import Holdings, Refusals, borrowed_first, check_entry, check_object
-from .pack_remote import KIND_OF, PackRemote
+from .pack_remote import PackRemote
 from .pull import check_record
 from .remote_gc import GcBarrier
 
@@ -71,7 +71,7 @@ def lag_seconds(pending: list[Location]) -> float:
 
 def local_records(store: Repository) -> list[tuple[str, str, str]]:
     """(kind, run, id) of every journal and retirement record in the store."""
-    return [(kind, *loc) for kind in (JOURNAL, RETIRED) for loc in store.local_records(kind)]
+    return [(kind, *loc) for kind in (JOURNAL_RECORDS, RETIRED_RECORDS) for loc in store.local_records(kind)]
 
 
 def place_key(kind: int, key: bytes) -> str:
@@ -220,7 +220,7 @@ class Pusher:
             gone = sorted({oid for oid in again if oid not in self.index.objects} - sent)
             uploads += self._put_packs(self._records(pool, gone, {}, []), stats)
         self._place(self._put_indexes(pool, uploads))
-        retired = [(run, record_id) for kind, run, record_id in records if kind == RETIRED]
+        retired = [(run, record_id) for kind, run, record_id in records if kind == RETIRED_RECORDS]
         for _ in pool.map(lambda loc: self._put_retired(*loc), retired):  # before the index says they are up
             pass
         self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
@@ -258,7 +258,7 @@ class Pusher:
             if raw is None:
                 continue  # retired here since it was listed
             try:
-                check_entry(loc, raw, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG, loc[1])})", self.store.hasher)
+                check_entry(loc, raw, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG_RECORDS, loc[1])})", self.store.hasher)
                 entry = self.store.read_entry(*loc)
             except AgentFSError as exc:  # a damaged entry stays local; the rest goes up
                 self.refusals.entry(loc, str(exc))
@@ -289,7 +289,7 @@ class Pusher:
             except AgentFSError as exc:
                 self.refusals.record(f"{kind} record not pushed: {exc}")
                 continue
-            yield Record(KIND_OF[kind], kinds.pair_key(run, record_id), body)
+            yield Record(kinds.KIND_OF[kind], kinds.pair_key(run, record_id), body)
 
     def _refuse_dependents(self, entries: dict[Location, tuple[bytes, Entry]]) -> None:
         """Refuse each entry that needs a refused object (its closure walked whole) or borrows from a refused entry."""
@@ -393,9 +393,9 @@ class Pusher:
 
     def _put_retired(self, run: str, record_id: str) -> None:
         """A retirement record under its own key too (FORMAT.md): readers list them without the pack indexes."""
-        data = self.store.read_record(run, RETIRED, record_id)
+        data = self.store.read_record(run, RETIRED_RECORDS, record_id)
         try:
-            check_record(RETIRED, data or b"", run, record_id, self.store.where_stored(run, RETIRED, record_id))
+            check_record(RETIRED_RECORDS, data or b"", run, record_id, self.store.where_stored(run, RETIRED_RECORDS, record_id))
         except AgentFSError:
             return  # refused (and reported) as its pack was made, or removed since
         body = self.store.sealed([Record(kinds.RETIRED, kinds.pair_key(run, record_id), data or b"")])[0].body

@@ -38,7 +38,7 @@ from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import codec, keys, kinds
 from ..format.bounded_json import load_json
 from ..format.entries import Entry, decode_entry_at
-from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from ..format.refs import Location, parse_node
 from ..format.retirement import decode_retirement
 from ..format.walk import Children, reach
@@ -125,17 +125,17 @@ class Marks:
         """Take in listed keys; mark everything the entries that stay (live, or needed by a live one) use."""
         fresh = [(kind, (run, rid)) for kind, run, rid in records]
         for kind, loc in fresh:
-            if kind == RETIRED:
+            if kind == RETIRED_RECORDS:
                 self._retirement(loc)
         for kind, loc in fresh:
-            if kind == JOURNAL:
+            if kind == JOURNAL_RECORDS:
                 self.journal.add(loc)
-        new_entries = {loc for kind, loc in fresh if kind == LOG} - self.entries
+        new_entries = {loc for kind, loc in fresh if kind == LOG_RECORDS} - self.entries
         self.entries |= new_entries
         self._keep([loc for loc in new_entries if loc not in self.retired])
 
     def _retirement(self, loc: Location) -> None:
-        data = self.remote.fetch_record(RETIRED, *loc)
+        data = self.remote.fetch_record(RETIRED_RECORDS, *loc)
         try:
             if data is None:
                 raise FormatError("vanished")
