@@ -48,7 +48,7 @@ from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import RETIRED_RECORDS
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
 from .index import IdSlice
@@ -130,7 +130,7 @@ class Repository(SegmentStore):
         if source is not None:
             source.attach(self)
             self.db.fetch = source.fetch_object
-        self._entries: OrderedDict[Location, Entry] = OrderedDict()
+        self._entries: OrderedDict[EntryAddress, Entry] = OrderedDict()
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._retirements_fetched: set[str] = set()  # runs whose remote retirement records this process has fetched
         self._pool: ThreadPoolExecutor | None = None
@@ -332,7 +332,7 @@ class Repository(SegmentStore):
             if self.heads.get(run) in checkpoint_ids:
                 del self.heads[run]
 
-    def cache_entry(self, key: Location, entry: Entry) -> None:
+    def cache_entry(self, key: EntryAddress, entry: Entry) -> None:
         with self._lock:
             self._entries[key] = entry
             if len(self._entries) > ENTRY_CACHE:
@@ -371,7 +371,7 @@ class Repository(SegmentStore):
         data: bytes,
         *,
         objects: Sequence[fmt.Record] = (),
-        relies_on: Iterable[Location] = (),
+        relies_on: Iterable[EntryAddress] = (),
         refreshed: bool = False,
     ) -> bool:
         """Add an entry whole, with the commit's new `objects`, as one batch; False if the run already has it.
@@ -393,7 +393,7 @@ class Repository(SegmentStore):
         self._append_batch([*objects, fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)
         return True
 
-    def read_packed(self, oid: bytes, location: Location) -> bytes:
+    def read_packed(self, oid: bytes, location: EntryAddress) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
 
     # for sync

@@ -18,7 +18,7 @@ from ..errors import StoreClosed
 from ..format import codec, keys, kinds
 from ..format import segment as fmt
 from ..format.crypto import SEALED_OVERHEAD, Sealer
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
@@ -130,13 +130,13 @@ class SegmentStore:
             self._writer = None
             self._synced.clear()  # what the parent knew synced: the child learns it again
 
-    def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
+    def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.FrameLocation]:
         """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them; where they lie."""
         segment_id, entries = self._append_batch(records, sync)
-        return [segments.Location(segment_id, entry.offset, entry.length) for entry in entries]
+        return [segments.FrameLocation(segment_id, entry.offset, entry.length) for entry in entries]
 
     def _append_batch(self, records: Sequence[fmt.Record], sync: bool) -> tuple[int, list[fmt.IndexEntry]]:
-        """_append, for a caller that needs no Location: (the segment's id, the records' index entries)."""
+        """_append, for a caller that needs no FrameLocation: (the segment's id, the records' index entries)."""
         segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync)
         self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
@@ -159,7 +159,7 @@ class SegmentStore:
         own = writer.current_segment() if writer is not None and self._writer_forks == forks() else None
         self.index.refresh(own=own)
 
-    def make_durable(self, location: segments.Location) -> None:
+    def make_durable(self, location: segments.FrameLocation) -> None:
         """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
 
         Hazard: another writer (or a process killed before its sync, or one with durability
@@ -224,13 +224,13 @@ class SegmentStore:
         self.index.refresh()
         return self.index.ids(kinds.ENTRY, run)
 
-    def local_entries(self) -> Iterator[Location]:
+    def local_entries(self) -> Iterator[EntryAddress]:
         """(run, id) of every entry in the store, run by run."""
         self.index.refresh()
         return self.index.all_ids(kinds.ENTRY)
 
 
-    def _location(self, kind: int, run: str, record_id: str) -> segments.Location | None:
+    def _location(self, kind: int, run: str, record_id: str) -> segments.FrameLocation | None:
         location = self.index.location(kind, run, record_id)
         if location is None:
             self.index.refresh()

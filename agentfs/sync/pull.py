@@ -16,7 +16,7 @@ from ..format import kinds
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..format.retirement import decode_retirement
 from ..format.walk import NODE, Children, Reached, reach
 from .authority import Applied
@@ -33,7 +33,7 @@ class PullStats:
     objects: int = 0
     records: int = 0  # journal and retirement records
     bytes: int = 0
-    repaired: list[Location] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
+    repaired: list[EntryAddress] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
     diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pulled runs with several
     bar: tqdm[None] | None = dataclasses.field(default=None, repr=False, compare=False)  # byte progress, on a terminal
     retired: list[Applied] = dataclasses.field(default_factory=list)  # the remote's retirement records applied here
@@ -79,7 +79,7 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
     return stats
 
 
-def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
+def _damaged(store: Repository, wanted: list[EntryAddress]) -> list[EntryAddress]:
     """Local entries among `wanted` that do not decode: pull replaces them with the remote's verified copy.
 
     Cost: every local entry the remote also holds is read and re-hashed once per pull.
@@ -159,7 +159,7 @@ def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -
         decode_retirement(data, run, record_id, where)
 
 
-def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
+def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, batch: list[EntryAddress], stats: PullStats) -> None:
     repaired = set(stats.repaired)
     fetched = list(pool.map(lambda loc: _fetch_entry_or_skip(remote, loc, stats), batch))
     entries = {loc: got for loc, got in zip(batch, fetched, strict=True) if got is not None}
@@ -175,7 +175,7 @@ def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor,
         stats.bytes += len(raw)
 
 
-def _fetch_entry_or_skip(remote: PackRemote, loc: Location, stats: PullStats) -> tuple[bytes, Entry] | None:
+def _fetch_entry_or_skip(remote: PackRemote, loc: EntryAddress, stats: PullStats) -> tuple[bytes, Entry] | None:
     try:
         return _fetch_entry(remote, loc)
     except RemoteError:
@@ -186,8 +186,8 @@ def _fetch_entry_or_skip(remote: PackRemote, loc: Location, stats: PullStats) ->
 
 
 def _with_closures(
-    store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, entries: dict[Location, tuple[bytes, Entry]], stats: PullStats
-) -> dict[Location, tuple[bytes, Entry]]:
+    store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, entries: dict[EntryAddress, tuple[bytes, Entry]], stats: PullStats
+) -> dict[EntryAddress, tuple[bytes, Entry]]:
     """Fetch the objects of `entries`; if some cannot be (a truncated or missing pack), entry by entry, leaving
     out (and reporting) those whose objects cannot be fetched."""
     try:
@@ -210,7 +210,7 @@ def _with_closures(
     return complete
 
 
-def _fetch_entry(remote: PackRemote, loc: Location) -> tuple[bytes, Entry]:
+def _fetch_entry(remote: PackRemote, loc: EntryAddress) -> tuple[bytes, Entry]:
     raw = remote.fetch_entry(*loc)
     if raw is None:
         raise FormatError(f"remote {remote.url}: checkpoint {loc[0]}@{loc[1]} vanished while pulling")
@@ -246,12 +246,12 @@ def _fetch_object(store: Repository, remote: PackRemote, oid: bytes) -> int:
     return len(blob)
 
 
-def _dependency_order(entries: dict[Location, tuple[bytes, Entry]]) -> list[Location]:
+def _dependency_order(entries: dict[EntryAddress, tuple[bytes, Entry]]) -> list[EntryAddress]:
     """Install an entry only after the entries it borrows packed objects from."""
-    ordered: list[Location] = []
-    placed: set[Location] = set()
+    ordered: list[EntryAddress] = []
+    placed: set[EntryAddress] = set()
 
-    def place(loc: Location) -> None:
+    def place(loc: EntryAddress) -> None:
         if loc in placed:
             return
         placed.add(loc)

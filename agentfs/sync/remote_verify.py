@@ -13,7 +13,7 @@ from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
 from ..format.keys import LOG_RECORDS
-from ..format.refs import PACKED, Location, parse_node
+from ..format.refs import PACKED, EntryAddress, parse_node
 from ..format.walk import NODE, Children, Reached, reach
 from .pack_remote import PackRemote
 from .pull import check_record
@@ -22,7 +22,7 @@ from .pull import check_record
 class _Walk:
     """Checks entries of a remote (concurrently: `seen` may let two threads check one object; harmless)."""
 
-    def __init__(self, remote: PackRemote, objects: dict[bytes, int], entries: set[Location], deep: bool, bar: tqdm[None]) -> None:
+    def __init__(self, remote: PackRemote, objects: dict[bytes, int], entries: set[EntryAddress], deep: bool, bar: tqdm[None]) -> None:
         self.remote = remote
         self.objects = objects  # oid -> its frame's length on the remote
         self.bar = bar
@@ -30,7 +30,7 @@ class _Walk:
         self.deep = deep
         self.seen: set[bytes] = set()
 
-    def entry(self, loc: Location) -> list[Problem]:
+    def entry(self, loc: EntryAddress) -> list[Problem]:
         where = f"{loc[0]}@{loc[1]}"
         try:
             data = self.remote.fetch_entry(*loc)

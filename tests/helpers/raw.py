@@ -29,7 +29,7 @@ from pathlib import Path
 
 from agentfs.engine.index import Index
 from agentfs.engine.repository import Repository
-from agentfs.engine.segments import Location, open_segment, segment_ids
+from agentfs.engine.segments import FrameLocation, open_segment, segment_ids
 from agentfs.format import keys, kinds
 from agentfs.format import segment as fmt
 from agentfs.format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
@@ -75,7 +75,7 @@ def _index(store: StoreLike) -> Index:
     return Index(_segments(store))
 
 
-def _read(store: StoreLike, location: Location) -> fmt.Record:
+def _read(store: StoreLike, location: FrameLocation) -> fmt.Record:
     with open(_segments(store) / fmt.segment_name(location.segment_id), "rb") as handle:
         handle.seek(location.offset)
         return fmt.decode_record(handle.read(location.length), "raw")
@@ -85,12 +85,12 @@ def _record_key(run: str, kind: str, record_id: str) -> Key:
     return kinds.KIND_OF[kind], kinds.pair_key(run, record_id)
 
 
-def _locations(store: StoreLike, key: Key) -> list[Location]:
+def _locations(store: StoreLike, key: Key) -> list[FrameLocation]:
     """Every stored copy of the record `key`, whether the index would hide it or not."""
     found = []
     for segment_id in segment_ids(_segments(store)):
         view = open_segment(_segments(store) / fmt.segment_name(segment_id))
-        found += [Location(segment_id, e.offset, e.length) for e in view.entries if (e.kind, e.key) == key]
+        found += [FrameLocation(segment_id, e.offset, e.length) for e in view.entries if (e.kind, e.key) == key]
     return found
 
 
@@ -99,7 +99,7 @@ def flipped(data: bytes, position: int) -> bytes:
     return data[:position] + bytes([data[position] ^ 0xFF]) + data[position + 1 :]
 
 
-def _patch(store: StoreLike, location: Location, record: fmt.Record) -> None:
+def _patch(store: StoreLike, location: FrameLocation, record: fmt.Record) -> None:
     """Write `record` (same frame length) over the frame at `location`, its checksum recomputed."""
     payload = struct.pack(">H", len(record.key)) + record.key + record.body
     frame = fmt.encode_frame(record.kind, payload)
@@ -116,7 +116,7 @@ def _rewrite(store: StoreLike, segment_id: int, change: Change, mtime: float | N
     directory = _segments(store)
     old = directory / fmt.segment_name(segment_id)
     view = open_segment(old)
-    records = [r for e in view.entries if (r := change(_read(store, Location(segment_id, e.offset, e.length)))) is not None]
+    records = [r for e in view.entries if (r := change(_read(store, FrameLocation(segment_id, e.offset, e.length)))) is not None]
     new_id = segment_ids(directory)[-1] + 1
     data = fmt.encode_header(new_id, view.header.slot, os.urandom(16))
     entries: list[fmt.IndexEntry] = []
