@@ -42,7 +42,7 @@ from ..aio import Offloader
 from ..errors import FormatError, IntegrityError, NotFound, RetirementRefused, StoreClosed
 from ..format import keys, kinds
 from ..format import segment as fmt
-from ..format.config import ENCRYPTED_HASH, encode_config, encrypted, encryption_config, new_config, read_config
+from ..format.config import ENCRYPTED_HASH, check_store_config, encode_config, encrypted, encryption_config, new_config
 from ..format.crypto import Sealer, new_master
 from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
@@ -99,6 +99,12 @@ class _Pool(ThreadPoolExecutor):
             return super().submit(fn, *args, **kwargs)
         except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
             raise StoreClosed(f"the agentfs store {self.root} is closed") from exc
+
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """The store's config file, read and checked (format/config.py checks, without I/O)."""
+    return check_store_config(path.read_bytes(), str(path), str(path.parent))
 
 
 class Repository(SegmentStore):
@@ -171,7 +177,7 @@ class Repository(SegmentStore):
                     write_slot(root, tmp_dir, slot, sync=self.sync_writes)
                 fresh.update(hash=ENCRYPTED_HASH, encryption=encryption_config(crypto_key_id(master)))
             created = write_atomic(tmp_dir, config_path, encode_config(fresh), sync=self.sync_writes)  # loses a race quietly
-        config = read_config(config_path)
+        config = _read_config(config_path)
         for path in layout:
             make_dirs(path, sync=self.sync_writes)
         if created:  # the fixed set of locks, so that no commit creates one (flock would, and need not sync it)
@@ -494,7 +500,7 @@ class Repository(SegmentStore):
 
     def read_config(self) -> dict[str, Any]:
         """The config as stored now (another process may have changed it since this store opened)."""
-        return read_config(self.root / keys.CONFIG)
+        return _read_config(self.root / keys.CONFIG)
 
     def rewrite_config(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Apply `change` to the config as stored now and replace it, under the config lock (two
