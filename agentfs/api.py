@@ -15,8 +15,11 @@ from .core.schema import Schema
 from .core.stats import LocalStats, local_stats
 from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
+from .engine.keyslots import PASSWORD_ENV as PASSWORD_ENV  # re-exported: the CLI's passphrase prompt names it
+from .engine.keyslots import PASSWORD_FILE_ENV as PASSWORD_FILE_ENV  # (the front-ends import the public API, pyproject)
 from .engine.keyslots import EncryptionArg, Unlocked, as_encryption, unlock
 from .engine.maintenance import GcReport, VerifyReport
+from .engine.maintenance import Problem as Problem  # re-exported: `agentfs verify` adds problems to a report
 from .engine.repository import Durability, Repository
 from .errors import NotFound
 from .format import keys

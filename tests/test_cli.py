@@ -133,7 +133,7 @@ def test_log_marks_a_fork_made_on_another_machine(tmp_path: Path) -> None:
         mine = store_a.run("shared").commit({"step": 1, "notes": "n" * 500}, parent=base.id)
         theirs = store_b.run("shared").commit({"step": 1, "notes": "m" * 500}, parent=base.id)
     # what a pull from the other machine does: its entry arrives beside ours
-    raw.set_record_bytes(root_a, "shared", raw.LOG, theirs.id, raw.record_bytes(root_b, "shared", raw.LOG, theirs.id))
+    raw.set_record_bytes(root_a, "shared", raw.LOG_RECORDS, theirs.id, raw.record_bytes(root_b, "shared", raw.LOG_RECORDS, theirs.id))
     text = cli("log", "shared", store=root_a)
     assert text.returncode == 0, text.stderr
     lines = {line.split()[0]: line for line in text.stdout.splitlines()}

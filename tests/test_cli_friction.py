@@ -51,7 +51,7 @@ def test_counts_of_one_are_singular(tmp_path: Path) -> None:
         only = store.run("r").commit({"i": 1})
     verified = cli("verify", store=root)
     assert verified.returncode == 0 and " 1 checkpoint: ok" in verified.stdout
-    raw.set_record_bytes(root, "r", raw.LOG, only.id, b"damaged")
+    raw.set_record_bytes(root, "r", raw.LOG_RECORDS, only.id, b"damaged")
     broken = cli("verify", store=root)
     assert broken.returncode == 1 and broken.stdout.rstrip().endswith(": 1 problem")
 

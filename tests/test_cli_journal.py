@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentfs
-from agentfs.format.keys import JOURNAL
+from agentfs.format.keys import JOURNAL_RECORDS
 from tests.helpers import raw
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
@@ -105,15 +105,15 @@ def test_journal_events_lists_one_line_per_record(root: Path) -> None:
     header, *lines = result.stdout.splitlines()
     assert header.split() == ["ID", "TIME", "EVENT", "KEY", "TOOL", "DETAIL"]
     with agentfs.open(root) as store:
-        assert [line.split()[0] for line in lines] == raw.record_ids(store, RUN, JOURNAL)
+        assert [line.split()[0] for line in lines] == raw.record_ids(store, RUN, JOURNAL_RECORDS)
     assert [line.split()[3] for line in lines] == ["start", "ok", "start", "error", "start", "start", "ok"]
     assert 'args {"args": ["cats"], "kwargs": {}}' in lines[0]
 
 
 def test_damaged_records_are_reported_on_stderr(root: Path) -> None:
     with agentfs.open(root) as store:
-        end = raw.record_ids(store, RUN, JOURNAL)[1]
-        raw.set_record_bytes(store, RUN, JOURNAL, end, raw.record_bytes(store, RUN, JOURNAL, end)[:-1])
+        end = raw.record_ids(store, RUN, JOURNAL_RECORDS)[1]
+        raw.set_record_bytes(store, RUN, JOURNAL_RECORDS, end, raw.record_bytes(store, RUN, JOURNAL_RECORDS, end)[:-1])
     result = cli(root, "journal", RUN)
     assert result.returncode == 0
     assert result.stderr.startswith("agentfs: warning: skipped journal record") and end in result.stderr

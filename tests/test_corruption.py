@@ -243,7 +243,7 @@ def log_store(tmp_path: Path) -> Iterator[tuple[Path, list[agentfs.Checkpoint]]]
 def test_corrupt_log_entry_is_detected(log_store: tuple[Path, list[agentfs.Checkpoint]], where: str) -> None:
     root, cps = log_store
     target = cps[1]
-    original = raw.record_bytes(root, "team/logs", raw.LOG, target.id)
+    original = raw.record_bytes(root, "team/logs", raw.LOG_RECORDS, target.id)
     assert original[:4] == b"AFL\x01"
     damaged = {
         "magic": lambda: flipped(original, 0),
@@ -256,7 +256,7 @@ def test_corrupt_log_entry_is_detected(log_store: tuple[Path, list[agentfs.Check
         "empty": lambda: b"",
         "header_only": lambda: original[:ENTRY_HEADER],
     }[where]()
-    raw.set_record_bytes(root, "team/logs", raw.LOG, target.id, damaged)
+    raw.set_record_bytes(root, "team/logs", raw.LOG_RECORDS, target.id, damaged)
     expected = (agentfs.IntegrityError, agentfs.FormatError) if where == "version" else agentfs.IntegrityError
     with agentfs.open(root) as store:
         run = store.run("team/logs")
@@ -272,7 +272,7 @@ def test_corrupt_log_entry_is_detected(log_store: tuple[Path, list[agentfs.Check
     assert not report.ok
     assert any(target.id in str(p) and "team/logs" in str(p) for p in report.problems), report
     assert all(target.id in str(p) for p in report.problems), report
-    raw.set_record_bytes(root, "team/logs", raw.LOG, target.id, original)
+    raw.set_record_bytes(root, "team/logs", raw.LOG_RECORDS, target.id, original)
     with agentfs.open(root) as store:
         assert store.verify().ok
         assert store.run("team/logs").get(target.id).state == target.state
@@ -287,7 +287,7 @@ def test_corrupt_entry_breaks_only_the_checkpoints_that_reuse_it(tmp_path: Path)
         first = run.commit({"shared": shared, "i": 0})
         second = run.commit({"shared": shared, "i": 1})
         third = run.commit({"shared": os.urandom(3000), "i": 2})
-    raw.set_record_bytes(root, "r", raw.LOG, first.id, flipped(raw.record_bytes(root, "r", raw.LOG, first.id), 50))
+    raw.set_record_bytes(root, "r", raw.LOG_RECORDS, first.id, flipped(raw.record_bytes(root, "r", raw.LOG_RECORDS, first.id), 50))
     with agentfs.open(root) as store:
         run = store.run("r")
         with pytest.raises(agentfs.IntegrityError) as info:

@@ -85,7 +85,7 @@ def test_unchanged_and_one_byte_edited_50mb_artifact(tmp_path: Path) -> None:
         added = sum(files_second.values()) - sum(files_first.values())
         assert added < 4096, f"committing an unchanged 50 MB artifact again added {added} bytes"
         new_files = sorted(set(files_second) - set(files_first))
-        assert new_files == [f"record files {raw.LOG} {second.id}"], new_files  # one log entry, no object at all
+        assert new_files == [f"record files {raw.LOG_RECORDS} {second.id}"], new_files  # one log entry, no object at all
         assert second.artifacts["data.bin"].ref == first.artifacts["data.bin"].ref
 
         path = tmp_path / "edited.bin"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentfs
-from agentfs.engine.segments import Location, open_segment, segment_ids
+from agentfs.engine.segments import FrameLocation, open_segment, segment_ids
 from agentfs.format import kinds
 from agentfs.format import segment as fmt
 from agentfs.format.refs import TREE
@@ -126,7 +126,7 @@ def test_a_flipped_bit_in_any_sealed_record_is_refused_before_decoding(tmp_path:
     path, entry = frames[0]
     _flip_body_bit(root / "segments" / path.name, entry)
     with agentfs.open(root, encryption=encryption()) as store:
-        location = Location(fmt.segment_id_of(path.name), entry.offset, entry.length)
+        location = FrameLocation(fmt.segment_id_of(path.name), entry.offset, entry.length)
         with pytest.raises(agentfs.IntegrityError, match="does not authenticate"):
             store.index.read(location)
         problems = [str(p) for p in store.verify().problems] if kind != kinds.FORK else []

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import agentfs
-from agentfs.format.keys import JOURNAL, LOG
+from agentfs.format.keys import JOURNAL_RECORDS, LOG_RECORDS
 from agentfs.format.retirement import Retirement
 from agentfs.ids import new_id
 
@@ -30,24 +30,24 @@ def test_entries_and_records_are_appended_whole_and_never_replaced(store: agentf
     assert not store.has_entry("r", missing) and store.local_entry("r", missing) is None
 
     record_id = new_id()
-    assert store.read_record("r", JOURNAL, record_id) is None and store.record_size("r", JOURNAL, record_id) is None
-    assert store.append_record("r", JOURNAL, record_id, b"first") is True
-    assert store.append_record("r", JOURNAL, record_id, b"second") is False
-    assert store.read_record("r", JOURNAL, record_id) == b"first" and store.record_size("r", JOURNAL, record_id) == 5
-    assert store.record_ids("r", JOURNAL) == [record_id] and list(store.local_records(JOURNAL)) == [("r", record_id)]
-    assert record_id in store.where_stored("r", JOURNAL, record_id)
+    assert store.read_record("r", JOURNAL_RECORDS, record_id) is None and store.record_size("r", JOURNAL_RECORDS, record_id) is None
+    assert store.append_record("r", JOURNAL_RECORDS, record_id, b"first") is True
+    assert store.append_record("r", JOURNAL_RECORDS, record_id, b"second") is False
+    assert store.read_record("r", JOURNAL_RECORDS, record_id) == b"first" and store.record_size("r", JOURNAL_RECORDS, record_id) == 5
+    assert store.record_ids("r", JOURNAL_RECORDS) == [record_id] and list(store.local_records(JOURNAL_RECORDS)) == [("r", record_id)]
+    assert record_id in store.where_stored("r", JOURNAL_RECORDS, record_id)
 
 
 def test_retire_records_what_goes_then_removes_it(store: agentfs.Store) -> None:
     run = store.run("r")
     ids = [run.commit({"n": n}).id for n in range(3)]
     run.once("k", lambda: 1)
-    journal = store.record_ids("r", JOURNAL)
+    journal = store.record_ids("r", JOURNAL_RECORDS)
     assert len(journal) == 2 and run.get(ids[0]).state == {"n": 0}  # read once: now in the entry cache
     record = Retirement("r", new_id(), time.time_ns(), ids[:2], journal)
     with store.excluding_writers():
         store.retire(record)
-    assert store.local_ids("r") == ids[2:] and store.record_ids("r", JOURNAL) == []
+    assert store.local_ids("r") == ids[2:] and store.record_ids("r", JOURNAL_RECORDS) == []
     assert [r.checkpoints for r in store.retirements("r")] == [ids[:2]] and store.retired_ids("r") == set(ids[:2])
     with pytest.raises(agentfs.NotFound):
         run.get(ids[0])  # the cache forgot it too
@@ -79,8 +79,8 @@ def test_record_ids_skip_the_directories_of_nested_runs(store: agentfs.Store) ->
     a = store.run("a")
     a.once("k", lambda: 1)
     nested = store.run("a/journal/b").commit(2)
-    assert len(store.record_ids("a", JOURNAL)) == 2 and a.journal.get("k") is not None and a.journal.damaged == []
-    ids = store.record_ids("a", JOURNAL)
-    assert store.poll_record_ids("a", JOURNAL, ()) == set(ids) == store.poll_record_ids("a", JOURNAL, ids[:1])
+    assert len(store.record_ids("a", JOURNAL_RECORDS)) == 2 and a.journal.get("k") is not None and a.journal.damaged == []
+    ids = store.record_ids("a", JOURNAL_RECORDS)
+    assert store.poll_record_ids("a", JOURNAL_RECORDS, ()) == set(ids) == store.poll_record_ids("a", JOURNAL_RECORDS, ids[:1])
     assert sorted(store.local_runs()) == ["a/journal/b"] and list(store.local_entries()) == [("a/journal/b", nested.id)]
-    assert store.where_stored("a/journal/b", LOG, nested.id).endswith(nested.id)
+    assert store.where_stored("a/journal/b", LOG_RECORDS, nested.id).endswith(nested.id)

@@ -174,5 +174,5 @@ def test_gc_drops_what_retirement_hides_and_another_process_follows_the_compacti
         assert other.run("agent").ids() == kept  # its index saw the segments vanish and was rebuilt
         for checkpoint_id in kept:
             _check_checkpoint(other.run("agent").get(checkpoint_id), committed[checkpoint_id])
-        assert raw.record_ids(store, "agent", raw.RETIRED) and store.verify().ok
+        assert raw.record_ids(store, "agent", raw.RETIRED_RECORDS) and store.verify().ok
         assert other.run("agent").once("tool", lambda: "again") == "result"

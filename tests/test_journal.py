@@ -29,7 +29,7 @@ from agentfs.core.calls import encode_args
 from agentfs.format import kinds
 from agentfs.format.config import encode_config, remote_config
 from agentfs.format.journal import MAGIC, Record, decode_record
-from agentfs.format.keys import JOURNAL
+from agentfs.format.keys import JOURNAL_RECORDS
 from agentfs.ids import new_id
 from agentfs.names import ID
 from agentfs.serialization import decode_value
@@ -41,11 +41,11 @@ KEYS = 100
 
 
 def files(store: agentfs.Store, run: str = RUN) -> list[str]:
-    return raw.record_ids(store, run, JOURNAL)
+    return raw.record_ids(store, run, JOURNAL_RECORDS)
 
 
 def record_bytes(store: agentfs.Store, record_id: str, run: str = RUN) -> bytes:
-    return raw.record_bytes(store, run, JOURNAL, record_id)
+    return raw.record_bytes(store, run, JOURNAL_RECORDS, record_id)
 
 
 def body_of(data: bytes) -> dict[str, Any]:
@@ -194,7 +194,7 @@ def test_once_writes_a_durable_start_and_end_record(store: agentfs.Store) -> Non
     call = fresh(store).journal.get("search:1")
     assert call is not None and (call.status, call.start_id, call.end_id, call.attempts) == ("ok", start_id, end_id, 1)
     assert call.finished is not None and call.started <= call.finished
-    assert list(store.local_records(JOURNAL)) == [(RUN, start_id), (RUN, end_id)]
+    assert list(store.local_records(JOURNAL_RECORDS)) == [(RUN, start_id), (RUN, end_id)]
 
 
 def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.Store) -> None:
@@ -203,12 +203,12 @@ def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.S
     run.once("paid", lambda: 42)
     sent_start, sent_end, paid_start, paid_end = files(store)
     data = record_bytes(store, sent_end)
-    raw.set_record_bytes(store, RUN, JOURNAL, sent_end, data[: len(data) // 2])  # the ok end of "sent", torn
+    raw.set_record_bytes(store, RUN, JOURNAL_RECORDS, sent_end, data[: len(data) // 2])  # the ok end of "sent", torn
     flipped = bytearray(record_bytes(store, paid_start))
     flipped[-3] ^= 0x10
-    raw.set_record_bytes(store, RUN, JOURNAL, paid_start, bytes(flipped))  # the start of "paid", one bit off
+    raw.set_record_bytes(store, RUN, JOURNAL_RECORDS, paid_start, bytes(flipped))  # the start of "paid", one bit off
     impostor = new_id()
-    raw.set_record_bytes(store, RUN, JOURNAL, impostor, record_bytes(store, paid_end))  # intact, but not the record its name says
+    raw.set_record_bytes(store, RUN, JOURNAL_RECORDS, impostor, record_bytes(store, paid_end))  # intact, but not the record its name says
 
     journal = fresh(store).journal
     assert [r.id for r in journal.records()] == [sent_start, paid_end]
@@ -264,7 +264,7 @@ def test_decode_record_refuses_every_malformed_record(store: agentfs.Store) -> N
 def test_records_of_nested_runs_and_runs_named_journal_stay_apart(store: agentfs.Store) -> None:
     for name in ("x", "x/journal", "journal", "x/journal/01ARZ3NDEKTSV4RRFFQ69G5FAV"):
         store.run(name).once("k", lambda name=name: name)
-    found = collections.Counter(run for run, _id in store.local_records(JOURNAL))
+    found = collections.Counter(run for run, _id in store.local_records(JOURNAL_RECORDS))
     assert found == {"x": 2, "x/journal": 2, "journal": 2, "x/journal/01ARZ3NDEKTSV4RRFFQ69G5FAV": 2}
     for name in found:
         journal = agentfs.open(store.root).run(name).journal
@@ -422,7 +422,8 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
         remote = tmp_path / "remote"
         remote.mkdir()
         fs = fsspec.filesystem("file")
-        held = {record_id: raw.record_bytes(machine_a, RUN, JOURNAL, record_id) for record_id in raw.record_ids(machine_a, RUN, JOURNAL)}
+        held_ids = raw.record_ids(machine_a, RUN, JOURNAL_RECORDS)
+        held = {record_id: raw.record_bytes(machine_a, RUN, JOURNAL_RECORDS, record_id) for record_id in held_ids}
         for record_id, data in held.items():  # the remote's layout: records in packs
             remote_raw.put_record(fs, str(remote), kinds.JOURNAL, kinds.pair_key(RUN, record_id), data)
         (remote / "config").write_bytes(encode_config(remote_config(machine_a.config)))  # a remote is known by its config
@@ -435,4 +436,4 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
         assert [record_id for record_id, _why in journal.damaged] == [bogus]
     installed = files(machine_b)
     assert all(record_bytes(machine_b, name) == held[name] for name in installed)  # byte for byte
-    assert machine_b.append_record(RUN, JOURNAL, installed[0], b"anything") is False  # never replaced
+    assert machine_b.append_record(RUN, JOURNAL_RECORDS, installed[0], b"anything") is False  # never replaced

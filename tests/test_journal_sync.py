@@ -10,7 +10,7 @@ import pytest
 
 import agentfs
 from agentfs.format import kinds
-from agentfs.format.keys import JOURNAL
+from agentfs.format.keys import JOURNAL_RECORDS
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
@@ -61,7 +61,8 @@ def _same_answers(store: agentfs.Store, status: dict[str, str]) -> None:
 
 
 def _journal(store: agentfs.Store | Path) -> dict[str, bytes]:
-    return {record_id: raw.record_bytes(store, RUN, JOURNAL, record_id) for record_id in raw.record_ids(store, RUN, JOURNAL)}
+    ids = raw.record_ids(store, RUN, JOURNAL_RECORDS)
+    return {record_id: raw.record_bytes(store, RUN, JOURNAL_RECORDS, record_id) for record_id in ids}
 
 
 def test_a_pulled_journal_gives_the_same_once_answers(tmp_path: Path, moto_server: object) -> None:
@@ -69,7 +70,7 @@ def test_a_pulled_journal_gives_the_same_once_answers(tmp_path: Path, moto_serve
     with agentfs.open(tmp_path / "a") as machine_a:
         status = _journal_on_machine_a(machine_a)
         stats = Pusher(machine_a, PackRemote(spec.url, spec.storage_options), workers=4).push()
-        assert stats.records == len(raw.record_ids(machine_a, RUN, JOURNAL)) > 20
+        assert stats.records == len(raw.record_ids(machine_a, RUN, JOURNAL_RECORDS)) > 20
         again = Pusher(machine_a, PackRemote(spec.url, spec.storage_options), workers=4).push()
         assert again.records == 0, "records the remote holds were sent again"
 
@@ -101,7 +102,7 @@ def test_delete_removes_the_journal_here_and_on_the_remote_after_its_gc(tmp_path
         pusher = Pusher(store, PackRemote(url, {"auto_mkdir": True}), workers=4)
         pusher.push()
         report = store.run(RUN).delete()
-        assert report.journal_removed > 20 and raw.record_ids(store, RUN, JOURNAL) == []
+        assert report.journal_removed > 20 and raw.record_ids(store, RUN, JOURNAL_RECORDS) == []
         assert store.run(RUN).journal.calls() == []
         pusher.push()
         gc = remote_gc(PackRemote(url, {}), store, grace=0, settle=3)
@@ -117,4 +118,4 @@ def test_the_daemon_pushes_journal_records_and_flush_waits_for_them(tmp_path: Pa
         store.run(RUN).once("only-a-journal", lambda: "done")  # no checkpoint at all: flush must still wait
         assert daemon.flush(timeout=10)
         names = sorted(remote_raw.record_ids(fsspec.filesystem("file"), str(tmp_path / "remote"), kinds.JOURNAL, RUN))
-        assert names == raw.record_ids(store, RUN, JOURNAL) and len(names) == 2
+        assert names == raw.record_ids(store, RUN, JOURNAL_RECORDS) and len(names) == 2

@@ -29,7 +29,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 import agentfs
-from agentfs.format.keys import RETIRED
+from agentfs.format.keys import RETIRED_RECORDS
 from agentfs.integrations.langgraph import AgentFSSaver, records
 from agentfs.integrations.langgraph_layout import Layout, Namespace, Parsed, decode, encode, hashed
 from agentfs.names import check_name
@@ -244,7 +244,7 @@ def test_deleted_thread_starts_afresh_and_its_old_generation_is_reclaimed(tmp_pa
         assert tup is not None and tup.checkpoint["channel_values"] == {"v": "new"} and tup.pending_writes == []
         assert [t.checkpoint["id"] for t in saver.list(None)] == ["2"]
         old = saver.store.run(saver.layout.checkpoints(Namespace("t", "0", "")))
-        assert old.ids() == [] and raw.record_ids(saver.store, old.name, RETIRED) != []  # deleted through retention
+        assert old.ids() == [] and raw.record_ids(saver.store, old.name, RETIRED_RECORDS) != []  # deleted through retention
         assert saver.store.verify().ok
     with pytest.raises(ValueError, match="durability"):
         AgentFSSaver(saver.store, durability="process")

@@ -15,7 +15,7 @@ import pytest
 import agentfs
 from agentfs.cli.main import main as cli
 from agentfs.format.config import remote_config
-from agentfs.format.keys import RETIRED
+from agentfs.format.keys import RETIRED_RECORDS
 from agentfs.format.retirement import decode_retirement
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
@@ -54,8 +54,8 @@ def test_prune_keeps_the_newest_and_what_they_need_and_gc_frees_the_rest(store: 
     assert report.needed == sorted({order[0], fork_point})
     assert set(report.removed) == set(order[:-5]) - {order[0], fork_point}
     assert raw.record_ids(store, "agent/a") == sorted({*order[-5:], order[0], fork_point})
-    (record_id,) = raw.record_ids(store, "agent/a", RETIRED)
-    record = decode_retirement(raw.record_bytes(store, "agent/a", RETIRED, record_id), "agent/a", record_id, "test")
+    (record_id,) = raw.record_ids(store, "agent/a", RETIRED_RECORDS)
+    record = decode_retirement(raw.record_bytes(store, "agent/a", RETIRED_RECORDS, record_id), "agent/a", record_id, "test")
     assert sorted(record.checkpoints) == sorted(report.removed) and record.journal == []
 
     gc = store.gc(grace=0)
@@ -93,7 +93,7 @@ def test_bad_prune_arguments_are_refused_before_anything_changes(store: agentfs.
     ids = [run.commit({"i": i}).id for i in range(3)]
     with pytest.raises(ValueError, match=message):
         run.prune(**kwargs)
-    assert run.ids() == ids and raw.record_ids(store, "r", RETIRED) == []
+    assert run.ids() == ids and raw.record_ids(store, "r", RETIRED_RECORDS) == []
 
 
 def test_delete_removes_the_run_but_what_a_fork_needs(store: agentfs.Store) -> None:
@@ -187,8 +187,8 @@ def test_a_damaged_retirement_record_is_reported_by_verify(store: agentfs.Store)
     for i in range(4):
         run.commit({"i": i})
     run.prune(keep_last=1)
-    (record_id,) = raw.record_ids(store, "r", RETIRED)
-    raw.corrupt_record(store, "r", RETIRED, record_id)
+    (record_id,) = raw.record_ids(store, "r", RETIRED_RECORDS)
+    raw.corrupt_record(store, "r", RETIRED_RECORDS, record_id)
     report = store.verify()
     assert [p.kind for p in report.problems].count("corrupt") == 1 and "checksum" in str(report)
 

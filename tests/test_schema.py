@@ -32,7 +32,7 @@ SCHEMA_V3 = agentfs.Schema(version=3, migrations={1: v1_to_v2, 2: v2_to_v3})
 
 
 def _manifest_field(store: agentfs.Store, cp: agentfs.Checkpoint, field: str) -> Any:
-    entry = decode_entry(raw.record_bytes(store, cp.run, raw.LOG, cp.id), "test")
+    entry = decode_entry(raw.record_bytes(store, cp.run, raw.LOG_RECORDS, cp.id), "test")
     return msgpack.unpackb(entry.manifest_bytes, raw=False).get(field)
 
 

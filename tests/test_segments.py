@@ -20,7 +20,7 @@ import pytest
 
 import agentfs
 from agentfs.engine.segment_writer import SegmentWriter
-from agentfs.engine.segments import Location, SegmentReader, open_segment, peek, segment_ids
+from agentfs.engine.segments import FrameLocation, SegmentReader, open_segment, peek, segment_ids
 from agentfs.errors import FormatError, IntegrityError
 from agentfs.format import kinds
 from agentfs.format import segment as fmt
@@ -175,7 +175,7 @@ def test_reading_a_damaged_record_raises_integrity_error(tmp_path: Path) -> None
     with pytest.raises(IntegrityError, match=re.escape(f"{segment} offset {location.offset}")):
         SegmentReader(tmp_path / "segments").read(location)
     with pytest.raises(IntegrityError, match="a frame says"):  # a location that is not a frame's
-        SegmentReader(tmp_path / "segments").read(Location(location.segment_id, 0, location.length))
+        SegmentReader(tmp_path / "segments").read(FrameLocation(location.segment_id, 0, location.length))
 
 
 def test_a_damaged_footer_falls_back_to_scanning(tmp_path: Path) -> None:

@@ -69,8 +69,8 @@ def test_stats_match_the_raw_files_and_the_payload_sizes(store: agentfs.Store) -
     found = store.stats()
     assert [row.run for row in found.runs] == ["forked", "solo", "team/conv", "tools-only"]
     for row in found.runs:
-        log = records(store, row.run, raw.LOG)
-        journal = records(store, row.run, raw.JOURNAL)
+        log = records(store, row.run, raw.LOG_RECORDS)
+        journal = records(store, row.run, raw.JOURNAL_RECORDS)
         assert row.checkpoints == len(log)
         assert row.entry_bytes == sum(log.values())
         assert row.journal_records == len(journal) and row.journal_bytes == sum(journal.values())

@@ -31,7 +31,7 @@ from agentfs.cli.main import main as cli_main
 from agentfs.format import codec, keys, kinds
 from agentfs.format.config import REMOTE_FORMAT
 from agentfs.format.entries import Entry, decode_entry
-from agentfs.format.keys import JOURNAL, LOG, RETIRED
+from agentfs.format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from agentfs.format.pack import decode_pack_index
 from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
 from agentfs.ids import new_id
@@ -93,7 +93,7 @@ def record_name(kind: int, key: bytes) -> str:
     if kind == kinds.OBJECT:
         return f"objects/{key.hex()[:2]}/{key.hex()[2:]}"
     run, record_id = kinds.split_pair_key(key, "")
-    return f"runs/{run}/{ {kinds.ENTRY: LOG, kinds.JOURNAL: JOURNAL, kinds.RETIRED: RETIRED}[kind]}/{record_id}"
+    return f"runs/{run}/{ {kinds.ENTRY: LOG_RECORDS, kinds.JOURNAL: JOURNAL_RECORDS, kinds.RETIRED: RETIRED_RECORDS}[kind]}/{record_id}"
 
 
 def remote_files(spec: RemoteSpec, suffix: str = "") -> dict[str, bytes]:

@@ -210,7 +210,7 @@ def test_a_flipped_byte_in_a_remote_log_entry_is_refused(remote: RemoteSpec, tmp
     with open_reader(tmp_path / "reader", remote) as reader:
         with pytest.raises(agentfs.IntegrityError, match="checksum"):
             reader.run("good").get(pushed.good)
-        assert not raw.has_record(reader, "good", raw.LOG, pushed.good)
+        assert not raw.has_record(reader, "good", raw.LOG_RECORDS, pushed.good)
         assert_rest_usable(reader, pushed)
 
 
@@ -305,7 +305,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
             except (agentfs.FormatError, agentfs.InvalidName) as refused:
                 if mentioned not in str(refused):
                     problems.append(f"{case}: the error does not mention {mentioned!r}: {refused}")
-            if raw.has_record(reader, run, raw.LOG, key_id):
+            if raw.has_record(reader, run, raw.LOG_RECORDS, key_id):
                 problems.append(f"{case}: installed in the local store")
             if run != "good":
                 with pytest.raises((agentfs.FormatError, agentfs.InvalidName)):
@@ -320,7 +320,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
         stats = pull(puller, PackRemote(remote.url, remote.storage_options))  # each bad entry skipped and named
         assert all(any(key_id in reason for reason in stats.skipped) for _run, key_id, _, _ in cases.values()), stats.skipped
         for run, key_id, _, _ in cases.values():
-            assert not raw.has_record(puller, run, raw.LOG, key_id)
+            assert not raw.has_record(puller, run, raw.LOG_RECORDS, key_id)
         assert puller.run("mine").get(mine.id).state == {"local": True}
         assert puller.verify().ok
         assert_inside_store(puller)
@@ -361,7 +361,7 @@ def test_a_manifest_with_a_malformed_field_is_refused_naming_the_field(remote: R
             except agentfs.FormatError as refused:
                 if MALFORMED[field][1] not in str(refused):
                     problems.append(f"{field}: the error does not name the field: {refused}")
-            if raw.has_record(reader, "good", raw.LOG, key_id):
+            if raw.has_record(reader, "good", raw.LOG_RECORDS, key_id):
                 problems.append(f"{field}: installed in the local store")
         assert reader.run("good").get(pushed.good).state["doc"] == pushed.doc  # the rest of the run still loads
         assert_rest_usable(reader, pushed)
@@ -397,7 +397,7 @@ def test_an_over_large_remote_key_is_refused(remote: RemoteSpec, tmp_path: Path,
     with open_reader(tmp_path / "reader", remote) as reader:
         with pytest.raises(agentfs.RemoteError, match="refused"):
             reader.run("good").get(pushed.good)
-        assert not raw.has_record(reader, "good", raw.LOG, pushed.good)
+        assert not raw.has_record(reader, "good", raw.LOG_RECORDS, pushed.good)
         monkeypatch.setattr(pack_remote, "MAX_FRAME", entry_size)
         cp = reader.run("good").get(pushed.good)
         with pytest.raises(agentfs.RemoteError, match="refused"):
@@ -418,7 +418,7 @@ def test_pull_of_a_remote_with_one_bad_entry_keeps_the_local_store_intact(remote
         before = raw.stored(puller)
         stats = pull(puller, PackRemote(remote.url, remote.storage_options))  # the bad entry skipped and named, the rest pulled
         assert any("created" in reason and bad_id in reason for reason in stats.skipped), stats.skipped
-        assert not raw.has_record(puller, "bad", raw.LOG, bad_id)
+        assert not raw.has_record(puller, "bad", raw.LOG_RECORDS, bad_id)
         after = raw.stored(puller)
         assert {name: after.get(name) for name in before} == before  # nothing held before was lost or changed
         assert [cp.state for cp in puller.run("mine").history()] == [{"step": 2}, {"step": 1}, {"step": 0}]

@@ -40,8 +40,8 @@ def test_verify_repair_replaces_corrupt_and_missing_data_with_verified_remote_co
     objects = _objects(home)
     raw.corrupt_object(home, objects[0])
     raw.delete_object(home, objects[1])
-    raw.set_record_bytes(home, "r", raw.LOG, ids[1], raw.record_bytes(home, "r", raw.LOG, ids[1])[:30])
-    raw.corrupt_record(home, "r", raw.JOURNAL, raw.record_ids(home, "r", raw.JOURNAL)[0])
+    raw.set_record_bytes(home, "r", raw.LOG_RECORDS, ids[1], raw.record_bytes(home, "r", raw.LOG_RECORDS, ids[1])[:30])
+    raw.corrupt_record(home, "r", raw.JOURNAL_RECORDS, raw.record_ids(home, "r", raw.JOURNAL_RECORDS)[0])
     assert cli("verify", store=home).returncode == 1
 
     repaired = cli("verify", "--repair", "--remote", url, store=home)
@@ -72,7 +72,7 @@ def test_repair_never_installs_a_remote_copy_that_does_not_verify(tmp_path: Path
 
 def test_a_store_opened_with_its_remote_repairs_a_corrupt_record_it_reads(tmp_path: Path) -> None:
     home, url, ids = _pushed(tmp_path)
-    raw.set_record_bytes(home, "r", raw.LOG, ids[2], raw.record_bytes(home, "r", raw.LOG, ids[2])[:30])
+    raw.set_record_bytes(home, "r", raw.LOG_RECORDS, ids[2], raw.record_bytes(home, "r", raw.LOG_RECORDS, ids[2])[:30])
     for oid in _objects(home):
         raw.corrupt_object(home, oid)
     with agentfs.open(home, remote=url) as store:

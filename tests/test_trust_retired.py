@@ -47,7 +47,7 @@ def test_pull_never_brings_back_what_retention_retired(tmp_path: Path) -> None:
             assert store.run("kept").ids() == [store.run("kept").head_id()]
             assert not set(store.run("kept").ids()) & set(pruned)
             assert store.run("gone").ids() == []
-            assert not any(raw.has_record(store, "gone", raw.LOG, cid) for cid in gone)
+            assert not any(raw.has_record(store, "gone", raw.LOG_RECORDS, cid) for cid in gone)
         assert [run["name"] for run in json_of(cli("runs", "--json", store=where))["runs"]] == ["kept"]
 
 
@@ -68,7 +68,7 @@ def _truncate_head(home: Path, run: str) -> str:
     with agentfs.open(home) as store:
         head = store.run(run).head_id()
         assert head is not None
-    raw.set_record_bytes(home, run, raw.LOG, head, raw.record_bytes(home, run, raw.LOG, head)[:20])
+    raw.set_record_bytes(home, run, raw.LOG_RECORDS, head, raw.record_bytes(home, run, raw.LOG_RECORDS, head)[:20])
     return head
 
 

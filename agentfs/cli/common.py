@@ -15,8 +15,7 @@ import fsspec
 
 import agentfs
 
-from ..api import STORE_ENV, store_root
-from ..engine.keyslots import PASSWORD_ENV, PASSWORD_FILE_ENV, Encryption
+from ..api import PASSWORD_ENV, PASSWORD_FILE_ENV, STORE_ENV, store_root
 from ..errors import AgentFSError, NotFound, WrongKey
 from ..redaction import redact_url
 
@@ -51,29 +50,29 @@ def open_existing(args: argparse.Namespace) -> agentfs.Store:
     return agentfs.open(root, create=False, encryption=cli_encryption(args, root))
 
 
-def cli_encryption(args: argparse.Namespace, root: Path) -> Encryption | None:
+def cli_encryption(args: argparse.Namespace, root: Path) -> agentfs.Encryption | None:
     """How the CLI unlocks the store at `root`: --key-file, else AGENTFS_PASSWORD(_FILE) (read by agentfs.open),
     else, for an encrypted store and a terminal, a prompt; None for a plaintext store."""
     key_file = getattr(args, "key_file", None)
     if key_file:
-        return Encryption(key_file=key_file)
+        return agentfs.Encryption(key_file=key_file)
     try:
         encrypted = "encryption" in json.loads((root / "config").read_bytes())
     except (OSError, ValueError, TypeError):
         return None  # no store yet, or a config agentfs.open will refuse by name
     if not encrypted or os.environ.get(PASSWORD_ENV) or os.environ.get(PASSWORD_FILE_ENV) or not sys.stdin.isatty():
         return None
-    return Encryption(passphrase=getpass.getpass(f"passphrase for {root}: "))
+    return agentfs.Encryption(passphrase=getpass.getpass(f"passphrase for {root}: "))
 
 
-def new_store_encryption() -> Encryption:
+def new_store_encryption() -> agentfs.Encryption:
     """For `init --encrypt`: the environment's passphrase (agentfs.open reads it), else one asked for twice."""
     if os.environ.get(PASSWORD_ENV) or os.environ.get(PASSWORD_FILE_ENV) or not sys.stdin.isatty():
-        return Encryption()
+        return agentfs.Encryption()
     first = getpass.getpass("new passphrase: ")
     if not first or first != getpass.getpass("again: "):
         raise WrongKey("the two passphrases are empty or differ")
-    return Encryption(passphrase=first)
+    return agentfs.Encryption(passphrase=first)
 
 
 def resolve(store: agentfs.Store, target: str) -> agentfs.Checkpoint:

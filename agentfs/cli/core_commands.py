@@ -10,7 +10,7 @@ from typing import Any
 
 import agentfs
 
-from ..engine.maintenance import Problem, VerifyReport
+from ..api import Problem, VerifyReport
 from ..errors import NotFound
 from ..format.config import encrypted
 from ..format.manifest import ValueRef

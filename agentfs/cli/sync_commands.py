@@ -14,7 +14,6 @@ from typing import Any
 
 import agentfs
 
-from ..engine.keyslots import Encryption
 from ..errors import AgentFSError
 from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
 from ..sync.pack_remote import PackRemote
@@ -181,7 +180,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
         # --key-file); then pulled into without one, so a record the remote cannot serve is skipped and named,
         # not fetched again by a read (tests/test_hostile_remote.py, the rest of a clone proceeds)
         options, key_file = storage_options(args.storage_options), getattr(args, "key_file", None)
-        unlock = Encryption(key_file=key_file) if key_file else None
+        unlock = agentfs.Encryption(key_file=key_file) if key_file else None
         agentfs.open(target, remote=args.url, storage_options=options, encryption=unlock).close()
         with agentfs.open(target, encryption=unlock) as store:
             stats = pull(store, remote, None, progress=not args.quiet)

@@ -17,7 +17,7 @@ from ..engine.repository import Repository
 from ..errors import FormatError, SerializationError
 from ..format import chunking
 from ..format.manifest import MAX_VALUE, ValueRef
-from ..format.refs import INLINE, LOOSE, PACK_MAX, PACKED, TREE, Location, parse_node, ref_size
+from ..format.refs import INLINE, LOOSE, PACK_MAX, PACKED, TREE, EntryAddress, parse_node, ref_size
 from ..objects.blobs import BlobWriter, blob_reader
 from ..serialization import encode_body
 from ..serialization.values import LIST_BODY
@@ -52,7 +52,7 @@ def encode_extension(value: Extend, where: str) -> Extension:
     return Extension(count, data)
 
 
-def extended_ref(store: Repository, blobs: BlobWriter, base: ValueRef | None, home: Location, added: Extension, where: str) -> ValueRef:
+def extended_ref(store: Repository, blobs: BlobWriter, base: ValueRef | None, home: EntryAddress, added: Extension, where: str) -> ValueRef:
     """The ValueRef of the list `base` (the parent's value of this key, at `home`) extended by `added`."""
     if base is None:
         return [LIST_BODY, added.items, blobs.put(added.data)]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..engine.repository import Repository
 from ..errors import Conflict, FormatError, IntegrityError, NotFound, SerializationError
 from ..format.journal import ERROR, OK, START, Record, check_key, decode_record
-from ..format.keys import JOURNAL
+from ..format.keys import JOURNAL_RECORDS
 from ..ids import new_id
 from ..names import ID
 from ..serialization import encode_value
@@ -282,7 +282,7 @@ class Journal:
         cache = self._cache
         if call.start_id in cache.synced:
             return
-        self.store.make_records_durable(self.run.name, JOURNAL, [r.id for r in (call.start, call.end) if r is not None])
+        self.store.make_records_durable(self.run.name, JOURNAL_RECORDS, [r.id for r in (call.start, call.end) if r is not None])
         with cache.lock:
             cache.synced.add(call.start_id)
 
@@ -313,7 +313,7 @@ class Journal:
                 record_id = new_id(after=cache.last_id)
                 cache.last_id = record_id
             record = Record(self.run.name, record_id, kind, key, call or record_id, name, time.time_ns(), self.store.writer(), **payload)
-            if self.store.append_record(self.run.name, JOURNAL, record_id, record.to_bytes()):
+            if self.store.append_record(self.run.name, JOURNAL_RECORDS, record_id, record.to_bytes()):
                 break
             # hazard: append_record never replaces a record; a name taken by another process (80 random bits: all but
             # impossible) just means taking another id
@@ -327,7 +327,7 @@ class Journal:
         run = self.run.name
         with cache.lock:
             known = cache.records.keys() | cache.damaged.keys()
-        local = self.store.poll_record_ids(run, JOURNAL, known)  # not the directories of runs named <run>/journal/...
+        local = self.store.poll_record_ids(run, JOURNAL_RECORDS, known)  # not the directories of runs named <run>/journal/...
         source = self.store.source
         remote: set[str] = set()
         if source is not None:
@@ -338,14 +338,14 @@ class Journal:
             for gone in (cache.records.keys() | cache.damaged.keys()) - local - remote:  # the run was deleted
                 cache.drop(gone)
             for record_id in sorted(local - cache.records.keys() - cache.damaged.keys()):
-                data = self.store.read_record(run, JOURNAL, record_id)
+                data = self.store.read_record(run, JOURNAL_RECORDS, record_id)
                 if data is not None:  # else deleted since it was listed
-                    self._decode(data, record_id, f"{run}/{record_id} ({self.store.where_stored(run, JOURNAL, record_id)})")
+                    self._decode(data, record_id, f"{run}/{record_id} ({self.store.where_stored(run, JOURNAL_RECORDS, record_id)})")
             for record_id in sorted(remote - cache.records.keys() - cache.damaged.keys()):
                 assert source is not None  # remote is empty without a source
                 fetched = source.fetch_journal(run, record_id)
                 if fetched is not None and self._decode(fetched, record_id, f"{run}/{record_id} (remote)"):
-                    self.store.append_record(run, JOURNAL, record_id, fetched)  # never replaces a record
+                    self.store.append_record(run, JOURNAL_RECORDS, record_id, fetched)  # never replaces a record
             if cache.records:
                 cache.last_id = max(filter(None, [cache.last_id, max(cache.records)]))
 

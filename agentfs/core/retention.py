@@ -18,8 +18,8 @@ from typing import Any
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError
-from ..format.keys import JOURNAL
-from ..format.refs import Location
+from ..format.keys import JOURNAL_RECORDS
+from ..format.refs import EntryAddress
 from ..format.retirement import Retirement
 from ..ids import id_time_ns, new_id
 
@@ -35,7 +35,7 @@ class PruneReport:
     journal_removed: int = 0
 
 
-def _needs(store: Repository, locations: Iterable[Location], out: set[Location]) -> None:
+def _needs(store: Repository, locations: Iterable[EntryAddress], out: set[EntryAddress]) -> None:
     """Add the checkpoints each entry cannot load without: the entries it borrows packed objects from, its fork point."""
     for location in locations:
         try:
@@ -83,7 +83,7 @@ def _family(store: Repository, runs: Iterable[str]) -> set[str]:
     return family
 
 
-def _entries_of(store: Repository, runs: set[str]) -> set[Location]:
+def _entries_of(store: Repository, runs: set[str]) -> set[EntryAddress]:
     return {(run, checkpoint_id) for run in runs for checkpoint_id in store.local_ids(run)}
 
 
@@ -97,7 +97,7 @@ def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: boo
     """
     doomed = {(run, cid) for run, ids in candidates.items() for cid in ids}
     seen = _entries_of(store, _family(store, candidates))
-    needed: set[Location] = set()
+    needed: set[EntryAddress] = set()
     _needs(store, seen - doomed, needed)
     reports = []
     with store.excluding_writers():
@@ -108,7 +108,7 @@ def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: boo
             going = sorted(cid for r, cid in doomed - needed if r == run and (r, cid) in now)
             report.needed = sorted(cid for r, cid in doomed & needed if r == run)
             report.kept = sum(1 for r, _cid in now if r == run) - len(going)
-            journal_ids = store.record_ids(run, JOURNAL) if journal else []
+            journal_ids = store.record_ids(run, JOURNAL_RECORDS) if journal else []
             if going or journal_ids:
                 store.retire(Retirement(run, new_id(), time.time_ns(), going, journal_ids))
             report.removed = going

@@ -11,7 +11,7 @@ import datetime as dt
 
 from ..engine.repository import Repository
 from ..format.entries import decode_entry_at
-from ..format.keys import JOURNAL, LOG
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS
 from ..format.refs import ref_size
 
 
@@ -70,7 +70,7 @@ def local_stats(store: Repository) -> LocalStats:
         data = store.local_entry(run, checkpoint_id)  # not read_entry: the entry cache, or a remote, must not answer
         if data is None:
             continue  # pruned since it was listed
-        entry = decode_entry_at(data, run, checkpoint_id, f"{run}@{checkpoint_id} ({store.where_stored(run, LOG, checkpoint_id)})")
+        entry = decode_entry_at(data, run, checkpoint_id, f"{run}@{checkpoint_id} ({store.where_stored(run, LOG_RECORDS, checkpoint_id)})")
         manifest = entry.manifest
         created = dt.datetime.fromtimestamp(manifest.created / 1e9, tz=dt.timezone.utc)
         row = runs.setdefault(run, RunStats(run))
@@ -79,8 +79,8 @@ def local_stats(store: Repository) -> LocalStats:
         row.last = created if row.last is None else max(row.last, created)
         row.entry_bytes += len(data)
         row.logical_bytes += sum(ref_size(ref) for _label, ref in entry.refs())
-    for run, record_id in store.local_records(JOURNAL):
-        size = store.record_size(run, JOURNAL, record_id)
+    for run, record_id in store.local_records(JOURNAL_RECORDS):
+        size = store.record_size(run, JOURNAL_RECORDS, record_id)
         if size is None:
             continue  # removed since it was listed
         row = runs.setdefault(run, RunStats(run))

@@ -25,9 +25,9 @@ from ..engine.object_store import ObjectWriter
 from ..engine.repository import Repository
 from ..format import kinds
 from ..format.entries import encode_entry
-from ..format.keys import JOURNAL, RETIRED
+from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
 from ..format.manifest import ValueRef
-from ..format.refs import PACKED, Location, Ref, located
+from ..format.refs import PACKED, EntryAddress, Ref, located
 from ..objects.blobs import BlobReader, BlobWriter, blob_reader
 from .checkpoint import Artifact, Checkpoint
 from .commit_input import put_artifact
@@ -61,13 +61,13 @@ def copy_store(source: Repository, dest: Repository) -> CopyReport:
         for checkpoint_id in source.local_ids(run):
             if _copy_entry(source, dest, reader, run, checkpoint_id, report):
                 report.checkpoints += 1
-        for record_id in source.record_ids(run, JOURNAL):
-            data = source.read_record(run, JOURNAL, record_id)
-            if data is not None and dest.append_record(run, JOURNAL, record_id, data):
+        for record_id in source.record_ids(run, JOURNAL_RECORDS):
+            data = source.read_record(run, JOURNAL_RECORDS, record_id)
+            if data is not None and dest.append_record(run, JOURNAL_RECORDS, record_id, data):
                 report.journal_records += 1
-        for record_id in source.record_ids(run, RETIRED):
-            data = source.read_record(run, RETIRED, record_id)
-            if data is not None and dest.append_record(run, RETIRED, record_id, data):
+        for record_id in source.record_ids(run, RETIRED_RECORDS):
+            data = source.read_record(run, RETIRED_RECORDS, record_id)
+            if data is not None and dest.append_record(run, RETIRED_RECORDS, record_id, data):
                 report.retirements += 1
     return report
 
@@ -78,7 +78,7 @@ def _copy_entry(source: Repository, dest: Repository, reader: BlobReader, run: s
         report.skipped.append(f"{run}@{checkpoint_id}: damaged (see agentfs verify)")
         return False
     old = entry.manifest
-    home: Location = (run, checkpoint_id)
+    home: EntryAddress = (run, checkpoint_id)
     with dest.writing():
         borrow_from = (run, old.parent) if old.parent is not None else old.forked_from  # a fork's first entry: its origin
         blobs = BlobWriter(lambda: ObjectWriter(dest.db, dest.pool), _reusable(dest, borrow_from), dest.hasher)
@@ -98,7 +98,7 @@ def _copy_entry(source: Repository, dest: Repository, reader: BlobReader, run: s
             return dest.append_entry(run, checkpoint_id, data, objects=objects, relies_on=relies_on)
 
 
-def _reusable(dest: Repository, home: Location | list[str] | None) -> dict[bytes, Ref]:
+def _reusable(dest: Repository, home: EntryAddress | list[str] | None) -> dict[bytes, Ref]:
     """The small objects the copied parent (or fork origin) packed: an unchanged small value is borrowed, as a
     commit does; nothing if that entry is not in `dest` (retired, damaged, or its run not copied yet)."""
     if home is None or not dest.has_entry(home[0], home[1]):

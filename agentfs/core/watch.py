@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from ..engine.notify import RESCAN, Watcher
 from ..engine.repository import Repository
 from ..errors import NotFound
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..names import check_name
 from .checkpoint import Checkpoint
 from .run import Run
@@ -29,7 +29,7 @@ class Watch(Iterator["Checkpoint"]):
         self._store = store
         self._watcher = watcher
         self._timeout = timeout
-        self._batch: deque[Location] = deque()
+        self._batch: deque[EntryAddress] = deque()
         weakref.finalize(self, watcher.close)  # dropped without close(): still stop the observer
 
     def __next__(self) -> Checkpoint:

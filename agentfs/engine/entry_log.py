@@ -16,7 +16,7 @@ import threading
 
 from ..format import kinds
 from ..format import segment as fmt
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 
 
 class EntryLog:
@@ -24,7 +24,7 @@ class EntryLog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._items: list[Location | fmt.Footer] = []
+        self._items: list[EntryAddress | fmt.Footer] = []
         self._base = 0  # the position of _items[0] in everything ever logged
         self._marks: dict[int, int | None] = {}  # follower -> position it has read to; None: relist
         self._tokens = itertools.count()
@@ -45,7 +45,7 @@ class EntryLog:
     def followed(self) -> bool:
         return bool(self._marks)
 
-    def add(self, item: Location | fmt.Footer) -> None:
+    def add(self, item: EntryAddress | fmt.Footer) -> None:
         if self._marks:
             with self._lock:
                 self._items.append(item)
@@ -58,7 +58,7 @@ class EntryLog:
             for token in self._marks:
                 self._marks[token] = None
 
-    def take(self, token: int) -> list[Location] | None:
+    def take(self, token: int) -> list[EntryAddress] | None:
         """(run, id) of what was added since the token's last take; None if it must list everything."""
         with self._lock:
             if token not in self._marks:
@@ -70,7 +70,7 @@ class EntryLog:
             self._trim()
         if items is None:
             return None
-        found: list[Location] = []
+        found: list[EntryAddress] = []
         for item in items:
             if isinstance(item, fmt.Footer):
                 found += [(run, record_id) for kind, run in item.runs if kind == kinds.ENTRY for record_id in item.ids(kind, run)]

@@ -10,7 +10,7 @@ from collections.abc import Container
 
 from ..format import segment as fmt
 from ..format.crypto import Sealer
-from .segments import Location
+from .segments import FrameLocation
 
 
 class Footers(dict[int, fmt.Footer]):
@@ -24,28 +24,28 @@ class Footers(dict[int, fmt.Footer]):
     def _stored(self, run: str) -> str:
         return run if self.sealer is None else self.sealer.stored_run(run)
 
-    def objects(self, oid: bytes) -> list[Location]:
+    def objects(self, oid: bytes) -> list[FrameLocation]:
         """Every copy of the object in these segments."""
-        return [Location(segment_id, *row) for segment_id, footer in self.items() for row in footer.find_object(oid)]
+        return [FrameLocation(segment_id, *row) for segment_id, footer in self.items() for row in footer.find_object(oid)]
 
-    def first_object(self, oid: bytes) -> Location | None:
+    def first_object(self, oid: bytes) -> FrameLocation | None:
         for segment_id, footer in self.items():
             rows = footer.find_object(oid)
             if rows:
-                return Location(segment_id, *rows[0])
+                return FrameLocation(segment_id, *rows[0])
         return None
 
-    def records(self, kind: int, run: str, record_id: str) -> list[Location]:
+    def records(self, kind: int, run: str, record_id: str) -> list[FrameLocation]:
         """Every copy of the run record in these segments."""
         run = self._stored(run)
-        return [Location(segment_id, *row) for segment_id, footer in self.items() for row in footer.find_record(kind, run, record_id)]
+        return [FrameLocation(segment_id, *row) for segment_id, footer in self.items() for row in footer.find_record(kind, run, record_id)]
 
-    def first_record(self, kind: int, run: str, record_id: str) -> Location | None:
+    def first_record(self, kind: int, run: str, record_id: str) -> FrameLocation | None:
         run = self._stored(run)
         for segment_id, footer in self.items():
             rows = footer.find_record(kind, run, record_id)
             if rows:
-                return Location(segment_id, *rows[0])
+                return FrameLocation(segment_id, *rows[0])
         return None
 
     def _holding(self, kind: int, stored: str) -> list[fmt.Footer]:
@@ -62,26 +62,26 @@ class Footers(dict[int, fmt.Footer]):
         stored = self._stored(run)
         return [footer.ids(kind, stored) for footer in self._holding(kind, stored)]
 
-    def locations(self, kind: int, run: str) -> dict[str, Location]:
+    def locations(self, kind: int, run: str) -> dict[str, FrameLocation]:
         """Each of the run's ids of `kind` here and its first copy, oldest segment first; every row decoded and checked."""
         stored = self._stored(run)
-        found: dict[str, Location] = {}
+        found: dict[str, FrameLocation] = {}
         for segment_id, footer in self.items():
             if (kind, stored) in footer.runs:
                 for record_id, offset, length in footer.rows(kind, stored):
-                    found.setdefault(record_id, Location(segment_id, offset, length))
+                    found.setdefault(record_id, FrameLocation(segment_id, offset, length))
         return found
 
     def runs(self, kind: int) -> set[str]:
         stored = {run for footer in self.values() for record_kind, run in footer.runs if record_kind == kind}
         return stored if self.sealer is None else {self.sealer.run_name(run, "a footer") for run in stored}
 
-    def object_locations(self) -> dict[bytes, Location]:
+    def object_locations(self) -> dict[bytes, FrameLocation]:
         """Every object and its first copy here: every footer's object rows decoded (and checked)."""
-        located: dict[bytes, Location] = {}
+        located: dict[bytes, FrameLocation] = {}
         for segment_id, footer in self.items():
             for oid, offset, length in footer.object_rows():
-                located.setdefault(oid, Location(segment_id, offset, length))
+                located.setdefault(oid, FrameLocation(segment_id, offset, length))
         return located
 
     def rows_read(self) -> int:

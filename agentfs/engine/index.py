@@ -38,7 +38,7 @@ from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
-from .segments import Location, SealedSegment, batch_reader, ids_of, open_indexed, peek, scan_from, storing
+from .segments import FrameLocation, SealedSegment, batch_reader, ids_of, open_indexed, peek, scan_from, storing
 
 log = logging.getLogger("agentfs")
 
@@ -93,9 +93,9 @@ class Index:
     def _clear(self) -> None:
         self.footers = Footers(self.sealer)  # sealed segments, searched in place
         # unsealed segments' records (and those of segments sealed since this index first read them)
-        self.objects: dict[bytes, Location] = {}
-        self.copies: dict[tuple[int, bytes], list[Location]] = {}  # further copies of a key (dedup races, repairs)
-        self.records: dict[int, dict[str, dict[str, Location]]] = {kind: {} for kind in kinds.RUN_KINDS}
+        self.objects: dict[bytes, FrameLocation] = {}
+        self.copies: dict[tuple[int, bytes], list[FrameLocation]] = {}  # further copies of a key (dedup races, repairs)
+        self.records: dict[int, dict[str, dict[str, FrameLocation]]] = {kind: {} for kind in kinds.RUN_KINDS}
         self.heads: dict[str, str] = {}
         self.hidden: dict[str, set[str]] = {}  # run -> checkpoint and journal ids its retirement records name
         self.forks: dict[str, set[str]] = {}
@@ -219,7 +219,7 @@ class Index:
                 self.heads[run] = newest
         self._add(segment_id, footer.others)
         for run, (record_id, offset, length) in retirements:
-            self._hide(run, record_id, Location(segment_id, offset, length))
+            self._hide(run, record_id, FrameLocation(segment_id, offset, length))
 
     def _run_name(self, stored: str, segment_id: int) -> str:
         return stored if self.sealer is None else self.sealer.run_name(stored, self._where(segment_id))
@@ -268,7 +268,7 @@ class Index:
         retirements = []
         path = self._where(segment_id)
         for entry in entries:
-            location = Location(segment_id, entry.offset, entry.length)
+            location = FrameLocation(segment_id, entry.offset, entry.length)
             where = f"{path} offset {entry.offset}"
             try:
                 if entry.kind == kinds.OBJECT:
@@ -290,12 +290,12 @@ class Index:
             self._hide(run, record_id, location)
         self.version += 1
 
-    def _add_object(self, oid: bytes, location: Location) -> None:
+    def _add_object(self, oid: bytes, location: FrameLocation) -> None:
         first = self.objects.setdefault(oid, location)
         if first != location:
             self.copies.setdefault((kinds.OBJECT, oid), []).append(location)
 
-    def _add_run_record(self, kind: int, run: str, record_id: str, location: Location) -> None:
+    def _add_run_record(self, kind: int, run: str, record_id: str, location: FrameLocation) -> None:
         if kind != kinds.RETIRED and record_id in self.hidden.get(run, ()):
             return
         by_id = self.records[kind].setdefault(run, {})
@@ -323,7 +323,7 @@ class Index:
         if at == len(kept) or kept[at] != record_id:
             kept.insert(at, record_id)
 
-    def _hide(self, run: str, record_id: str, location: Location) -> None:
+    def _hide(self, run: str, record_id: str, location: FrameLocation) -> None:
         """Apply a retirement record: what it names leaves the index (and stays out if indexed later)."""
         where = f"{run} retired/{record_id} ({self._where(location.segment_id)} offset {location.offset})"
         try:
@@ -380,14 +380,14 @@ class Index:
     def has(self, kind: int, run: str, record_id: str) -> bool:
         return self.location(kind, run, record_id) is not None
 
-    def location(self, kind: int, run: str, record_id: str) -> Location | None:
+    def location(self, kind: int, run: str, record_id: str) -> FrameLocation | None:
         with self._lock:
             if self._hides(kind, run, record_id):
                 return None
             found = self.records[kind].get(run, {}).get(record_id)
             return found if found is not None else self.footers.first_record(kind, run, record_id)
 
-    def locations(self, kind: int, run: str) -> dict[str, Location]:
+    def locations(self, kind: int, run: str) -> dict[str, FrameLocation]:
         """Where each of the run's records of `kind` lies, as `location` finds it: for a sweep over the whole run, which
         then costs no search per record."""
         with self._lock:
@@ -436,12 +436,12 @@ class Index:
         with self._lock:
             return self.heads.get(run)
 
-    def object_location(self, oid: bytes) -> Location | None:
+    def object_location(self, oid: bytes) -> FrameLocation | None:
         with self._lock:
             found = self.objects.get(oid)
             return found if found is not None else self.footers.first_object(oid)
 
-    def object_locations(self) -> dict[bytes, Location]:
+    def object_locations(self) -> dict[bytes, FrameLocation]:
         """Every object and where its first copy lies (all of every footer decoded)."""
         with self._lock:
             return self.objects | {oid: location for oid, location in self.footers.object_locations().items() if oid not in self.objects}
@@ -509,7 +509,7 @@ class Index:
         """`length` bytes of the segment at `offset` (see use())."""
         return self.use(segment_id, "reading segment", os.pread, length, offset)
 
-    def read(self, location: Location, kind: int | None = None) -> fmt.Record:
+    def read(self, location: FrameLocation, kind: int | None = None) -> fmt.Record:
         """The record at `location` (of `kind`, if known), its frame verified; IntegrityError if damaged.
 
         The length a footer or batch claims is checked against the kind's largest record and the segment's
@@ -526,7 +526,7 @@ class Index:
         body = self.sealer.open(record.kind, record.key, record.body, where)  # authenticated before anything decodes it
         return fmt.Record(record.kind, self.sealer.plain_key(record.kind, record.key, where), body)
 
-    def read_body(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None = None) -> bytes:
+    def read_body(self, kind: int, key: bytes, first: FrameLocation, check: Callable[[bytes], object] | None = None) -> bytes:
         """The body of the record `key` whose first copy lies at `first`, and where it lies now if its
         segment was compacted away since. With several copies (one appended to repair another), the
         first whose frame is intact and that `check` accepts; if none, the first intact one (the
@@ -540,13 +540,13 @@ class Index:
                 raise
             return self._read_copies(kind, key, moved, check)
 
-    def _find(self, kind: int, key: bytes) -> Location | None:
+    def _find(self, kind: int, key: bytes) -> FrameLocation | None:
         if kind == kinds.OBJECT:
             return self.object_location(key)
         run, record_id = kinds.split_pair_key(key, "lookup")
         return self.location(kind, run, record_id)
 
-    def _copies(self, kind: int, key: bytes) -> list[Location]:
+    def _copies(self, kind: int, key: bytes) -> list[FrameLocation]:
         """Every location of the record `key`: in the unsealed segments, then in every footer."""
         with self._lock:
             if kind == kinds.OBJECT:
@@ -556,7 +556,7 @@ class Index:
                 first, sealed = self.records[kind].get(run, {}).get(record_id), self.footers.records(kind, run, record_id)
             return ([] if first is None else [first, *self.copies.get((kind, key), ())]) + sealed
 
-    def _read_copies(self, kind: int, key: bytes, first: Location, check: Callable[[bytes], object] | None) -> bytes:
+    def _read_copies(self, kind: int, key: bytes, first: FrameLocation, check: Callable[[bytes], object] | None) -> bytes:
         others = [location for location in self._copies(kind, key) if location != first]
         damage: IntegrityError | None = None
         intact: bytes | None = None
@@ -582,11 +582,11 @@ class Index:
             raise damage
         raise IntegrityError(f"{self._path(first.segment_id)} offset {first.offset}: holds another record than {key[:80]!r}")
 
-    def where(self, location: Location) -> str:
+    def where(self, location: FrameLocation) -> str:
         return f"{self._where(location.segment_id)} offset {location.offset}"
 
 
-def _read_within(fd: int, location: Location, where: str) -> bytes:
+def _read_within(fd: int, location: FrameLocation, where: str) -> bytes:
     """The bytes at `location` of the segment open as `fd`, refused if they would run past its end."""
     if location.offset + location.length > os.fstat(fd).st_size:
         raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, past the segment's end")

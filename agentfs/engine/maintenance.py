@@ -12,8 +12,8 @@ from ..format import codec, kinds
 from ..format import segment as fmt
 from ..format.entries import Entry
 from ..format.journal import decode_record
-from ..format.keys import JOURNAL, RETIRED
-from ..format.refs import PACKED, Location
+from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
+from ..format.refs import PACKED, EntryAddress
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
 from ..fsutil import fsync_dir
@@ -63,7 +63,7 @@ class GcReport:
     damaged: list[str] = dataclasses.field(default_factory=list)  # entries that could not be read: no object was deleted
 
 
-def _check_object(index: Index, hasher: codec.Hasher, oid: bytes, location: segments.Location) -> Problem | None:
+def _check_object(index: Index, hasher: codec.Hasher, oid: bytes, location: segments.FrameLocation) -> Problem | None:
     where = f"object {oid.hex()} ({index.where(location)})"
     try:
         blob = index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where, hasher))  # a repaired copy if any
@@ -126,10 +126,10 @@ def verify(store: Repository, progress: Callable[[int, int], None] | None = None
 def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str]]:
     """Check retirement and journal records; the ids retention removed on purpose, per run."""
     retired: dict[str, set[str]] = {}
-    for run, record_id in store.local_records(RETIRED):
+    for run, record_id in store.local_records(RETIRED_RECORDS):
         where = f"{run} retired/{record_id}"
         try:
-            data = store.read_record(run, RETIRED, record_id)
+            data = store.read_record(run, RETIRED_RECORDS, record_id)
             if data is None:
                 continue  # removed since it was listed
             record = decode_retirement(data, run, record_id, where)
@@ -137,10 +137,10 @@ def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str
             report.problems.append(Problem("corrupt", where, str(exc)))
             continue
         retired.setdefault(run, set()).update(record.checkpoints)
-    for run, record_id in store.local_records(JOURNAL):
+    for run, record_id in store.local_records(JOURNAL_RECORDS):
         where = f"{run} journal/{record_id}"
         try:
-            data = store.read_record(run, JOURNAL, record_id)
+            data = store.read_record(run, JOURNAL_RECORDS, record_id)
             if data is not None:  # else removed since it was listed (a run deleted meanwhile)
                 decode_record(data, run, record_id, where)
         except (AgentFSError, OSError) as exc:
@@ -149,7 +149,7 @@ def _check_records(store: Repository, report: VerifyReport) -> dict[str, set[str
 
 
 def _check_refs(
-    store: Repository, entry: Entry, home: Location, where: str, good: set[bytes], seen: set[bytes], partial: bool
+    store: Repository, entry: Entry, home: EntryAddress, where: str, good: set[bytes], seen: set[bytes], partial: bool
 ) -> list[Problem]:
     """Problems with what `entry` needs: its borrowed packed objects, and every object file its refs reach."""
     problems: list[Problem] = []
@@ -256,7 +256,7 @@ def _compact(store: Repository, grace: float, marked: set[bytes], report: GcRepo
         if not view.sealed:
             continue  # a live writer's
         try:
-            records = [store.index.read(segments.Location(segment_id, entry.offset, entry.length)) for entry in view.entries]
+            records = [store.index.read(segments.FrameLocation(segment_id, entry.offset, entry.length)) for entry in view.entries]
         except AgentFSError as exc:
             report.damaged.append(f"{path}: {exc}: left as it is")
             continue
@@ -326,7 +326,7 @@ def salvage(store: Repository) -> SalvageReport:
                     records.append(fmt.Record(entry.kind, entry.key, b""))  # its key is all it holds
                     continue
                 try:
-                    body = store.index.read_body(entry.kind, entry.key, segments.Location(segment_id, entry.offset, entry.length))
+                    body = store.index.read_body(entry.kind, entry.key, segments.FrameLocation(segment_id, entry.offset, entry.length))
                 except AgentFSError as exc:
                     missing.append(f"{_describe(entry)} ({exc})")
                     continue

@@ -20,7 +20,7 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from .repository import Repository
 
 RESCAN = 0.5
@@ -65,7 +65,7 @@ class Watcher:
         # followed, then listed, after the observer started: a commit is in this listing or in what the
         # log gives later (`seen` drops it there) and produces an event
         self._following = store.index.entry_log.follow()
-        self.seen: set[Location] = set(self._listing())
+        self.seen: set[EntryAddress] = set(self._listing())
         self._next_rescan = time.monotonic() + RESCAN
 
     def hint(self) -> None:
@@ -76,7 +76,7 @@ class Watcher:
         if self._on_hint is not None:
             self._on_hint()
 
-    def new(self, timeout: float | None = None) -> list[Location] | None:
+    def new(self, timeout: float | None = None) -> list[EntryAddress] | None:
         """Checkpoints not reported before, in id order; None after `timeout` seconds without any, or once closed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed:
@@ -105,7 +105,7 @@ class Watcher:
         self._observer.stop()
         self._observer.join(timeout=5)
 
-    def _collect(self) -> list[Location]:
+    def _collect(self) -> list[EntryAddress]:
         now = time.monotonic()
         with self._lock:
             hinted, self._hinted = self._hinted, False
@@ -122,8 +122,8 @@ class Watcher:
         self.seen.update(fresh)
         return fresh
 
-    def _listing(self) -> Iterator[Location]:
+    def _listing(self) -> Iterator[EntryAddress]:
         return self.store.local_entries() if self.run is None else self._listed(self.run)
 
-    def _listed(self, run: str) -> Iterator[Location]:
+    def _listed(self, run: str) -> Iterator[EntryAddress]:
         return ((run, checkpoint_id) for checkpoint_id in self.store.local_ids(run))

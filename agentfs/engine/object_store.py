@@ -22,7 +22,7 @@ from ..format.walk import Children, Reached
 from ..fsutil import drop_cached, start_writeback
 from .index import Index
 from .object_cache import HeldTrees, ObjectCache
-from .segments import Location
+from .segments import FrameLocation
 
 OBJECT_FRAME_MAX = max_record_frame(kinds.OBJECT)
 
@@ -32,7 +32,7 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os
 # bytes: a chunk this big or smaller is hashed and compressed by the committing thread, which costs less
 # than a trip through the pool (an appended-to value repeats almost all of its small chunks)
 WORK_HERE = 32 << 10
-Append = Callable[[Sequence[Record], bool], list[Location]]  # records, sync -> their locations
+Append = Callable[[Sequence[Record], bool], list[FrameLocation]]  # records, sync -> their locations
 # the objects checkpoint readers keep (ObjectCache): every chunk of a value (chunking.SMALL: 16 KiB at most),
 # packed objects (16 KiB) and tree nodes (22 KiB at most), up to 16 MiB in all per store
 CACHE_BYTES, CACHED_OBJECT_MAX = 16 << 20, 32 << 10
@@ -47,7 +47,7 @@ class ObjectStore:
         self,
         index: Index,
         append: Append,
-        make_durable: Callable[[Location], None],
+        make_durable: Callable[[FrameLocation], None],
         *,
         sync_writes: bool,
         hasher: codec.Hasher = codec.hash_bytes,
@@ -61,7 +61,7 @@ class ObjectStore:
         self.cache = ObjectCache(CACHE_BYTES, CACHED_OBJECT_MAX)  # for checkpoint readers only (object_cache.py)
         self.held_trees = HeldTrees(HELD_TREES)  # for commits that extend a list (core/extend.py)
 
-    def location(self, oid: bytes) -> Location | None:
+    def location(self, oid: bytes) -> FrameLocation | None:
         location = self.index.object_location(oid)
         if location is None:
             self.index.refresh()
@@ -101,7 +101,7 @@ class ObjectStore:
             log.warning("object %s is corrupt in %s: repaired from the remote", oid.hex(), where)
             return self.install(oid, fetched, f"remote object {oid.hex()}")
 
-    def _first_copy(self, oid: bytes, location: Location, where: str) -> bytes:
+    def _first_copy(self, oid: bytes, location: FrameLocation, where: str) -> bytes:
         """The object's verified bytes from the copy at `location`, or an error if that copy is not sound.
 
         The frame's crc32 is not computed: the sha256 check covers every byte it would (the frame's length
@@ -114,7 +114,7 @@ class ObjectStore:
             body = memoryview(self.index.sealer.open(kinds.OBJECT, oid, body, where))
         return codec.decode(body, oid, where, self.hasher)
 
-    def _decoded(self, oid: bytes, location: Location, where: str) -> bytes:
+    def _decoded(self, oid: bytes, location: FrameLocation, where: str) -> bytes:
         blob = self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where, self.hasher))
         return codec.decode(blob, oid, where, self.hasher)
 
@@ -131,7 +131,7 @@ class ObjectStore:
         self.append([Record(kinds.OBJECT, oid, blob)], True)
         return data
 
-    def start_writeback(self, locations: Sequence[Location]) -> None:
+    def start_writeback(self, locations: Sequence[FrameLocation]) -> None:
         """Start writing one appended, not yet synced, batch to disk (fsutil.start_writeback).
 
         Not with durability "process": nothing will wait for these bytes, and writing them at once would
@@ -139,13 +139,13 @@ class ObjectStore:
         if self.sync_writes:
             self.index.use(locations[0].segment_id, "writing back segment", start_writeback, *self._span(locations))
 
-    def drop_cached(self, locations: Sequence[Location]) -> None:
+    def drop_cached(self, locations: Sequence[FrameLocation]) -> None:
         """Let the kernel drop from its page cache one batch start_writeback sent to disk a while before
         (fsutil.drop_cached): what is not on disk yet stays. Not with durability "process" (nothing was sent)."""
         if self.sync_writes:
             self.index.use(locations[0].segment_id, "dropping cached pages of segment", drop_cached, *self._span(locations))
 
-    def _span(self, locations: Sequence[Location]) -> tuple[int, int]:
+    def _span(self, locations: Sequence[FrameLocation]) -> tuple[int, int]:
         """(offset, length) of the bytes of a batch's records, one segment's."""
         first, last = locations[0], locations[-1]
         return first.offset, last.offset + last.length - first.offset
@@ -215,7 +215,7 @@ class ObjectWriter:
         self._flushing = threading.Lock()
         self._gathered: list[Record] = []
         self._gathered_bytes = 0
-        self._sent: deque[list[Location]] = deque()  # batches sent to disk, oldest first, under _flushing
+        self._sent: deque[list[FrameLocation]] = deque()  # batches sent to disk, oldest first, under _flushing
 
     def _is_new(self, oid: bytes) -> bool:
         with self._lock:

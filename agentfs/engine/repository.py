@@ -12,7 +12,7 @@ The engine API: all core/ may use (a forbidden import contract keeps it off fsut
   `local_entry` (raw bytes here only), `cache_entry`, `head`, `heads` (this process's hint), `ids`,
   `local_ids`, `local_runs`, `local_entries`. From a remote: `install_entry` (verified; with
   `replace=`, a repair of a damaged local copy).
-- records (JOURNAL, RETIRED): `append_record` (whole, durable, never replaces), `record_ids`,
+- records (JOURNAL_RECORDS, RETIRED_RECORDS): `append_record` (whole, durable, never replaces), `record_ids`,
   `poll_record_ids`, `read_record`, `record_size`, `local_records`, `retirements`, and
   `make_records_durable` for records another process wrote and may have left unsynced.
 - retention and forks: `retire` (a durable retirement record: the index then hides what it names),
@@ -42,20 +42,20 @@ from ..aio import Offloader
 from ..errors import FormatError, IntegrityError, NotFound, RetirementRefused, StoreClosed
 from ..format import keys, kinds
 from ..format import segment as fmt
-from ..format.config import ENCRYPTED_HASH, encode_config, encrypted, encryption_config, new_config, read_config
+from ..format.config import ENCRYPTED_HASH, check_store_config, encode_config, encrypted, encryption_config, new_config
 from ..format.crypto import Sealer, new_master
 from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
-from ..format.keys import RETIRED
-from ..format.refs import Location
+from ..format.keys import RETIRED_RECORDS
+from ..format.refs import EntryAddress
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
 from .index import IdSlice
 from .keyslots import Encryption, Unlocked, new_slot, read_slots, unlock, write_slot
 from .locks import EXCLUSIVE, flock
 from .object_store import ObjectStore
-from .segment_store import KIND, SegmentStore
+from .segment_store import SegmentStore
 from .segment_writer import DURABILITY, Durability
 
 HOST = socket.gethostname()
@@ -101,6 +101,12 @@ class _Pool(ThreadPoolExecutor):
             raise StoreClosed(f"the agentfs store {self.root} is closed") from exc
 
 
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """The store's config file, read and checked (format/config.py checks, without I/O)."""
+    return check_store_config(path.read_bytes(), str(path), str(path.parent))
+
+
 class Repository(SegmentStore):
     """A local agentfs store's storage. Safe to share between threads and between processes."""
 
@@ -130,7 +136,7 @@ class Repository(SegmentStore):
         if source is not None:
             source.attach(self)
             self.db.fetch = source.fetch_object
-        self._entries: OrderedDict[Location, Entry] = OrderedDict()
+        self._entries: OrderedDict[EntryAddress, Entry] = OrderedDict()
         self.heads: dict[str, str] = {}  # run -> the last id this process appended: a hint, not the truth
         self._retirements_fetched: set[str] = set()  # runs whose remote retirement records this process has fetched
         self._pool: ThreadPoolExecutor | None = None
@@ -171,7 +177,7 @@ class Repository(SegmentStore):
                     write_slot(root, tmp_dir, slot, sync=self.sync_writes)
                 fresh.update(hash=ENCRYPTED_HASH, encryption=encryption_config(crypto_key_id(master)))
             created = write_atomic(tmp_dir, config_path, encode_config(fresh), sync=self.sync_writes)  # loses a race quietly
-        config = read_config(config_path)
+        config = _read_config(config_path)
         for path in layout:
             make_dirs(path, sync=self.sync_writes)
         if created:  # the fixed set of locks, so that no commit creates one (flock would, and need not sync it)
@@ -332,7 +338,7 @@ class Repository(SegmentStore):
             if self.heads.get(run) in checkpoint_ids:
                 del self.heads[run]
 
-    def cache_entry(self, key: Location, entry: Entry) -> None:
+    def cache_entry(self, key: EntryAddress, entry: Entry) -> None:
         with self._lock:
             self._entries[key] = entry
             if len(self._entries) > ENTRY_CACHE:
@@ -371,7 +377,7 @@ class Repository(SegmentStore):
         data: bytes,
         *,
         objects: Sequence[fmt.Record] = (),
-        relies_on: Iterable[Location] = (),
+        relies_on: Iterable[EntryAddress] = (),
         refreshed: bool = False,
     ) -> bool:
         """Add an entry whole, with the commit's new `objects`, as one batch; False if the run already has it.
@@ -393,7 +399,7 @@ class Repository(SegmentStore):
         self._append_batch([*objects, fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)
         return True
 
-    def read_packed(self, oid: bytes, location: Location) -> bytes:
+    def read_packed(self, oid: bytes, location: EntryAddress) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
 
     # for sync
@@ -411,22 +417,22 @@ class Repository(SegmentStore):
     # journal and retirement records
 
     def append_record(self, run: str, kind: str, record_id: str, data: bytes) -> bool:
-        """Add a JOURNAL or RETIRED record whole, never replacing one: False if it exists. Durable as append_entry."""
+        """Add a JOURNAL_RECORDS or RETIRED_RECORDS record whole, never replacing one: False if it exists. Durable as append_entry."""
         self.index.refresh()
-        if self.index.has(KIND[kind], run, record_id):
+        if self.index.has(kinds.KIND_OF[kind], run, record_id):
             return False
-        self._append([fmt.Record(KIND[kind], kinds.pair_key(run, record_id), data)], True)
+        self._append([fmt.Record(kinds.KIND_OF[kind], kinds.pair_key(run, record_id), data)], True)
         return True
 
     def read_record(self, run: str, kind: str, record_id: str) -> bytes | None:
         """A record's bytes, unverified but for its frame; None if it is gone (retired since it was listed)."""
-        found = self._body(KIND[kind], run, record_id)
+        found = self._body(kinds.KIND_OF[kind], run, record_id)
         return None if found is None else found[0]
 
     def make_records_durable(self, run: str, kind: str, record_ids: list[str]) -> None:
         """Make records durable whoever wrote them (see make_durable), before they are returned."""
         for record_id in record_ids:
-            location = self._location(KIND[kind], run, record_id)
+            location = self._location(kinds.KIND_OF[kind], run, record_id)
             if location is not None:
                 self.make_durable(location)
 
@@ -439,7 +445,7 @@ class Repository(SegmentStore):
         if self.source is not None and run not in self._retirements_fetched:
             self._fetch_retirements(run)
         found = []
-        for record_id in self.record_ids(run, RETIRED):
+        for record_id in self.record_ids(run, RETIRED_RECORDS):
             body = self._body(kinds.RETIRED, run, record_id)
             if body is not None:
                 found.append(decode_retirement(body[0], run, record_id, f"{run} retired/{record_id} ({body[1]})"))
@@ -447,8 +453,8 @@ class Repository(SegmentStore):
 
     def _fetch_retirements(self, run: str) -> None:
         assert self.source is not None
-        for record_id in sorted(set(self.source.list_ids(run, RETIRED)) - set(self.record_ids(run, RETIRED))):
-            data = self.source.fetch_record(RETIRED, run, record_id)
+        for record_id in sorted(set(self.source.list_ids(run, RETIRED_RECORDS)) - set(self.record_ids(run, RETIRED_RECORDS))):
+            data = self.source.fetch_record(RETIRED_RECORDS, run, record_id)
             if data is None:
                 continue  # removed by a remote gc since it was listed
             record = decode_retirement(data, run, record_id, f"remote {run} retired/{record_id}")
@@ -456,7 +462,7 @@ class Repository(SegmentStore):
                 self.source.check_retirement(record)  # a remote retires only what it holds or held (sync/authority.py)
             except RetirementRefused:
                 continue  # reported by the remote, kept for `agentfs status`
-            self.append_record(run, RETIRED, record_id, data)
+            self.append_record(run, RETIRED_RECORDS, record_id, data)
         self._retirements_fetched.add(run)
 
     def retired_ids(self, run: str) -> set[str]:
@@ -467,7 +473,7 @@ class Repository(SegmentStore):
         """Remove what `record` names from its run: a durable retirement record, which the index of
         every process then applies (hides the checkpoints and journal records it names), and this
         process's cache of them. Call with excluding_writers() held; compaction drops them later."""
-        self.append_record(record.run, RETIRED, record.id, encode_retirement(record, self.writer()))
+        self.append_record(record.run, RETIRED_RECORDS, record.id, encode_retirement(record, self.writer()))
         self.forget(record.run, record.checkpoints)
 
     # forks: the only way a run's entries borrow from another run's
@@ -494,7 +500,7 @@ class Repository(SegmentStore):
 
     def read_config(self) -> dict[str, Any]:
         """The config as stored now (another process may have changed it since this store opened)."""
-        return read_config(self.root / keys.CONFIG)
+        return _read_config(self.root / keys.CONFIG)
 
     def rewrite_config(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Apply `change` to the config as stored now and replace it, under the config lock (two

@@ -18,8 +18,7 @@ from ..errors import StoreClosed
 from ..format import codec, keys, kinds
 from ..format import segment as fmt
 from ..format.crypto import SEALED_OVERHEAD, Sealer
-from ..format.keys import JOURNAL, LOG, RETIRED
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
@@ -29,7 +28,6 @@ from .segment_writer import SEAL_AT, Durability, SegmentWriter, seal_orphans
 
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
 log = logging.getLogger("agentfs")
-KIND = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}  # the API's kind names -> record kinds
 
 
 class SegmentStore:
@@ -132,13 +130,13 @@ class SegmentStore:
             self._writer = None
             self._synced.clear()  # what the parent knew synced: the child learns it again
 
-    def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.Location]:
+    def _append(self, records: Sequence[fmt.Record], sync: bool) -> list[segments.FrameLocation]:
         """Append `records` as one batch to this process's segment (fdatasynced if `sync`) and index them; where they lie."""
         segment_id, entries = self._append_batch(records, sync)
-        return [segments.Location(segment_id, entry.offset, entry.length) for entry in entries]
+        return [segments.FrameLocation(segment_id, entry.offset, entry.length) for entry in entries]
 
     def _append_batch(self, records: Sequence[fmt.Record], sync: bool) -> tuple[int, list[fmt.IndexEntry]]:
-        """_append, for a caller that needs no Location: (the segment's id, the records' index entries)."""
+        """_append, for a caller that needs no FrameLocation: (the segment's id, the records' index entries)."""
         segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync)
         self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
@@ -161,7 +159,7 @@ class SegmentStore:
         own = writer.current_segment() if writer is not None and self._writer_forks == forks() else None
         self.index.refresh(own=own)
 
-    def make_durable(self, location: segments.Location) -> None:
+    def make_durable(self, location: segments.FrameLocation) -> None:
         """Make the record at `location` durable before this process reuses it (DESIGN.md invariant 1).
 
         Hazard: another writer (or a process killed before its sync, or one with durability
@@ -226,13 +224,13 @@ class SegmentStore:
         self.index.refresh()
         return self.index.ids(kinds.ENTRY, run)
 
-    def local_entries(self) -> Iterator[Location]:
+    def local_entries(self) -> Iterator[EntryAddress]:
         """(run, id) of every entry in the store, run by run."""
         self.index.refresh()
         return self.index.all_ids(kinds.ENTRY)
 
 
-    def _location(self, kind: int, run: str, record_id: str) -> segments.Location | None:
+    def _location(self, kind: int, run: str, record_id: str) -> segments.FrameLocation | None:
         location = self.index.location(kind, run, record_id)
         if location is None:
             self.index.refresh()
@@ -241,19 +239,19 @@ class SegmentStore:
 
 
     def record_ids(self, run: str, kind: str) -> list[str]:
-        """The ids of `run`'s JOURNAL or RETIRED records, oldest first."""
+        """The ids of `run`'s JOURNAL_RECORDS or RETIRED_RECORDS records, oldest first."""
         self.index.refresh()
-        return self.index.ids(KIND[kind], run)
+        return self.index.ids(kinds.KIND_OF[kind], run)
 
     def poll_record_ids(self, run: str, kind: str, known: Iterable[str] = ()) -> set[str]:
-        """The ids of `run`'s JOURNAL or RETIRED records now, unordered, for a caller that polls."""
+        """The ids of `run`'s JOURNAL_RECORDS or RETIRED_RECORDS records now, unordered, for a caller that polls."""
         self.index.refresh()
-        return set(self.index.ids(KIND[kind], run))
+        return set(self.index.ids(kinds.KIND_OF[kind], run))
 
 
     def record_size(self, run: str, kind: str, record_id: str) -> int | None:
         """The bytes of a record's body; None if it is gone."""
-        location = self._location(KIND[kind], run, record_id)
+        location = self._location(kinds.KIND_OF[kind], run, record_id)
         if location is None:
             return None
         if self.sealer is None:
@@ -262,9 +260,9 @@ class SegmentStore:
         return location.length - fmt.record_overhead(len(key)) - SEALED_OVERHEAD
 
     def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
-        """(run, id) of every JOURNAL or RETIRED record in the store."""
+        """(run, id) of every JOURNAL_RECORDS or RETIRED_RECORDS record in the store."""
         self.index.refresh()
-        return self.index.all_ids(KIND[kind])
+        return self.index.all_ids(kinds.KIND_OF[kind])
 
 
     # locks
@@ -318,14 +316,14 @@ class SegmentStore:
         return _InFlight(self, self._lock_files.hold(self._gc_lock_path, EXCLUSIVE))
 
     def where_stored(self, run: str, kind: str, record_id: str) -> str:
-        """Where an entry (kind LOG) or record lies, for messages: its segment and offset, then its name."""
-        location = self.index.location(KIND[kind], run, record_id)
+        """Where an entry (kind LOG_RECORDS) or record lies, for messages: its segment and offset, then its name."""
+        location = self.index.location(kinds.KIND_OF[kind], run, record_id)
         where = str(self.segments_dir) if location is None else self.index.where(location)
         return f"{where}: {kind} record {run}/{record_id}"
 
     def repair_record(self, run: str, kind: str, record_id: str, data: bytes) -> None:
         """Append verified bytes of a record found damaged here: reads then take this intact copy. Durable as append_record."""
-        self._append([fmt.Record(KIND[kind], kinds.pair_key(run, record_id), data)], True)
+        self._append([fmt.Record(kinds.KIND_OF[kind], kinds.pair_key(run, record_id), data)], True)
 
     def watched_dir(self) -> Path:
         """Where every commit makes a file-system event: watch it for hints of new checkpoints."""

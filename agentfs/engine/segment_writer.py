@@ -37,7 +37,7 @@ from ..format import segment as fmt
 from ..fsutil import fsync_dir, make_dirs, temp_path
 from ..fsutil import write_all as _write_all  # the name tests/test_segment_faults.py's rollover crash wraps
 from .sealing import tmp_dir_of, write_seal
-from .segments import Location, open_segment, peek, seal_copy_path, segment_ids, storing
+from .segments import FrameLocation, open_segment, peek, seal_copy_path, segment_ids, storing
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -184,13 +184,13 @@ class SegmentWriter:
                 os.fsync(self._fd)
             fsync_dir(self.directory)
 
-    def append(self, records: Sequence[fmt.Record], *, sync: bool = True) -> list[Location]:
+    def append(self, records: Sequence[fmt.Record], *, sync: bool = True) -> list[FrameLocation]:
         """Append `records` as one batch (one write; one fdatasync with durability "power"); their locations.
 
         With `sync=False` no fdatasync: the caller's next synced append to this writer covers the batch
         (the same file; a roll in between seals, and so syncs, the segment it lies in)."""
         segment_id, _start, _end, entries = self.append_batch(records, sync=sync)
-        return [Location(segment_id, entry.offset, entry.length) for entry in entries]
+        return [FrameLocation(segment_id, entry.offset, entry.length) for entry in entries]
 
     def append_batch(self, records: Sequence[fmt.Record], *, sync: bool = True) -> tuple[int, int, int, list[fmt.IndexEntry]]:
         """append(), returning what an index of the batch needs: (segment id, start, end, the records' index entries)."""

@@ -26,8 +26,8 @@ READ_CHUNK = 1 << 20
 LOST_NAMED = 20  # checkpoints named in the report of a damaged sealed segment; the rest are counted
 
 
-class Location(NamedTuple):
-    """Where a record's frame lies: its segment and the frame's offset and length."""
+class FrameLocation(NamedTuple):
+    """Where a record's frame lies: its segment and the frame's offset and length (format/refs.py's EntryAddress names an entry)."""
 
     segment_id: int
     offset: int
@@ -309,13 +309,13 @@ class SegmentReader:
             self.problems.extend(view.problems)
             yield view
 
-    def records(self) -> Iterator[tuple[int, bytes, Location]]:
+    def records(self) -> Iterator[tuple[int, bytes, FrameLocation]]:
         """(kind, key, location) of every intact record, segment by segment in append order."""
         for view in self.segments():
             for entry in view.entries:
-                yield entry.kind, entry.key, Location(view.header.segment_id, entry.offset, entry.length)
+                yield entry.kind, entry.key, FrameLocation(view.header.segment_id, entry.offset, entry.length)
 
-    def read(self, location: Location) -> fmt.Record:
+    def read(self, location: FrameLocation) -> fmt.Record:
         """The record at `location`; IntegrityError if its frame is damaged."""
         path = self.directory / fmt.segment_name(location.segment_id)
         where = f"{path} offset {location.offset}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from ulid import ULID
@@ -85,10 +84,11 @@ def check_remote_config(data: bytes, where: str) -> dict[str, Any]:
     return check_config(data, where, REMOTE_FORMAT, refusal)
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """A local store's config; a format-1 store is refused with the command that converts it."""
-    upgrade = f"{path.parent} is a format-1 agentfs store; run 'agentfs upgrade {path.parent}' to convert it"
-    config = check_config(path.read_bytes(), str(path), FORMAT, upgrade)
+def check_store_config(data: bytes, where: str, store: str) -> dict[str, Any]:
+    """A local store's config, read from `where` in the store at `store`; a format-1 store is refused with the
+    command that converts it."""
+    upgrade = f"{store} is a format-1 agentfs store; run 'agentfs upgrade {store}' to convert it"
+    config = check_config(data, where, FORMAT, upgrade)
     if not isinstance(config.get("store_id"), str):
-        raise FormatError(f"{path} has no store_id: not an agentfs store config")
+        raise FormatError(f"{where} has no store_id: not an agentfs store config")
     return config

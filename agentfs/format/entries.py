@@ -14,7 +14,7 @@ import msgpack
 from ..errors import FormatError
 from . import codec
 from .manifest import Manifest
-from .refs import PACKED, Location, Ref
+from .refs import PACKED, EntryAddress, Ref
 from .sealed import seal, unseal
 
 MAGIC = b"AFL"
@@ -39,7 +39,7 @@ class Entry:
         """refs() without the labels, which cost a commit more than the refs (each one an f-string)."""
         return [ref for _fmt, _count, ref in self.manifest.state.values()] + list(self.manifest.artifacts.values())
 
-    def borrowed(self) -> set[Location]:
+    def borrowed(self) -> set[EntryAddress]:
         """Other entries whose packed objects this checkpoint uses."""
         return {(ref[3], ref[4]) for ref in self.blob_refs() if ref[0] == PACKED and len(ref) == 5}
 

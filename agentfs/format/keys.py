@@ -21,8 +21,8 @@ GC = "gc"  # remote only: remote gc markers
 SEGMENTS = "segments"  # format 2: the local store's append-only segment files
 KEY_SLOTS = "keys"  # an encrypted store's (and remote's) key slots, one file each (format/crypto.py)
 
-LOG, JOURNAL, RETIRED = "log", "journal", "retired"  # a run's kinds of record, each named by a ULID
-RECORD_KINDS = (LOG, JOURNAL, RETIRED)
+LOG_RECORDS, JOURNAL_RECORDS, RETIRED_RECORDS = "log", "journal", "retired"  # a run's kinds of record, each named by a ULID
+RECORD_NAMES = (LOG_RECORDS, JOURNAL_RECORDS, RETIRED_RECORDS)
 
 GC_LOCK = (LOCKS, "gc")
 CONFIG_LOCK = (LOCKS, "config")
@@ -104,7 +104,7 @@ def head_key(run: str, checkpoint_id: str) -> tuple[str, str, str]:
 def retired_dir_key(run: str) -> tuple[str, str]:
     """retired/<digest(run)>: the run's retirement records again, one key each (also in packs), so a
     reader learns what retention removed with one listing, whatever the number of packs."""
-    return (RETIRED, digest(run))
+    return (RETIRED_RECORDS, digest(run))
 
 
 def retired_key(run: str, record_id: str) -> tuple[str, str, str]:

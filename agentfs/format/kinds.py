@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from ..errors import FormatError, InvalidName
 from ..names import ID, check_name
+from .keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 
 OBJECT, ENTRY, JOURNAL, RETIRED, FORK = 16, 17, 18, 19, 20
 RUN_KINDS = (ENTRY, JOURNAL, RETIRED)  # keyed by run and id
 KNOWN = frozenset((OBJECT, ENTRY, JOURNAL, RETIRED, FORK))
 NAMES = {OBJECT: "object", ENTRY: "entry", JOURNAL: "journal", RETIRED: "retired", FORK: "fork"}
 OID_LENGTH = 32
+KIND_OF = {LOG_RECORDS: ENTRY, JOURNAL_RECORDS: JOURNAL, RETIRED_RECORDS: RETIRED}  # the engine API's record names -> kinds
 
 
 def pair_key(first: str, second: str) -> bytes:

@@ -30,8 +30,8 @@ MAX_DEPTH = 8
 _MIX = 0x9E3779B97F4A7C15  # 2^64 / the golden ratio, odd (Fibonacci hashing): a product's top bits depend on every bit
 
 Ref = list[Any]
-Location = tuple[str, str]  # (run, checkpoint id) of a log entry
-ReadPacked = Callable[[bytes, Location], bytes]
+EntryAddress = tuple[str, str]  # (run, checkpoint id) of a log entry (not engine/segments.py's FrameLocation, a place in a file)
+ReadPacked = Callable[[bytes, EntryAddress], bytes]
 
 
 def check_ref(ref: Any, where: str) -> Ref:
@@ -62,7 +62,7 @@ def ref_size(ref: Ref) -> int:
     return len(ref[1]) if ref[0] == INLINE else ref[2]
 
 
-def located(ref: Ref, home: Location) -> Ref:
+def located(ref: Ref, home: EntryAddress) -> Ref:
     """The same ref, valid from any entry: a packed object keeps the address of its entry."""
     if ref[0] == PACKED and len(ref) == 3:
         return [PACKED, ref[1], ref[2], home[0], home[1]]

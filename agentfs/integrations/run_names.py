@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import agentfs
 
-from ..engine.keyslots import EncryptionArg
+from ..api import EncryptionArg
 
 _PLAIN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _HASHED = re.compile(r"h[0-9a-f]{64}")

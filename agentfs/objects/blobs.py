@@ -21,7 +21,7 @@ from ..format.refs import (
     PACK_MAX,
     PACKED,
     TREE,
-    Location,
+    EntryAddress,
     ReadPacked,
     Ref,
     encode_node,
@@ -252,7 +252,7 @@ class BlobReader:
         # the store's pool, looked up at each read: a stream opened before the store was closed reads on
         self.pool = pool
 
-    def chunks(self, ref: Ref, home: Location, where: str) -> Iterator[bytes]:
+    def chunks(self, ref: Ref, home: EntryAddress, where: str) -> Iterator[bytes]:
         """The blob's bytes, a verified chunk at a time, never more than its reference claims: each tree node's
         children must add up to the size its parent (or the reference) gives it before any is read, and each
         chunk must be the size its node gives it (tests/test_tree_bounds.py)."""
@@ -265,7 +265,7 @@ class BlobReader:
         if total != ref_size(ref):
             raise FormatError(f"{where}: blob holds {total} bytes, its reference says {ref_size(ref)}")
 
-    def _chunks(self, ref: Ref, home: Location, where: str) -> Iterator[bytes]:
+    def _chunks(self, ref: Ref, home: EntryAddress, where: str) -> Iterator[bytes]:
         kind = ref[0]
         if kind == INLINE:
             yield ref[1]
@@ -316,7 +316,7 @@ class BlobReader:
             raise FormatError(f"{where}: chunk {oid.hex()} holds {len(data)} bytes where its tree node claims {size}")
         return data
 
-    def read(self, ref: Ref, home: Location, where: str) -> bytes:
+    def read(self, ref: Ref, home: EntryAddress, where: str) -> bytes:
         """A value's bytes, whole: refused before a byte is read if its reference claims more than the largest
         value (MAX_VALUE), which a tree repeating one chunk can claim at the cost of a few objects."""
         if ref_size(ref) > MAX_VALUE:

@@ -26,7 +26,7 @@ from typing import Protocol
 
 from ..engine.repository import Repository
 from ..errors import RetirementRefused
-from ..format.keys import JOURNAL
+from ..format.keys import JOURNAL_RECORDS
 from ..format.retirement import Retirement
 from ..fsutil import write_atomic
 from .index import PushIndex
@@ -88,8 +88,8 @@ def check_authority(store: Repository, remote: Holder, record: Retirement) -> No
     local = store.local_ids(run)
     held = {cid for loc_run, cid in remote.index.entries | remote.index.gone if loc_run == run}
     never_held = sorted((named & set(local)) - held)
-    held_journal = {rid for kind, loc_run, rid in remote.index.records if kind == JOURNAL and loc_run == run}
-    never_held += sorted((set(record.journal) & set(store.record_ids(run, JOURNAL))) - held_journal)  # journal records too
+    held_journal = {rid for kind, loc_run, rid in remote.index.records if kind == JOURNAL_RECORDS and loc_run == run}
+    never_held += sorted((set(record.journal) & set(store.record_ids(run, JOURNAL_RECORDS))) - held_journal)  # journal records too
     if never_held:
         raise RetirementRefused(
             f"{where} names {len(never_held)} checkpoint(s) or journal record(s) this store holds and never pushed to "

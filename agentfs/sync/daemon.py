@@ -16,7 +16,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
 from ..engine.notify import observe
 from ..engine.repository import Repository
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..redaction import Redactor, redact_url
 from .hooks import CommitHook
 from .pack_remote import PackRemote
@@ -188,11 +188,11 @@ class SyncDaemon:
         """Wait until every checkpoint and journal record written before this call is on the remote; False on timeout."""
         return self._wait_pushed(self._written(), None if timeout is None else time.monotonic() + timeout)
 
-    def _written(self) -> tuple[set[Location], set[tuple[str, str, str]]]:
+    def _written(self) -> tuple[set[EntryAddress], set[tuple[str, str, str]]]:
         """What flush() waits for: the store's checkpoints and journal records as of now."""
         return set(self.store.local_entries()), set(local_records(self.store))
 
-    def _wait_pushed(self, written: tuple[set[Location], set[tuple[str, str, str]]], deadline: float | None) -> bool:
+    def _wait_pushed(self, written: tuple[set[EntryAddress], set[tuple[str, str, str]]], deadline: float | None) -> bool:
         """Whether all of `written` is pushed, waiting until `deadline` (monotonic) or the daemon's thread ends."""
         target, records = written
         self._wake.set()

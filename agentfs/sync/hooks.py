@@ -23,7 +23,7 @@ from pathlib import Path
 from ..engine.notify import Watcher
 from ..engine.repository import Repository
 from ..errors import FormatError
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..fsutil import make_dirs, write_atomic
 from ..ids import id_time_ns
 
@@ -50,7 +50,7 @@ class CommitHook:
         self.argv = argv
         self.path = state_dir / STATE_FILE
         self._since = 0
-        self._done: set[Location] = set()
+        self._done: set[EntryAddress] = set()
         self._halt = threading.Event()
         self._lock = threading.Lock()  # between starting a command and stop() cutting it short
         self._process: subprocess.Popen[bytes] | None = None
@@ -105,12 +105,12 @@ class CommitHook:
             with open(self.path, "a") as handle:
                 handle.write("\n")  # end it, so that the next record starts a line of its own
 
-    def _due(self, location: Location) -> bool:
+    def _due(self, location: EntryAddress) -> bool:
         return location not in self._done and id_time_ns(location[1]) // 1_000_000 >= self._since
 
-    def _loop(self, backlog: list[Location]) -> None:
+    def _loop(self, backlog: list[EntryAddress]) -> None:
         assert self._watcher is not None
-        batch: list[Location] | None = backlog
+        batch: list[EntryAddress] | None = backlog
         while batch is not None:
             for location in batch:
                 if self._halt.is_set():

@@ -12,7 +12,7 @@ import time
 
 from ..format import codec, kinds
 from ..format.entries import Entry, decode_entry_at
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from .index import PushIndex
 from .pack_remote import PackRemote
 
@@ -24,7 +24,7 @@ def check_object(oid: bytes, blob: bytes, where: str, hasher: codec.Hasher = cod
     codec.decode(blob, oid, where, hasher)
 
 
-def check_entry(loc: Location, data: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> None:
+def check_entry(loc: EntryAddress, data: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> None:
     """A log entry that is damaged, not the checkpoint its name says, or packs a corrupt object raises."""
     entry = decode_entry_at(data, *loc, where, hasher)
     for oid in entry.pack:
@@ -37,7 +37,7 @@ class Refusals:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.objects: set[bytes] = set()
-        self.entries: set[Location] = set()
+        self.entries: set[EntryAddress] = set()
         self.reasons: list[str] = []
 
     def object(self, oid: bytes, reason: str) -> None:
@@ -45,7 +45,7 @@ class Refusals:
             self.objects.add(oid)
             self.reasons.append(reason)
 
-    def entry(self, loc: Location, reason: str) -> None:
+    def entry(self, loc: EntryAddress, reason: str) -> None:
         with self.lock:
             self.entries.add(loc)
             self.reasons.append(f"checkpoint {loc[0]}@{loc[1]} not pushed: {reason}")
@@ -82,7 +82,7 @@ class Holdings:
         self.remote = remote
         self.index = index
         self.lost_objects: set[bytes] = set()
-        self.lost_entries: set[Location] = set()
+        self.lost_entries: set[EntryAddress] = set()
 
     def object(self, oid: bytes) -> bool:
         if (kinds.OBJECT, oid) in self.remote.places:
@@ -91,7 +91,7 @@ class Holdings:
             self.lost_objects.add(oid)
         return False
 
-    def entry(self, loc: Location) -> bool:
+    def entry(self, loc: EntryAddress) -> bool:
         if (kinds.ENTRY, kinds.pair_key(*loc)) in self.remote.places:
             return True
         if loc in self.index.entries:
@@ -104,11 +104,11 @@ class Holdings:
             self.index.forget(self.lost_objects, self.lost_entries, set())
 
 
-def borrowed_first(entries: dict[Location, tuple[bytes, Entry]]) -> list[Location]:
+def borrowed_first(entries: dict[EntryAddress, tuple[bytes, Entry]]) -> list[EntryAddress]:
     """The entries in an order where each comes after those of `entries` it borrows from (ids ascending
     otherwise; iterative, as a run's entries may chain thousands deep)."""
-    ordered: list[Location] = []
-    placed: set[Location] = set()
+    ordered: list[EntryAddress] = []
+    placed: set[EntryAddress] = set()
     for start in sorted(entries):
         stack = [(start, False)]
         while stack:

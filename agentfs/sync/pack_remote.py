@@ -26,7 +26,7 @@ from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteDataMissing, RemoteError, WrongKey
 from ..format import codec, crypto, keys, kinds
 from ..format.config import encrypted
-from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from ..format.pack import MAX_HEAD, PACK_ID, Head, decode_head, decode_pack_index
 from ..format.retirement import Retirement
 from ..format.segment import KEYED_FRAME, TRAILER, IndexEntry, decode_record, decode_trailer
@@ -43,7 +43,6 @@ MAX_OBJECT_FRAME = KEYED_FRAME.size + 32 + codec.MAX_BLOB  # an object's frame: 
 READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
-KIND_OF = {LOG: kinds.ENTRY, JOURNAL: kinds.JOURNAL, RETIRED: kinds.RETIRED}
 
 log = logging.getLogger("agentfs.sync")
 
@@ -457,14 +456,14 @@ class PackRemote(Remote):
 
     def fetch_record(self, kind: str, run: str, record_id: str) -> bytes | None:
         data = None
-        if kind == RETIRED:  # its own key first: no pack index needed
+        if kind == RETIRED_RECORDS:  # its own key first: no pack index needed
             stored = self.stored_run(check_name(run))
             data = self.read(self.key(*keys.retired_key(stored, check_id(record_id))), MAX_FRAME)
             if data is not None and self.sealer is not None:
                 key = kinds.pair_key(stored, record_id)
                 data = self.sealer.open(kinds.RETIRED, key, data, f"remote {self.url} retirement key {run} {record_id}")
         if data is None:
-            data = self.read_body(KIND_OF[kind], kinds.pair_key(check_name(run), check_id(record_id)))
+            data = self.read_body(kinds.KIND_OF[kind], kinds.pair_key(check_name(run), check_id(record_id)))
         if data is not None and self.index is not None:
             self.index.add_records([(kind, run, record_id)])
         return data
@@ -475,18 +474,18 @@ class PackRemote(Remote):
         admit(self._store, self, record)
 
     def fetch_journal(self, run: str, record_id: str) -> bytes | None:
-        return self.fetch_record(JOURNAL, run, record_id)
+        return self.fetch_record(JOURNAL_RECORDS, run, record_id)
 
     def list_journal(self, run: str) -> list[str]:
-        return self.list_ids(run, JOURNAL)
+        return self.list_ids(run, JOURNAL_RECORDS)
 
-    def list_ids(self, run: str, kind: str = LOG) -> list[str]:
+    def list_ids(self, run: str, kind: str = LOG_RECORDS) -> list[str]:
         """The run's ids of `kind`; retirement records by one listing of their own keys, the rest from every pack index."""
-        if kind == RETIRED:
+        if kind == RETIRED_RECORDS:
             directory = self.key(*keys.retired_dir_key(self.stored_run(check_name(run))))
             return sorted(name for name in self.list_names(directory) if ID.fullmatch(name))
         self.load_all(force=False)
-        return sorted(self.ids.get((KIND_OF[kind], check_name(run)), ()))
+        return sorted(self.ids.get((kinds.KIND_OF[kind], check_name(run)), ()))
 
     def list_runs(self) -> list[str]:
         self.load_all(force=False)
@@ -534,9 +533,9 @@ class PackRemote(Remote):
         self.load_all()
         return sorted((run, record_id) for (kind, run), found in self.ids.items() if kind == kinds.ENTRY for record_id in found)
 
-    def list_all_records(self, kinds_wanted: tuple[str, ...] = keys.RECORD_KINDS) -> list[tuple[str, str, str]]:
+    def list_all_records(self, kinds_wanted: tuple[str, ...] = keys.RECORD_NAMES) -> list[tuple[str, str, str]]:
         self.load_all()
-        names = {code: name for name, code in KIND_OF.items() if name in kinds_wanted}
+        names = {code: name for name, code in kinds.KIND_OF.items() if name in kinds_wanted}
         return sorted((names[kind], run, record_id) for (kind, run), found in self.ids.items() if kind in names for record_id in found)
 
 

@@ -15,8 +15,8 @@ from ..errors import AgentFSError, FormatError, NotFound, RemoteError, Retiremen
 from ..format import kinds
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
-from ..format.keys import JOURNAL, LOG, RETIRED
-from ..format.refs import Location
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
+from ..format.refs import EntryAddress
 from ..format.retirement import decode_retirement
 from ..format.walk import NODE, Children, Reached, reach
 from .authority import Applied
@@ -33,7 +33,7 @@ class PullStats:
     objects: int = 0
     records: int = 0  # journal and retirement records
     bytes: int = 0
-    repaired: list[Location] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
+    repaired: list[EntryAddress] = dataclasses.field(default_factory=list)  # damaged local entries replaced by the remote's copy
     diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pulled runs with several
     bar: tqdm[None] | None = dataclasses.field(default=None, repr=False, compare=False)  # byte progress, on a terminal
     retired: list[Applied] = dataclasses.field(default_factory=list)  # the remote's retirement records applied here
@@ -45,14 +45,14 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
     """Fetch every checkpoint of `runs` (default: all) that the store lacks, with all its objects."""
     remote.attach(store)
     entries = remote.list_all_entries()
-    records = [r for r in remote.list_all_records((JOURNAL, RETIRED)) if runs is None or r[1] in runs]
+    records = [r for r in remote.list_all_records((JOURNAL_RECORDS, RETIRED_RECORDS)) if runs is None or r[1] in runs]
     unknown = sorted(set(runs or ()) - {run for run, _id in entries} - {run for _kind, run, _id in records})
     if unknown:
         raise NotFound(f"run {', '.join(map(repr, unknown))} not found on {remote.url}")
     stats = PullStats()
     with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-pull") as pool:
         # retirement records first: a checkpoint retention removed anywhere is never fetched back
-        retirements = [(run, record_id) for kind, run, record_id in records if kind == RETIRED]
+        retirements = [(run, record_id) for kind, run, record_id in records if kind == RETIRED_RECORDS]
         for size in pool.map(lambda record: _pull_retirement(store, remote, record[0], record[1], stats), retirements):
             stats.records += size > 0
             stats.bytes += size
@@ -67,7 +67,7 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
             for start in range(0, len(missing), BATCH):
                 _pull_batch(store, remote, pool, missing[start : start + BATCH], stats)
         stats.bar = None
-        journal = [record for record in records if record[0] != RETIRED]
+        journal = [record for record in records if record[0] != RETIRED_RECORDS]
         for size in pool.map(lambda record: _pull_journal(store, remote, record[1], record[2], stats), journal):
             stats.records += size > 0
             stats.bytes += size
@@ -79,7 +79,7 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
     return stats
 
 
-def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
+def _damaged(store: Repository, wanted: list[EntryAddress]) -> list[EntryAddress]:
     """Local entries among `wanted` that do not decode: pull replaces them with the remote's verified copy.
 
     Cost: every local entry the remote also holds is read and re-hashed once per pull.
@@ -90,7 +90,7 @@ def _damaged(store: Repository, wanted: list[Location]) -> list[Location]:
         if data is None:
             continue
         try:
-            decode_entry_at(data, *loc, store.where_stored(loc[0], LOG, loc[1]), store.hasher)
+            decode_entry_at(data, *loc, store.where_stored(loc[0], LOG_RECORDS, loc[1]), store.hasher)
         except AgentFSError:
             damaged.append(loc)
     return damaged
@@ -110,10 +110,10 @@ def _pull_record(store: Repository, remote: PackRemote, kind: str, run: str, rec
 
 def _pull_retirement(store: Repository, remote: PackRemote, run: str, record_id: str, stats: PullStats) -> int:
     """A retirement record the store lacks, verified and applied if the remote has the authority (sync/authority.py)."""
-    if store.read_record(run, RETIRED, record_id) is not None:
+    if store.read_record(run, RETIRED_RECORDS, record_id) is not None:
         return 0
     try:
-        data = remote.fetch_record(RETIRED, run, record_id)
+        data = remote.fetch_record(RETIRED_RECORDS, run, record_id)
         if data is None:
             return 0  # removed by a remote gc since it was listed
         record = decode_retirement(data, run, record_id, f"remote {remote.url} {run} retired/{record_id}")
@@ -127,7 +127,7 @@ def _pull_retirement(store: Repository, remote: PackRemote, run: str, record_id:
         _skip(remote, stats, kinds.RETIRED, run, record_id, exc)
         return 0
     removed = sorted(set(record.checkpoints) & set(store.local_ids(run)))
-    store.append_record(run, RETIRED, record_id, data)
+    store.append_record(run, RETIRED_RECORDS, record_id, data)
     stats.retired.append(Applied(remote.url, run, record_id, removed, len(record.checkpoints)))
     log.info("%s", stats.retired[-1].describe())
     return len(data)
@@ -135,7 +135,7 @@ def _pull_retirement(store: Repository, remote: PackRemote, run: str, record_id:
 
 def _pull_journal(store: Repository, remote: PackRemote, run: str, record_id: str, stats: PullStats) -> int:
     try:
-        return _pull_record(store, remote, JOURNAL, run, record_id)
+        return _pull_record(store, remote, JOURNAL_RECORDS, run, record_id)
     except RemoteError:
         raise
     except AgentFSError as exc:
@@ -153,13 +153,13 @@ def _skip(remote: PackRemote, stats: PullStats, kind: int, run: str, record_id: 
 
 def check_record(kind: str, data: bytes, run: str, record_id: str, where: str) -> None:
     """Refuse a journal or retirement record that is damaged, malformed or not the one its key names."""
-    if kind == JOURNAL:
+    if kind == JOURNAL_RECORDS:
         decode_record(data, run, record_id, where)
     else:
         decode_retirement(data, run, record_id, where)
 
 
-def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, batch: list[Location], stats: PullStats) -> None:
+def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, batch: list[EntryAddress], stats: PullStats) -> None:
     repaired = set(stats.repaired)
     fetched = list(pool.map(lambda loc: _fetch_entry_or_skip(remote, loc, stats), batch))
     entries = {loc: got for loc, got in zip(batch, fetched, strict=True) if got is not None}
@@ -175,7 +175,7 @@ def _pull_batch(store: Repository, remote: PackRemote, pool: ThreadPoolExecutor,
         stats.bytes += len(raw)
 
 
-def _fetch_entry_or_skip(remote: PackRemote, loc: Location, stats: PullStats) -> tuple[bytes, Entry] | None:
+def _fetch_entry_or_skip(remote: PackRemote, loc: EntryAddress, stats: PullStats) -> tuple[bytes, Entry] | None:
     try:
         return _fetch_entry(remote, loc)
     except RemoteError:
@@ -186,8 +186,8 @@ def _fetch_entry_or_skip(remote: PackRemote, loc: Location, stats: PullStats) ->
 
 
 def _with_closures(
-    store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, entries: dict[Location, tuple[bytes, Entry]], stats: PullStats
-) -> dict[Location, tuple[bytes, Entry]]:
+    store: Repository, remote: PackRemote, pool: ThreadPoolExecutor, entries: dict[EntryAddress, tuple[bytes, Entry]], stats: PullStats
+) -> dict[EntryAddress, tuple[bytes, Entry]]:
     """Fetch the objects of `entries`; if some cannot be (a truncated or missing pack), entry by entry, leaving
     out (and reporting) those whose objects cannot be fetched."""
     try:
@@ -210,7 +210,7 @@ def _with_closures(
     return complete
 
 
-def _fetch_entry(remote: PackRemote, loc: Location) -> tuple[bytes, Entry]:
+def _fetch_entry(remote: PackRemote, loc: EntryAddress) -> tuple[bytes, Entry]:
     raw = remote.fetch_entry(*loc)
     if raw is None:
         raise FormatError(f"remote {remote.url}: checkpoint {loc[0]}@{loc[1]} vanished while pulling")
@@ -246,12 +246,12 @@ def _fetch_object(store: Repository, remote: PackRemote, oid: bytes) -> int:
     return len(blob)
 
 
-def _dependency_order(entries: dict[Location, tuple[bytes, Entry]]) -> list[Location]:
+def _dependency_order(entries: dict[EntryAddress, tuple[bytes, Entry]]) -> list[EntryAddress]:
     """Install an entry only after the entries it borrows packed objects from."""
-    ordered: list[Location] = []
-    placed: set[Location] = set()
+    ordered: list[EntryAddress] = []
+    placed: set[EntryAddress] = set()
 
-    def place(loc: Location) -> None:
+    def place(loc: EntryAddress) -> None:
         if loc in placed:
             return
         placed.add(loc)

@@ -28,15 +28,15 @@ from ..errors import AgentFSError
 from ..format import keys, kinds
 from ..format.config import remote_config
 from ..format.entries import Entry
-from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from ..format.pack import MAX_HEAD, Pack, decode_head, encode_head, encode_pack
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..format.segment import IndexEntry, Record
 from ..format.walk import reach
 from ..ids import id_time_ns
 from .index import PushIndex, remember_url
 from .outgoing import Holdings, Refusals, borrowed_first, check_entry, check_object
-from .pack_remote import KIND_OF, PackRemote
+from .pack_remote import PackRemote
 from .pull import check_record
 from .remote_gc import GcBarrier
 
@@ -57,13 +57,13 @@ class PushStats:
     bytes: int = 0
     seconds: float = 0.0
     refused: list[str] = dataclasses.field(default_factory=list)  # corrupt local records, not pushed: why, each
-    held_back: list[Location] = dataclasses.field(default_factory=list)  # checkpoints not pushed: they need a refused record
+    held_back: list[EntryAddress] = dataclasses.field(default_factory=list)  # checkpoints not pushed: they need a refused record
     lost_objects: int = 0  # the push index said the remote held them, its pack indexes did not: uploaded again
     lost_entries: int = 0
     diverged: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # run -> its heads, for pushed runs with several
 
 
-def lag_seconds(pending: list[Location]) -> float:
+def lag_seconds(pending: list[EntryAddress]) -> float:
     """Age of the oldest checkpoint the remote lacks (its id holds its time); 0 when none."""
     oldest = min((id_time_ns(cid) for _run, cid in pending), default=None)
     return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1e9)
@@ -71,7 +71,7 @@ def lag_seconds(pending: list[Location]) -> float:
 
 def local_records(store: Repository) -> list[tuple[str, str, str]]:
     """(kind, run, id) of every journal and retirement record in the store."""
-    return [(kind, *loc) for kind in (JOURNAL, RETIRED) for loc in store.local_records(kind)]
+    return [(kind, *loc) for kind in (JOURNAL_RECORDS, RETIRED_RECORDS) for loc in store.local_records(kind)]
 
 
 def place_key(kind: int, key: bytes) -> str:
@@ -95,12 +95,12 @@ class Pusher:
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
         self.barrier = GcBarrier(remote, self.index)
-        self.last_scan: list[Location] = []  # what the last push found pending: status without a rescan
+        self.last_scan: list[EntryAddress] = []  # what the last push found pending: status without a rescan
         self._stats_lock = threading.Lock()
         self.refusals = Refusals()
         self._bar: tqdm[None] | None = None  # the running push's byte progress
 
-    def pending(self) -> list[Location]:
+    def pending(self) -> list[EntryAddress]:
         """Local checkpoints the remote is not known to hold, oldest first."""
         known = self.index.entries
         return sorted((loc for loc in self.store.local_entries() if loc not in known), key=lambda loc: (loc[1], loc[0]))
@@ -190,7 +190,7 @@ class Pusher:
     def _push_part(
         self,
         pool: ThreadPoolExecutor,
-        batch: list[Location],
+        batch: list[EntryAddress],
         records: list[tuple[str, str, str]],
         stats: PushStats,
         stop: threading.Event | None,
@@ -220,7 +220,7 @@ class Pusher:
             gone = sorted({oid for oid in again if oid not in self.index.objects} - sent)
             uploads += self._put_packs(self._records(pool, gone, {}, []), stats)
         self._place(self._put_indexes(pool, uploads))
-        retired = [(run, record_id) for kind, run, record_id in records if kind == RETIRED]
+        retired = [(run, record_id) for kind, run, record_id in records if kind == RETIRED_RECORDS]
         for _ in pool.map(lambda loc: self._put_retired(*loc), retired):  # before the index says they are up
             pass
         self.index.add_objects([oid for oid in oids if oid not in self.refusals.objects])
@@ -246,9 +246,9 @@ class Pusher:
         """About how many bytes `oids` are here (their frames): the progress bar's total."""
         return sum(location.length for oid in oids if (location := self.store.db.location(oid)) is not None)
 
-    def _entries(self, batch: list[Location], held: Holdings) -> dict[Location, tuple[bytes, Entry]]:
+    def _entries(self, batch: list[EntryAddress], held: Holdings) -> dict[EntryAddress, tuple[bytes, Entry]]:
         """The batch's entries, checked, with any entry they borrow from that the remote does not hold."""
-        entries: dict[Location, tuple[bytes, Entry]] = {}
+        entries: dict[EntryAddress, tuple[bytes, Entry]] = {}
         todo = list(batch)
         while todo:
             loc = todo.pop()
@@ -258,7 +258,7 @@ class Pusher:
             if raw is None:
                 continue  # retired here since it was listed
             try:
-                check_entry(loc, raw, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG, loc[1])})", self.store.hasher)
+                check_entry(loc, raw, f"{loc[0]}@{loc[1]} ({self.store.where_stored(loc[0], LOG_RECORDS, loc[1])})", self.store.hasher)
                 entry = self.store.read_entry(*loc)
             except AgentFSError as exc:  # a damaged entry stays local; the rest goes up
                 self.refusals.entry(loc, str(exc))
@@ -268,7 +268,11 @@ class Pusher:
         return entries
 
     def _records(
-        self, pool: ThreadPoolExecutor, oids: list[bytes], entries: dict[Location, tuple[bytes, Entry]], records: list[tuple[str, str, str]]
+        self,
+        pool: ThreadPoolExecutor,
+        oids: list[bytes],
+        entries: dict[EntryAddress, tuple[bytes, Entry]],
+        records: list[tuple[str, str, str]],
     ) -> Iterator[Record]:
         """What goes up, each record verified first: objects (checked CHECK_WINDOW at a time on the pool:
         zstd and sha256 release the GIL), then entries, then journal and retirement records."""
@@ -289,9 +293,9 @@ class Pusher:
             except AgentFSError as exc:
                 self.refusals.record(f"{kind} record not pushed: {exc}")
                 continue
-            yield Record(KIND_OF[kind], kinds.pair_key(run, record_id), body)
+            yield Record(kinds.KIND_OF[kind], kinds.pair_key(run, record_id), body)
 
-    def _refuse_dependents(self, entries: dict[Location, tuple[bytes, Entry]]) -> None:
+    def _refuse_dependents(self, entries: dict[EntryAddress, tuple[bytes, Entry]]) -> None:
         """Refuse each entry that needs a refused object (its closure walked whole) or borrows from a refused entry."""
         if not self.refusals.objects and not self.refusals.entries:
             return
@@ -393,9 +397,9 @@ class Pusher:
 
     def _put_retired(self, run: str, record_id: str) -> None:
         """A retirement record under its own key too (FORMAT.md): readers list them without the pack indexes."""
-        data = self.store.read_record(run, RETIRED, record_id)
+        data = self.store.read_record(run, RETIRED_RECORDS, record_id)
         try:
-            check_record(RETIRED, data or b"", run, record_id, self.store.where_stored(run, RETIRED, record_id))
+            check_record(RETIRED_RECORDS, data or b"", run, record_id, self.store.where_stored(run, RETIRED_RECORDS, record_id))
         except AgentFSError:
             return  # refused (and reported) as its pack was made, or removed since
         body = self.store.sealed([Record(kinds.RETIRED, kinds.pair_key(run, record_id), data or b"")])[0].body
@@ -418,7 +422,7 @@ class Pusher:
         """A record's name in the index's places: by its stored key in an encrypted store (no run name in the file)."""
         return place_key(kind, key if self.store.sealer is None else self.store.sealer.stored_key(kind, key))
 
-    def _closure(self, loc: Location, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:
+    def _closure(self, loc: EntryAddress, entry: Entry, seen: set[bytes]) -> Iterator[bytes]:
         """The object files `entry` needs; a node that cannot be read stops the push (nothing corrupt goes up)."""
         labelled = ((f"{loc[0]}@{loc[1]} {label}", ref) for label, ref in entry.refs())
         for reached in reach(labelled, self.store.db.read_nodes, seen):

@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..format.keys import CONFIG, LOG
+from ..format.keys import CONFIG, LOG_RECORDS
 from .push import Pusher, PushStats
 
 
@@ -53,8 +53,8 @@ def recheck(pusher: Pusher, *, progress: bool = False, stop: threading.Event | N
     remote, index, store = pusher.remote, pusher.index, pusher.store
     config_recreated = remote.read(remote.key(CONFIG), 1 << 20) is None
     held = remote.list_all_records()
-    held_entries = {(run, record_id) for kind, run, record_id in held if kind == LOG}
-    held_records = {record for record in held if record[0] != LOG}
+    held_entries = {(run, record_id) for kind, run, record_id in held if kind == LOG_RECORDS}
+    held_records = {record for record in held if record[0] != LOG_RECORDS}
     held_objects = set(remote.list_objects())
     lost_entries = {loc for loc in index.entries - held_entries - index.gone if loc[1] not in store.retired_ids(loc[0])}
     lost_objects = index.objects - held_objects

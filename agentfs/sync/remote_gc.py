@@ -38,8 +38,8 @@ from ..errors import AgentFSError, FormatError, RemoteError
 from ..format import codec, keys, kinds
 from ..format.bounded_json import load_json
 from ..format.entries import Entry, decode_entry_at
-from ..format.keys import JOURNAL, LOG, RETIRED
-from ..format.refs import Location, parse_node
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
+from ..format.refs import EntryAddress, parse_node
 from ..format.retirement import decode_retirement
 from ..format.walk import Children, reach
 from ..ids import new_id
@@ -113,29 +113,29 @@ class Marks:
         self.remote = remote
         self.store = store
         self.pool = pool
-        self.entries: set[Location] = set()
-        self.retired: set[Location] = set()
-        self.retired_journal: set[Location] = set()
-        self.journal: set[Location] = set()
-        self.kept: set[Location] = set()
+        self.entries: set[EntryAddress] = set()
+        self.retired: set[EntryAddress] = set()
+        self.retired_journal: set[EntryAddress] = set()
+        self.journal: set[EntryAddress] = set()
+        self.kept: set[EntryAddress] = set()
         self.objects: set[bytes] = set()
-        self._decoded: dict[Location, Entry] = {}
+        self._decoded: dict[EntryAddress, Entry] = {}
 
     def scan(self, records: Iterable[tuple[str, str, str]]) -> None:
         """Take in listed keys; mark everything the entries that stay (live, or needed by a live one) use."""
         fresh = [(kind, (run, rid)) for kind, run, rid in records]
         for kind, loc in fresh:
-            if kind == RETIRED:
+            if kind == RETIRED_RECORDS:
                 self._retirement(loc)
         for kind, loc in fresh:
-            if kind == JOURNAL:
+            if kind == JOURNAL_RECORDS:
                 self.journal.add(loc)
-        new_entries = {loc for kind, loc in fresh if kind == LOG} - self.entries
+        new_entries = {loc for kind, loc in fresh if kind == LOG_RECORDS} - self.entries
         self.entries |= new_entries
         self._keep([loc for loc in new_entries if loc not in self.retired])
 
-    def _retirement(self, loc: Location) -> None:
-        data = self.remote.fetch_record(RETIRED, *loc)
+    def _retirement(self, loc: EntryAddress) -> None:
+        data = self.remote.fetch_record(RETIRED_RECORDS, *loc)
         try:
             if data is None:
                 raise FormatError("vanished")
@@ -146,7 +146,7 @@ class Marks:
         self.retired.update((loc[0], cid) for cid in record.checkpoints)
         self.retired_journal.update((loc[0], jid) for jid in record.journal)
 
-    def _keep(self, frontier: list[Location]) -> None:
+    def _keep(self, frontier: list[EntryAddress]) -> None:
         while frontier:
             todo = [loc for loc in frontier if loc not in self.kept]
             self.kept.update(todo)
@@ -160,7 +160,7 @@ class Marks:
             for _ in self.pool.map(self._mark_entry, entries):
                 pass
 
-    def _entry(self, loc: Location) -> Entry:
+    def _entry(self, loc: EntryAddress) -> Entry:
         if self.store is not None and self.store.has_entry(*loc):
             return self.store.read_entry(*loc)
         data = self.remote.fetch_entry(*loc)
@@ -330,7 +330,7 @@ class GcBarrier:
 
     def _apply(self, gc_id: str, kinds: set[str]) -> bool:
         objects: set[bytes] = set()
-        entries: set[Location] = set()
+        entries: set[EntryAddress] = set()
         if "plan" in kinds:
             plan = _get_json(self.remote, f"{gc_id}.plan")
             try:

@@ -12,8 +12,8 @@ from ..engine.maintenance import Problem, VerifyReport
 from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
-from ..format.keys import LOG
-from ..format.refs import PACKED, Location, parse_node
+from ..format.keys import LOG_RECORDS
+from ..format.refs import PACKED, EntryAddress, parse_node
 from ..format.walk import NODE, Children, Reached, reach
 from .pack_remote import PackRemote
 from .pull import check_record
@@ -22,7 +22,7 @@ from .pull import check_record
 class _Walk:
     """Checks entries of a remote (concurrently: `seen` may let two threads check one object; harmless)."""
 
-    def __init__(self, remote: PackRemote, objects: dict[bytes, int], entries: set[Location], deep: bool, bar: tqdm[None]) -> None:
+    def __init__(self, remote: PackRemote, objects: dict[bytes, int], entries: set[EntryAddress], deep: bool, bar: tqdm[None]) -> None:
         self.remote = remote
         self.objects = objects  # oid -> its frame's length on the remote
         self.bar = bar
@@ -30,7 +30,7 @@ class _Walk:
         self.deep = deep
         self.seen: set[bytes] = set()
 
-    def entry(self, loc: Location) -> list[Problem]:
+    def entry(self, loc: EntryAddress) -> list[Problem]:
         where = f"{loc[0]}@{loc[1]}"
         try:
             data = self.remote.fetch_entry(*loc)
@@ -98,7 +98,7 @@ def verify_remote(remote: PackRemote, *, deep: bool = False, workers: int = 16, 
     short left (packs without an index, temporary keys) are reported as leftovers: `gc --remote` collects them."""
     remote.use_keys(remote.sealer)  # an encrypted remote is read with its store's keys only (WrongKey without them)
     records = remote.list_all_records()
-    entries = {(run, rid) for kind, run, rid in records if kind == LOG}
+    entries = {(run, rid) for kind, run, rid in records if kind == LOG_RECORDS}
     objects = {oid: length for oid, (_when, length) in remote.list_objects().items()}
     report = VerifyReport(objects=len(objects), entries=len(entries))
     now = time.time()
@@ -117,7 +117,7 @@ def verify_remote(remote: PackRemote, *, deep: bool = False, workers: int = 16, 
     with bar, ThreadPoolExecutor(workers, thread_name_prefix="agentfs-verify") as pool:
         for problems in pool.map(walk.entry, sorted(entries)):
             report.problems.extend(problems)
-        others = [r for r in records if r[0] != LOG]
+        others = [r for r in records if r[0] != LOG_RECORDS]
         for problem in pool.map(lambda record: _record(remote, *record), others):
             if problem is not None:
                 report.problems.append(problem)

@@ -14,7 +14,7 @@ from ..engine.repository import Repository
 from ..errors import AgentFSError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
-from ..format.keys import JOURNAL, LOG, RETIRED
+from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from .pack_remote import PackRemote
 from .pull import PullStats, check_record, fetch_closure
 
@@ -40,12 +40,13 @@ def repair(store: Repository, remote: PackRemote, *, workers: int = 8) -> Repair
                 raw = store.local_entry(run, checkpoint_id)  # IntegrityError: no intact frame (a truncated segment)
                 if raw is None:
                     continue  # removed by retention while we listed
-                readable.append((raw, decode_entry_at(raw, run, checkpoint_id, store.where_stored(run, LOG, checkpoint_id), store.hasher)))
+                where = store.where_stored(run, LOG_RECORDS, checkpoint_id)
+                readable.append((raw, decode_entry_at(raw, run, checkpoint_id, where, store.hasher)))
             except AgentFSError as exc:
                 fixed = _replace_entry(store, remote, run, checkpoint_id, str(exc), report)
                 if fixed is not None:
                     readable.append(fixed)
-        for kind in (JOURNAL, RETIRED):
+        for kind in (JOURNAL_RECORDS, RETIRED_RECORDS):
             for run, record_id in list(store.local_records(kind)):
                 _check_local_record(store, remote, kind, run, record_id, report)
         stats = PullStats()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..engine.repository import Repository
-from ..format.refs import Location
+from ..format.refs import EntryAddress
 from ..redaction import scrub
 from .authority import read_refused
 from .index import PushIndex, synced_dirs
@@ -29,7 +29,7 @@ class RemoteStats:
     lost_data: dict[str, Any] | None = None  # the last push that found the remote lacking what it had held: when, how much
 
 
-def remote_stats(store: Repository, local: Iterable[Location]) -> list[RemoteStats]:
+def remote_stats(store: Repository, local: Iterable[EntryAddress]) -> list[RemoteStats]:
     """Per remote this store has synced with: what it holds of `local` (the store's checkpoints) and its last status."""
     held = set(local)
     rows = []

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 
 import agentfs
 
-from ..engine.lineage import parents
-
 
 @dataclass
 class _Known:
@@ -66,7 +64,7 @@ class Heads:
                 known = _Known()
                 new = self.store.run(run).ids()
             try:
-                named = list(parents(self.store, run, new).values())
+                named = list(self.store.run(run).parents(new).values())
             except agentfs.AgentFSError:  # one entry could not be read in the sweep: each is read alone
                 named = [self._parent(run, checkpoint_id) for checkpoint_id in new]
             known.parents.update(parent for parent in named if parent is not None)

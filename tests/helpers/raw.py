@@ -8,7 +8,7 @@ tests/test_segments.py, tests/test_index.py and tests/test_index_footer.py test 
 Tests that damage, delete, count or read stored bytes do it through these functions only, so a new
 on-disk format re-implements this one module and every test keeps asserting the same promise. Each
 function takes an open store or the store's root directory. Objects are named by their id (sha256
-bytes); records by (run, kind, id), kind being LOG (a checkpoint's log entry), JOURNAL or RETIRED.
+bytes); records by (run, kind, id), kind being LOG_RECORDS (a checkpoint's log entry), JOURNAL_RECORDS or RETIRED_RECORDS.
 The bytes read and written are a record's own bytes (the same in every container format).
 
 Format 2: a record is a frame in a segment file (segments/). Reading builds a fresh index of the
@@ -28,16 +28,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agentfs.engine.index import Index
-from agentfs.engine.repository import KIND, Repository
-from agentfs.engine.segments import Location, open_segment, segment_ids
+from agentfs.engine.repository import Repository
+from agentfs.engine.segments import FrameLocation, open_segment, segment_ids
 from agentfs.format import keys, kinds
 from agentfs.format import segment as fmt
-from agentfs.format.keys import JOURNAL, LOG, RETIRED
+from agentfs.format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 
 __all__ = [
-    "JOURNAL",
-    "LOG",
-    "RETIRED",
+    "JOURNAL_RECORDS",
+    "LOG_RECORDS",
+    "RETIRED_RECORDS",
     "age_objects",
     "corrupt_object",
     "corrupt_record",
@@ -75,22 +75,22 @@ def _index(store: StoreLike) -> Index:
     return Index(_segments(store))
 
 
-def _read(store: StoreLike, location: Location) -> fmt.Record:
+def _read(store: StoreLike, location: FrameLocation) -> fmt.Record:
     with open(_segments(store) / fmt.segment_name(location.segment_id), "rb") as handle:
         handle.seek(location.offset)
         return fmt.decode_record(handle.read(location.length), "raw")
 
 
 def _record_key(run: str, kind: str, record_id: str) -> Key:
-    return KIND[kind], kinds.pair_key(run, record_id)
+    return kinds.KIND_OF[kind], kinds.pair_key(run, record_id)
 
 
-def _locations(store: StoreLike, key: Key) -> list[Location]:
+def _locations(store: StoreLike, key: Key) -> list[FrameLocation]:
     """Every stored copy of the record `key`, whether the index would hide it or not."""
     found = []
     for segment_id in segment_ids(_segments(store)):
         view = open_segment(_segments(store) / fmt.segment_name(segment_id))
-        found += [Location(segment_id, e.offset, e.length) for e in view.entries if (e.kind, e.key) == key]
+        found += [FrameLocation(segment_id, e.offset, e.length) for e in view.entries if (e.kind, e.key) == key]
     return found
 
 
@@ -99,7 +99,7 @@ def flipped(data: bytes, position: int) -> bytes:
     return data[:position] + bytes([data[position] ^ 0xFF]) + data[position + 1 :]
 
 
-def _patch(store: StoreLike, location: Location, record: fmt.Record) -> None:
+def _patch(store: StoreLike, location: FrameLocation, record: fmt.Record) -> None:
     """Write `record` (same frame length) over the frame at `location`, its checksum recomputed."""
     payload = struct.pack(">H", len(record.key)) + record.key + record.body
     frame = fmt.encode_frame(record.kind, payload)
@@ -116,7 +116,7 @@ def _rewrite(store: StoreLike, segment_id: int, change: Change, mtime: float | N
     directory = _segments(store)
     old = directory / fmt.segment_name(segment_id)
     view = open_segment(old)
-    records = [r for e in view.entries if (r := change(_read(store, Location(segment_id, e.offset, e.length)))) is not None]
+    records = [r for e in view.entries if (r := change(_read(store, FrameLocation(segment_id, e.offset, e.length)))) is not None]
     new_id = segment_ids(directory)[-1] + 1
     data = fmt.encode_header(new_id, view.header.slot, os.urandom(16))
     entries: list[fmt.IndexEntry] = []
@@ -235,11 +235,11 @@ def _append(store: StoreLike, *records: fmt.Record, mtime: float | None = None) 
 # records: log entries, journal records, retirement records
 
 
-def record_ids(store: StoreLike, run: str, kind: str = LOG) -> list[str]:
-    """The ids of the run's stored records of this kind, sorted (for LOG: every checkpoint's entry, sound or not)."""
+def record_ids(store: StoreLike, run: str, kind: str = LOG_RECORDS) -> list[str]:
+    """The ids of the run's stored records of this kind, sorted (for LOG_RECORDS: every checkpoint's entry, sound or not)."""
     index = _index(store)
     try:
-        return index.ids(KIND[kind], run)
+        return index.ids(kinds.KIND_OF[kind], run)
     finally:
         index.close()
 
@@ -279,10 +279,10 @@ def stored_records(store: StoreLike) -> dict[tuple[str, str, str], bytes]:
     try:
         return {
             (run, kind, record_id): _read(store, location).body
-            for kind in keys.RECORD_KINDS
-            for run in index.runs(KIND[kind])
-            for record_id in index.ids(KIND[kind], run)
-            if (location := index.location(KIND[kind], run, record_id)) is not None
+            for kind in keys.RECORD_NAMES
+            for run in index.runs(kinds.KIND_OF[kind])
+            for record_id in index.ids(kinds.KIND_OF[kind], run)
+            if (location := index.location(kinds.KIND_OF[kind], run, record_id)) is not None
         }
     finally:
         index.close()

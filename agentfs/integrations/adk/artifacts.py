@@ -19,7 +19,7 @@ from google.genai import types
 
 import agentfs
 
-from ...engine.keyslots import EncryptionArg
+from ...api import EncryptionArg
 from ..run_names import open_or_use, segment
 from .layout import PREFIX, artifacts_root
 

@@ -32,7 +32,7 @@ from google.adk.tools.tool_context import ToolContext
 
 import agentfs
 
-from ...engine.keyslots import EncryptionArg
+from ...api import EncryptionArg
 from ..run_names import open_or_use
 from .layout import EVENTS, PREFIX, STATE, app_state_run, session_run, sessions_root, user_state_run
 

@@ -41,10 +41,8 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ...api import Store
+from ...api import Durability, EncryptionArg, Store
 from ...core.checkpoint import Checkpoint as Commit
-from ...engine.keyslots import EncryptionArg
-from ...engine.repository import Durability
 from ...errors import Conflict
 from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import write_batch_metadata

@@ -57,7 +57,7 @@ from langgraph.store.base import (
 
 from ... import Conflict, Store
 from ... import open as open_agentfs
-from ...engine.keyslots import EncryptionArg
+from ...api import EncryptionArg
 from ...names import check_name
 from .store_heads import Found, NamespaceHeads, Record, Records, updated_last
 from .store_layout import Namespace

@@ -27,7 +27,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 import agentfs
 
-from ...engine.keyslots import EncryptionArg
+from ...api import EncryptionArg
 from ..run_names import open_or_use
 from . import turns as derived
 from .layout import MAIN, Entry, branch_run, entries_of, is_user_message, preview, session_root, texts, turn_positions

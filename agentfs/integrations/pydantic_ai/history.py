@@ -23,7 +23,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 import agentfs
 
-from ...engine.keyslots import EncryptionArg
+from ...api import EncryptionArg
 from ..run_names import open_or_use, segment
 
 PREFIX = "pydantic-ai"
