@@ -105,18 +105,18 @@ def show_thread(args: argparse.Namespace) -> int:
         from ..integrations.langgraph_conversation import thread_conversation
     with open_existing(args) as store:
         conversation = thread_conversation(store, args.thread, checkpoint_id=args.checkpoint, ns=args.ns)
-    if args.json:
-        output.emit_json(conversation.as_json())
-    else:
-        _print_conversation(conversation)
-    return OK
+    return _show(conversation, args.json)
 
 
 def show_session(args: argparse.Namespace) -> int:
     """`agentfs session NAME`: an OpenAI Agents session's items at its branch's head (or --checkpoint)."""
     with open_existing(args) as store:
         conversation = session_conversation(store, args.session, branch=args.branch, checkpoint_id=args.checkpoint)
-    if args.json:
+    return _show(conversation, args.json)
+
+
+def _show(conversation: Conversation, as_json: bool) -> int:
+    if as_json:
         output.emit_json(conversation.as_json())
     else:
         _print_conversation(conversation)

@@ -157,6 +157,10 @@ class Index:
             self._listed = (names, ids, frozenset(ids))
         return self._listed[1], self._listed[2]
 
+    def listed_names(self) -> frozenset[str]:
+        """The names in the segments directory at the last look (_present): segments, seal copies, debris."""
+        return frozenset(self._listed[0])
+
     def rebuild(self, present: list[int] | None = None) -> None:
         with self._lock:
             self.close()

@@ -8,7 +8,7 @@ of read as an unsealed one's torn tail. The writer (segment_writer.py) seals its
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 from ..errors import AgentFSError
@@ -57,15 +57,15 @@ def _publish_seal_copy(path: Path, header: bytes, seal: bytes, *, sync: bool) ->
             fsync_dir(path.parent)
 
 
-def protect_sealed(directory: Path, sealed: Iterable[int], *, sync: bool) -> list[Path]:
-    """Give each segment of `sealed` that is sealed whole but has no seal copy its copy now; the segments protected.
+def protect_sealed(directory: Path, sealed: Iterable[int], names: Collection[str], *, sync: bool) -> list[Path]:
+    """Give each segment of `sealed` that is sealed whole but has no seal copy among `names` (the directory's
+    listing, the index's last) its copy now; the segments protected.
 
     Hazard: a segment sealed by an agentfs that predates seal copies (or by a writer killed between the
     seal and its copy) has none, so a later truncation of it read as an unsealed segment's torn tail and
     lost its checkpoints silently. Store open calls this for its sealed segments (tests/
     test_segment_faults.py, the store sealed before seal copies). The seal is made durable (fsync of the
     segment) before the copy that vouches for it is published, as a seal's own copy is."""
-    names = set(os.listdir(directory))
     protected = []
     for segment_id in sealed:
         if fmt.seal_copy_name(segment_id) in names:

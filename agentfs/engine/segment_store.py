@@ -62,7 +62,7 @@ class SegmentStore:
         """Write the missing seal copy of each sealed segment (sealing.protect_sealed); a store this process
         cannot write to is read as it is."""
         try:
-            for path in protect_sealed(self.segments_dir, self.index.sealed_ids(), sync=self.sync_writes):
+            for path in protect_sealed(self.segments_dir, self.index.sealed_ids(), self.index.listed_names(), sync=self.sync_writes):
                 log.info("%s: sealed without a seal copy (an older agentfs, or a crash after its seal): copy written", path)
         except OSError as exc:  # StorageError too: a read-only store, a full disk
             log.warning("%s: could not write the seal copies of older sealed segments: %s", self.segments_dir, exc)
