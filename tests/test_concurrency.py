@@ -183,6 +183,28 @@ def test_racing_commits_on_the_same_parent_exactly_one_wins(tmp_path: Path) -> N
         assert store.verify().ok
 
 
+def test_a_writer_that_adopts_a_segment_reads_what_its_last_holder_appended_there(tmp_path: Path) -> None:
+    """A store's writer takes the first free slot and continues that slot's unsealed segment, which another store
+    (here another Store object: flock excludes by open file, as between processes) appended to after this one last
+    read it. Planted: before the adopting writer read that tail, `b` appended over a stale head (a lost update),
+    which is how tests/test_langgraph_store.py's several writers lost an item under load."""
+    root = tmp_path / ".agentfs"
+    agentfs.open(root).close()
+    with agentfs.open(root) as b:
+        with agentfs.open(root) as a:
+            first = a.run("agent").commit({"n": 0})
+            assert b.run("agent").head_id() == first.id  # b's index has read the segment up to here
+            second = a.run("agent").commit({"n": 1})
+            third = a.run("agent").commit({"n": 2})
+        # a closed: its slot is free and its segment unsealed; b's first write adopts them
+        with pytest.raises(agentfs.Conflict, match=third.id):
+            b.run("agent").commit({"n": "stale"}, parent=first.id)
+        fourth = b.run("agent").commit({"n": 3})
+        assert fourth.parent == third.id
+        assert [c.id for c in b.run("agent").history()] == [fourth.id, third.id, second.id, first.id]
+    assert len(list((root / "segments").glob("*.seg"))) == 1  # b appended in a's segment: it adopted it
+
+
 FORKED = """
 import os, sys, agentfs
 store = agentfs.open(sys.argv[1])

@@ -123,7 +123,8 @@ class Index:
         """Index what other writers appended since the last look; rebuild if a segment vanished.
 
         `own`: the segment this process's writer appends to now, whose tail is not read. Only this
-        process appends to it (it holds the segment's writer slot), and each of its appends indexes
+        process appends to it (it holds the segment's writer slot), what others appended there before it took
+        the slot was read when it took it (SegmentStore._segment_writer), and each of its appends indexes
         its batch (add_batch) before the append returns: a batch of another thread's append still
         under way is left out, as it would be had that append started a moment later."""
         with self._lock:

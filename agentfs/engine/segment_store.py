@@ -116,8 +116,19 @@ class SegmentStore:
         with self._lock:
             self._check_open()
             if self._writer is None:
-                self._writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
-                self._writer_forks = forks()
+                writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
+                # Hazard: the writer may adopt a segment that another process (the slot's last holder) appended to
+                # after this index last read it, and refresh_index never reads the tail of the writer's own segment.
+                # Unread, those records were lost to this process: a commit's parent= check under the run lock saw
+                # a stale head and appended over it, so two commits shared a parent and the newer head lacked the
+                # other's changes (tests/test_concurrency.py, adopted segment). So the tail is read once here,
+                # before the writer is published: until then refresh_index takes no segment as this process's own.
+                try:
+                    self.index.refresh()
+                except BaseException:
+                    writer.close()
+                    raise
+                self._writer, self._writer_forks = writer, forks()
             return self._writer
 
     def _leave_parents_writer(self) -> None:
