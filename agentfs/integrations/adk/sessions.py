@@ -204,11 +204,13 @@ class AgentFSSessionService(BaseSessionService):
             if not scoped_done:
                 self._update_scoped(session.app_name, session.user_id, deltas)
                 scoped_done = True
-            events = [*head.events, event.model_dump(mode="json", exclude_none=True)]
+            dumped = event.model_dump(mode="json", exclude_none=True)
+            events = [*head.events, dumped]
             state = {**head.state, **deltas["session"]}
             metadata = _metadata(session.app_name, session.user_id, session.id, len(events), event.timestamp, event.id)
             try:
-                checkpoint = run.commit({EVENTS: events, STATE: state}, metadata=metadata, parent=head.id)
+                # the head's events with this one appended: the commit encodes and stores the new event only
+                checkpoint = run.commit({EVENTS: agentfs.Extend([dumped]), STATE: state}, metadata=metadata, parent=head.id)
             except agentfs.Conflict:
                 continue  # another writer appended meanwhile: its time decides whether this copy is stale
             self._written = _Written(run.name, checkpoint.id, events, state, event.timestamp)
