@@ -191,7 +191,7 @@ def test_a_session_stored_whole_reads_and_grows_by_its_new_events(tmp_path: Path
     async def grow() -> None:
         session = await sessions.get_session(app_name=APP, user_id=USER, session_id="old")
         assert session is not None and [e.id for e in session.events] == [first.id] and session.state == {"k": 1}
-        added = [Event(author="agent", invocation_id="i1", timestamp=11.0 + n, actions=EventActions(state_delta={"k": n})) for n in range(3)]
+        added = [Event(author="agent", timestamp=11.0 + n, actions=EventActions(state_delta={"k": n})) for n in range(3)]
         for event in added:
             await sessions.append_event(session, event)
         again = await AgentFSSessionService(store).get_session(app_name=APP, user_id=USER, session_id="old")  # read from the store
