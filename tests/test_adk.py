@@ -24,7 +24,7 @@ from google.adk.apps import App, ResumabilityConfig
 from google.adk.artifacts import InMemoryArtifactService
 from google.adk.artifacts.base_artifact_service import BaseArtifactService
 from google.adk.errors._stale_session_error import StaleSessionError
-from google.adk.events import Event
+from google.adk.events import Event, EventActions
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -175,6 +175,32 @@ def test_a_run_that_is_no_session_is_refused_by_name(tmp_path: Path) -> None:
         asyncio.run(sessions.append_event(odd, Event(author="agent")))
     with pytest.raises(ValueError, match="only when AgentFSSessionService opens the store"):
         AgentFSSessionService(store, remote="s3://bucket")
+    store.close()
+
+
+def test_a_session_stored_whole_reads_and_grows_by_its_new_events(tmp_path: Path) -> None:
+    """A session whose checkpoints hold the whole events list (as every append wrote it before appends became
+    an `Extend`) is read and appended to by a service that did not write it; each append stores the same list."""
+    store, _sessions, _artifacts = services(tmp_path)
+    first = Event(author="user", invocation_id="i1", timestamp=10.0, content=types.Content(role="user", parts=[types.Part(text="hi")]))
+    stored = [first.model_dump(mode="json", exclude_none=True)]
+    metadata = {"app_name": APP, "user_id": USER, "session_id": "old", "events": 1, "last_update_time": 10.0, "last_event_id": first.id}
+    sessions = AgentFSSessionService(store)
+    sessions.run(APP, USER, "old").commit({"events": stored, "state": {"k": 1}}, metadata=metadata, parent=None)
+
+    async def grow() -> None:
+        session = await sessions.get_session(app_name=APP, user_id=USER, session_id="old")
+        assert session is not None and [e.id for e in session.events] == [first.id] and session.state == {"k": 1}
+        added = [Event(author="agent", timestamp=11.0 + n, actions=EventActions(state_delta={"k": n})) for n in range(3)]
+        for event in added:
+            await sessions.append_event(session, event)
+        again = await AgentFSSessionService(store).get_session(app_name=APP, user_id=USER, session_id="old")  # read from the store
+        assert again is not None and [e.model_dump() for e in again.events] == [e.model_dump() for e in [first, *added]]
+        assert again.state == {"k": 2}
+        head = sessions.run(APP, USER, "old").latest()
+        assert head is not None and head.state["events"] == [e.model_dump(mode="json", exclude_none=True) for e in [first, *added]]
+
+    asyncio.run(grow())
     store.close()
 
 

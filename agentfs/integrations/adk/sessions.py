@@ -59,7 +59,7 @@ class AgentFSSessionService(BaseSessionService):
         self.prefix = prefix
         # the last session head this service committed: the next append to it extends these events instead of
         # decoding them again. Hazard: never handed out (get_session validates its own copies of the events).
-        self._written = _Written("", "", [], {}, 0.0)
+        self._written = _Written("", "", [], frozenset(), {}, 0.0)
 
     async def close(self) -> None:
         """Close the store if this service opened it (async, as ADK's database services' `close`)."""
@@ -199,19 +199,21 @@ class AgentFSSessionService(BaseSessionService):
                     f"session {session.id!r} of app {session.app_name!r}: stored at {head.updated}, "
                     f"this copy at {session.last_update_time}; get_session again (a stale session)"
                 )
-            if any(stored_event.get("id") == event.id for stored_event in head.events):
+            if event.id in head.event_ids:
                 return False  # appended already (as ADK's in-memory service, a repeat is ignored)
             if not scoped_done:
                 self._update_scoped(session.app_name, session.user_id, deltas)
                 scoped_done = True
-            events = [*head.events, event.model_dump(mode="json", exclude_none=True)]
+            dumped = event.model_dump(mode="json", exclude_none=True)
+            events = [*head.events, dumped]
             state = {**head.state, **deltas["session"]}
             metadata = _metadata(session.app_name, session.user_id, session.id, len(events), event.timestamp, event.id)
             try:
-                checkpoint = run.commit({EVENTS: events, STATE: state}, metadata=metadata, parent=head.id)
+                # the head's events with this one appended: the commit encodes and stores the new event only
+                checkpoint = run.commit({EVENTS: agentfs.Extend([dumped]), STATE: state}, metadata=metadata, parent=head.id)
             except agentfs.Conflict:
                 continue  # another writer appended meanwhile: its time decides whether this copy is stale
-            self._written = _Written(run.name, checkpoint.id, events, state, event.timestamp)
+            self._written = _Written(run.name, checkpoint.id, events, head.event_ids | {event.id}, state, event.timestamp)
             return True
 
     def _head(self, run: agentfs.Run) -> _Written | None:
@@ -222,7 +224,8 @@ class AgentFSSessionService(BaseSessionService):
             return None if head_id is None else written
         head = run.get(head_id)
         events, state = _stored(head)
-        return _Written(run.name, head_id, events, state, head.metadata["last_update_time"])
+        event_ids = frozenset(stored_event.get("id") for stored_event in events)
+        return _Written(run.name, head_id, events, event_ids, state, head.metadata["last_update_time"])
 
     def _fork(self, app_name: str, user_id: str, session_id: str, fork_id: str, at_event_id: str | None) -> Session:
         source = self.run(app_name, user_id, session_id)
@@ -288,6 +291,7 @@ class _Written(NamedTuple):
     run: str
     id: str
     events: list[Any]
+    event_ids: frozenset[Any]  # the events' ids: a repeated event is found without a scan of the events
     state: dict[str, Any]
     updated: float  # the head's last_update_time
 
