@@ -30,7 +30,7 @@ test: $(BIN)/python faketime chromium strace
 	$(BIN)/python -m pip install --quiet -e ".[test,bench]"
 	touch $(TEST_DEPS) $(DOCS_DEPS)
 	$(MAKE) --no-print-directory lint docs
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 	$(MAKE) test-langgraph-upstream
 	$(MAKE) --no-print-directory test-strands
 	$(BIN)/python -m benchmarks --quick --results .bench-quick

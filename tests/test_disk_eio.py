@@ -23,7 +23,8 @@ from agentfs.errors import StorageError
 from tests.test_cli import cli
 from tests.test_disk_full import small_disk  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.timeout(120)
+# one xdist worker takes every loop-mounting test (make test: --dist loadgroup), so no two attach loop devices at once
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("loop-devices")]
 ARTIFACT = 200_000  # incompressible bytes per checkpoint
 COMMITS = 6
 LIMIT = 1 << 20  # bytes the loop device keeps while it fails: ext4's first metadata blocks, none of the store's data

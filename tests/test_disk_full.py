@@ -20,7 +20,8 @@ import agentfs
 from agentfs.errors import StorageError
 from agentfs.format import segment as fmt
 
-pytestmark = pytest.mark.timeout(300)
+# one xdist worker takes every loop-mounting test (make test: --dist loadgroup), so no two attach loop devices at once
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("loop-devices")]
 IMAGE_MIB = 40
 ARTIFACT = 256 << 10  # incompressible bytes per commit
 SMALL_COMMITS, SMALL_ARTIFACT = 1500, 5000  # 3,000 live records of about 5 KB: three compaction batches of 1,024

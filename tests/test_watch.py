@@ -217,22 +217,31 @@ def test_a_check_reads_what_the_index_added_not_the_whole_history(tmp_path: Path
 
 
 def test_closing_or_dropping_a_watch_stops_its_observer(tmp_path: Path) -> None:
+    """The threads a watch starts are named by difference and must end: a count of all threads would also move with
+    any other test's thread that ends meanwhile (seen under pytest-xdist)."""
+
+    def started_since(before: set[threading.Thread]) -> set[threading.Thread]:
+        return set(threading.enumerate()) - before
+
     with agentfs.open(tmp_path / "store") as store:
-        threads = threading.active_count()
+        before = set(threading.enumerate())
         watch = store.watch()
-        assert threading.active_count() > threads  # watching starts at once, not at the first next()
+        observers = started_since(before)
+        assert observers  # watching starts at once, not at the first next()
         store.run("r").commit({"before": "first next()"})
         assert next(watch).state == {"before": "first next()"}
         watch.close()
-        assert wait_until(lambda: threading.active_count() == threads, 5)
+        assert wait_until(lambda: not any(thread.is_alive() for thread in observers), 5)
         with pytest.raises(StopIteration):
             next(watch)
 
+        before = set(threading.enumerate())
         dropped = store.watch()
-        assert threading.active_count() > threads
+        observers = started_since(before)
+        assert observers
         del dropped
         gc.collect()
-        assert wait_until(lambda: threading.active_count() == threads, 5)
+        assert wait_until(lambda: not any(thread.is_alive() for thread in observers), 5)
 
 
 # --on-commit
