@@ -116,3 +116,25 @@ def test_a_value_over_the_largest_is_refused_at_commit(tmp_path: Path, monkeypat
         with pytest.raises(agentfs.SerializationError, match=r"^state is \d+ bytes encoded"):
             run.commit(["x" * 2000])
         assert run.ids() == []
+
+
+def test_a_blob_needing_a_tree_deeper_than_readers_accept_is_refused_at_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers refuse a TREE ref deeper than MAX_DEPTH (8): a writer that built one would commit a value no reader
+    can load. 8 levels hold about 8^8 chunks, so the limit is lowered here to reach it with a 2 MB value (about 500
+    chunks, 3 levels) and a 16 MB artifact. Planted: without the writer's check, the commit succeeds (and at the
+    real limit every read of it raises FormatError)."""
+    from agentfs.objects import blobs
+
+    monkeypatch.setattr(blobs, "MAX_DEPTH", 1)
+    with agentfs.open(tmp_path / "store") as store:
+        run = store.run("r")
+        first = run.commit({"small": 1})
+        with pytest.raises(agentfs.SerializationError, match=r"needs a chunk tree deeper than the 1 levels agentfs reads"):
+            run.commit({"big": os.urandom(2 << 20), "small": 2})
+        with pytest.raises(agentfs.SerializationError, match=r"deeper than the 1 levels"):
+            run.commit({}, artifacts={"big.bin": os.urandom(16 << 20)})  # about 128 chunks of an artifact's larger size
+        assert run.ids() == [first.id]
+        latest = run.latest()
+        assert latest is not None and latest.state == {"small": 1}

@@ -18,6 +18,7 @@ from ..format.refs import (
     INLINE,
     INLINE_MAX,
     LOOSE,
+    MAX_DEPTH,
     PACK_MAX,
     PACKED,
     TREE,
@@ -134,6 +135,11 @@ class BlobWriter:
         depth = 0
         while len(level) > 1:
             depth += 1
+            if depth > MAX_DEPTH:  # readers refuse a deeper ref: refused here, not committed unreadable
+                raise SerializationError(
+                    f"a blob of {size:,} bytes in {len(level):,} nodes at depth {MAX_DEPTH} needs a chunk tree deeper than "
+                    f"the {MAX_DEPTH} levels agentfs reads (tests/test_tree_bounds.py)"
+                )
             level = self._group(level)
         return [TREE, level[0][0], size, depth]
 
