@@ -57,6 +57,8 @@ def decode_retirement(data: bytes, run: str, record_id: str, where: str) -> Reti
                 check_id(checkpoint_id)
     except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
         raise FormatError(f"retirement record {where} is malformed: {exc}") from None
+    if record.get("format") != 1:
+        raise FormatError(f"retirement record {where} has record format {str(record.get('format'))[:20]}, this agentfs reads 1")
     if not ok or (fields[0], fields[1]) != (run, record_id):
         raise FormatError(f"retirement record {where} is malformed or names another run or id")
     return Retirement(*fields)
