@@ -212,7 +212,7 @@ def push_from_a_clock_ahead(spec: RemoteSpec, store: Path, offset: str) -> str:
         "url, options, path = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
         "with agentfs.open(path, durability='process') as store:\n"
         "    cp = store.run('r').commit({'from': 'ahead'})\n"
-        "    Pusher(store, PackRemote(url, options)).push()\n"
+        "    Pusher(store.engine, PackRemote(url, options)).push()\n"
         "print(cp.id)\n"
     )
     done = subprocess.run(
