@@ -17,10 +17,10 @@ from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
 from .engine.keyslots import PASSWORD_ENV as PASSWORD_ENV  # re-exported: the CLI's passphrase prompt names it
 from .engine.keyslots import PASSWORD_FILE_ENV as PASSWORD_FILE_ENV  # (the front-ends import the public API, pyproject)
-from .engine.keyslots import EncryptionArg, Unlocked, as_encryption, unlock
+from .engine.keyslots import Encryption, EncryptionArg, Unlocked, as_encryption, unlock
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.maintenance import Problem as Problem  # re-exported: `agentfs verify` adds problems to a report
-from .engine.repository import Durability, Repository
+from .engine.repository import Durability, Repository, Source
 from .errors import NotFound
 from .format import keys
 from .format.config import encrypted
@@ -40,28 +40,59 @@ class StoreStats(LocalStats):
     remotes: list[RemoteStats]
 
 
-class Store(Repository):
-    """A local agentfs store. Safe to share between threads and between processes."""
+class Store:
+    """A local agentfs store. Safe to share between threads and between processes.
+
+    Open one with `agentfs.open()`; use it as a context manager, or `close()` it. The store holds its
+    storage engine (`engine`, an `agentfs.engine.repository.Repository`) rather than being one, so this
+    class lists the user API only; the engine's methods are for agentfs's own layers.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        durability: Durability = "power",
+        source: Source | None = None,
+        encryption: Encryption | None = None,
+        adopt: Unlocked | None = None,
+    ) -> None:
+        """The store at `root`, created if missing; prefer `agentfs.open()`, which takes the same choices."""
+        self.engine = Repository(root, durability=durability, source=source, encryption=encryption, adopt=adopt)
+
+    @property
+    def root(self) -> Path:
+        """The store's directory."""
+        return self.engine.root
+
+    @property
+    def id(self) -> str:
+        """The store's id: chosen at creation, kept by copies and clones of it."""
+        return self.engine.id
 
     def run(self, name: str, *, schema: Schema | None = None) -> Run:
         """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
-        return Run(self, check_name(name, "run"), schema)
+        return Run(self.engine, check_name(name, "run"), schema)
+
+    def runs(self) -> list[str]:
+        """Names of every run with at least one checkpoint (here or on the remote)."""
+        return self.engine.runs()
 
     def verify(self, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
         """Re-hash every object and check every record and closure; `progress(done, total)`: object bytes re-hashed."""
-        return maintenance.verify(self, progress)
+        return maintenance.verify(self.engine, progress)
 
     def gc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
         """Apply the retention policy in config (unless `policy=False`), then delete unreferenced objects
         last touched over `grace` seconds ago."""
-        pruned = retention.apply_policy(self) if policy else []
-        report = maintenance.gc(self, grace)
+        pruned = retention.apply_policy(self.engine) if policy else []
+        report = maintenance.gc(self.engine, grace)
         report.pruned = sum(len(p.removed) for p in pruned)
         return report
 
     def set_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
         """Store-wide retention that `gc` applies to every run (LangGraph threads and Strands sessions excepted); no argument clears it."""
-        return retention.set_policy(self, keep_last, keep_within)
+        return retention.set_policy(self.engine, keep_last, keep_within)
 
     def watch(self, run: str | None = None, *, timeout: float | None = None) -> Watch:
         """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.
@@ -70,47 +101,66 @@ class Store(Repository):
         seconds without a new checkpoint (default: never). Watching starts at this call; `close()`
         (or leaving a `with store.watch() as changes:` block) stops it.
         """
-        return watch(self, run, timeout=timeout)
+        return watch(self.engine, run, timeout=timeout)
 
     def stats(self) -> StoreStats:
         """Checkpoints and bytes per run, dedup ratio, journal size, sync lag per remote."""
-        local = local_stats(self)
-        remotes = remote_stats(self, self.local_entries())
+        local = local_stats(self.engine)
+        remotes = remote_stats(self.engine, self.engine.local_entries())
         return StoreStats(local.runs, local.objects, local.object_bytes, remotes)
 
     def sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
         """Start a background thread that pushes every commit to `url`; use it as a context manager."""
-        daemon = SyncDaemon(self, url, storage_options or {}, **options)
+        daemon = SyncDaemon(self.engine, url, storage_options or {}, **options)
         daemon.start()
         return daemon
+
+    def close(self) -> None:
+        """Close the store, from any thread at any time: writes in flight finish first (others then raise
+        StoreClosed), and every descriptor is closed."""
+        self.engine.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return repr(self.engine)
 
     # async twins (aio.py): the same calls, run off the event loop
 
     async def aruns(self) -> list[str]:
-        return await self.offload(self.runs)
+        """runs() for async code."""
+        return await self.engine.offload(self.runs)
 
     async def averify(self) -> VerifyReport:
-        return await self.offload(self.verify)
+        """verify() for async code."""
+        return await self.engine.offload(self.verify)
 
     async def agc(self, grace: float = 3600.0, *, policy: bool = True) -> GcReport:
-        return await self.offload(self.gc, grace, policy=policy)
+        """gc() for async code."""
+        return await self.engine.offload(self.gc, grace, policy=policy)
 
     async def aset_retention(self, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
-        return await self.offload(self.set_retention, keep_last, keep_within)
+        """set_retention() for async code."""
+        return await self.engine.offload(self.set_retention, keep_last, keep_within)
 
     async def astats(self) -> StoreStats:
-        return await self.offload(self.stats)
+        """stats() for async code."""
+        return await self.engine.offload(self.stats)
 
     def awatch(self, run: str | None = None, *, timeout: float | None = None) -> AsyncWatch:
         """`async for cp in store.awatch(run)`: watch() for async code; no thread waits while it waits.
 
         Watching starts at the first `__anext__` (or on entering `async with store.awatch() as changes:`).
         """
-        return AsyncWatch(self, None if run is None else check_name(run, "run"), timeout)
+        return AsyncWatch(self.engine, None if run is None else check_name(run, "run"), timeout)
 
     def async_sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
         """`async with store.async_sync(url) as daemon:` sync() for async code: starts on entry, drains on exit."""
-        return SyncDaemon(self, url, storage_options or {}, **options)
+        return SyncDaemon(self.engine, url, storage_options or {}, **options)
 
 
 def open_store(

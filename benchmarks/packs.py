@@ -38,13 +38,13 @@ def small_push(workdir: Path, moto: MotoServer, n: int) -> dict[str, float]:
         fs = moto.fs()
         base = moto.bucket("sequential") + "/p"
         started = time.monotonic()
-        for oid in store.db.oids():
-            fs.pipe_file(f"{base}/objects/{oid.hex()}", store.db.read_raw(oid))  # one key per record, as format 1 did
-        for run, checkpoint_id in store.local_entries():
-            fs.pipe_file(f"{base}/runs/{run}/log/{checkpoint_id}", store.local_entry(run, checkpoint_id) or b"")
+        for oid in store.engine.db.oids():
+            fs.pipe_file(f"{base}/objects/{oid.hex()}", store.engine.db.read_raw(oid))  # one key per record, as format 1 did
+        for run, checkpoint_id in store.engine.local_entries():
+            fs.pipe_file(f"{base}/runs/{run}/log/{checkpoint_id}", store.engine.local_entry(run, checkpoint_id) or b"")
         sequential = time.monotonic() - started
         started = time.monotonic()
-        Pusher(store, PackRemote(moto.bucket("packs-small") + "/p", moto.storage_options)).push()
+        Pusher(store.engine, PackRemote(moto.bucket("packs-small") + "/p", moto.storage_options)).push()
         packed = time.monotonic() - started
     return {
         "checkpoints": n,
@@ -71,7 +71,7 @@ def artifact_push_and_resume(workdir: Path, moto: MotoServer, mib: int) -> dict[
             fs.rm(target)
             url = moto.bucket(f"packs-big-{attempt}") + "/p"
             started = time.monotonic()
-            stats = Pusher(store, PackRemote(url, moto.storage_options)).push()
+            stats = Pusher(store.engine, PackRemote(url, moto.storage_options)).push()
             pushes.append(time.monotonic() - started)
             if attempt < ROUNDS - 1:
                 fs.rm(url, recursive=True)

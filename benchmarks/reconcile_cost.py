@@ -31,7 +31,7 @@ def measure(workdir: Path, moto: MotoServer, n: int, lose: float) -> dict[str, o
         run = store.run("r")
         for step in range(n):
             run.commit({"step": step})
-        pusher = Pusher(store, PackRemote(url, moto.storage_options))
+        pusher = Pusher(store.engine, PackRemote(url, moto.storage_options))
         started = time.monotonic()
         pusher.push()
         push_seconds = time.monotonic() - started

@@ -46,15 +46,17 @@ def measure(workdir: Path, moto: MotoServer, n: int) -> dict[str, Any]:
         for step in range(n):
             run.commit({"step": step}, artifacts={"a.bin": os.urandom(4096)} if step % 5 == 0 else None)
         started = time.monotonic()
-        Pusher(store, PackRemote(url, moto.storage_options)).push()
+        Pusher(store.engine, PackRemote(url, moto.storage_options)).push()
         results["push_seconds"] = round(time.monotonic() - started, 2)
         run.prune(keep_last=n // 2)
-        Pusher(store, PackRemote(url, moto.storage_options)).push()
+        Pusher(store.engine, PackRemote(url, moto.storage_options)).push()
         report, results["verify"] = timed(moto, lambda: verify_remote(PackRemote(url, moto.storage_options)))
         results["verify"]["ok"] = report.ok
         report, results["verify_deep"] = timed(moto, lambda: verify_remote(PackRemote(url, moto.storage_options), deep=True))
         results["verify_deep"]["ok"] = report.ok
-        gc, results["gc"] = timed(moto, lambda: remote_gc(PackRemote(url, moto.storage_options), store, grace=0.0, settle=MIN_SETTLE))
+        gc, results["gc"] = timed(
+            moto, lambda: remote_gc(PackRemote(url, moto.storage_options), store.engine, grace=0.0, settle=MIN_SETTLE)
+        )
         results["gc"].update(settle_seconds=MIN_SETTLE, entries_deleted=gc.entries_deleted, objects_deleted=gc.objects_deleted)
     return results
 

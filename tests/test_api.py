@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import json
 import os
+import pydoc
 import shutil
 import tempfile
 from pathlib import Path
@@ -34,6 +35,26 @@ def tree(root: Path) -> dict[str, bytes | None]:
 
 def _records_of(store: agentfs.Store, run: str) -> dict[tuple[str, str, str], bytes]:
     return {name: data for name, data in raw.stored_records(store).items() if name[0] == run}
+
+
+# --- the Store's surface ------------------------------------------------------------------------------
+
+# what README.md, docs/ and examples/ show users calling on a Store: the Store holds its engine
+# (engine/repository.py) in `store.engine` instead of being one, so help(agentfs.Store) lists these only
+STORE_API = {
+    "run", "runs", "verify", "gc", "set_retention", "watch", "stats", "sync", "close", "root", "id",
+    "aruns", "averify", "agc", "aset_retention", "astats", "awatch", "async_sync",
+}  # fmt: skip
+
+
+def test_store_shows_only_the_documented_api_each_with_a_docstring(tmp_path: Path) -> None:
+    assert {name for name in dir(agentfs.Store) if not name.startswith("_")} == STORE_API
+    with agentfs.open(tmp_path / ".agentfs") as store:
+        assert {name for name in dir(store) if not name.startswith("_")} == STORE_API | {"engine"}
+    assert [name for name in sorted(STORE_API) if not (getattr(agentfs.Store, name).__doc__ or "").strip()] == []
+    shown = pydoc.render_doc(agentfs.Store, renderer=pydoc.plaintext)
+    assert all(f"{name}(" in shown or f"{name}\n" in shown for name in STORE_API)
+    assert not [name for name in ("read_entry", "append_entry", "writing", "excluding_writers", "offload") if name in shown]
 
 
 # --- open -----------------------------------------------------------------------------------------------

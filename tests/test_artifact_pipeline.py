@@ -53,7 +53,7 @@ def leaves(store: agentfs.Store, ref: Ref) -> list[bytes]:
     assert ref[0] == TREE, f"expected a chunk tree, got kind {ref[0]}"
 
     def walk(oid: bytes, depth: int) -> list[bytes]:
-        children = store.db.read_node(oid, "test")
+        children = store.engine.db.read_node(oid, "test")
         if depth == 1:
             return [child for child, _size in children]
         return [leaf for child, _size in children for leaf in walk(child, depth - 1)]

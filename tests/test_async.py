@@ -2,7 +2,7 @@
 
 Each test drives its own event loop with asyncio.run. Shown here: the twins agree with the sync
 calls on one store; a ticker task keeps running on time while a large artifact is committed; at
-most `store.offload.workers` blocking calls run at once; aonce / atool_call write the same journal
+most `store.engine.offload.workers` blocking calls run at once; aonce / atool_call write the same journal
 as once / tool_call, and cancellation leaves a running call in flight but never runs one whose
 start was still being recorded; awatch sees another process's commit, waits without a thread and
 stops its observer when left; async_sync pushes to a file remote and to S3 (moto).
@@ -199,7 +199,7 @@ def test_loop_keeps_serving_other_tasks_during_a_large_commit(store: agentfs.Sto
 
 def test_at_most_workers_blocking_calls_run_at_once(store: agentfs.Store) -> None:
     run = store.run("bounded")
-    workers = store.offload.workers
+    workers = store.engine.offload.workers
     SlowReader.active = SlowReader.peak = 0
     SlowReader.readers = set()
     before = threading.active_count()
@@ -433,7 +433,7 @@ def test_awatch_waits_without_a_thread_and_stops_when_left(store: agentfs.Store)
     run = store.run("agent")
     run.commit({"step": 0})
     baseline = other_threads()
-    consumers = 3 * store.offload.workers  # more than the pool: each holding a thread would starve alatest
+    consumers = 3 * store.engine.offload.workers  # more than the pool: each holding a thread would starve alatest
 
     async def main() -> float:
         async def consume() -> None:

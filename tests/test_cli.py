@@ -261,9 +261,9 @@ def test_verify_exits_1_naming_a_corrupt_object(store: agentfs.Store) -> None:
 def test_gc_deletes_only_unreferenced_objects_past_the_grace(store: agentfs.Store) -> None:
     data = os.urandom(1 << 20)
     kept = store.run("r").commit({}, artifacts={"blob.bin": data})
-    writer = ObjectWriter(store.db, store.pool)
+    writer = ObjectWriter(store.engine.db, store.engine.pool)
     orphan = writer.add(os.urandom(100_000))
-    store.db.append(writer.finish(), True)  # what a crashed commit leaves: objects, no entry
+    store.engine.db.append(writer.finish(), True)  # what a crashed commit leaves: objects, no entry
     raw.age_objects(store, [orphan], 7200)
     document = json_of(cli("gc", "--grace", "86400", "--json", store=store.root))
     expected = {"deleted": 0, "bytes_freed": 0, "kept": document["kept"], "temp_deleted": 0, "pruned": 0, "damaged": []}

@@ -96,7 +96,7 @@ def close_holding_a_lock(store: agentfs.Store, lock: str, call: str, pause: floa
             run.journal.once(call, lambda: returned.append(run.commit({"n": len(returned)}).id))
 
     def close() -> None:
-        with store.appending("r") if lock == "run" else store.journal_lock("r"):
+        with store.engine.appending("r") if lock == "run" else store.engine.journal_lock("r"):
             committer = run_bounded(commit, errors)
             waiting.wait(JOIN)
             time.sleep(pause)  # the commit is on its way to the lock, or waiting for it

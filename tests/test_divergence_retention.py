@@ -41,7 +41,7 @@ def borrowed_within_the_run(store: agentfs.Store) -> str:
         run.commit({"step": step})
     assert INLINE_MAX < first.artifacts["notes.txt"].size <= PACK_MAX
     last = run.commit({"step": STEPS - 1}, artifacts={"notes.txt": first.artifacts["notes.txt"]})
-    assert ("main", first.id) in store.read_entry("main", last.id).borrowed()  # the shape this test is about
+    assert ("main", first.id) in store.engine.read_entry("main", last.id).borrowed()  # the shape this test is about
     return first.id
 
 
@@ -81,7 +81,7 @@ def test_a_checkpoint_kept_for_a_need_is_not_a_second_head(tmp_path: Path, shape
         run = store.run("main")
         assert kept in run.ids()  # kept: something needs it
         assert run.heads() == [run.ids()[-1]]
-        assert diverged(store, set(store.runs())) == {}
+        assert diverged(store.engine, set(store.runs())) == {}
         assert run.get(kept).state == {"step": 0}
 
 
@@ -119,12 +119,12 @@ def test_a_deleted_run_kept_for_its_forks_has_one_head(tmp_path: Path) -> None:
 
 def _push(root: Path, url: str) -> None:
     with agentfs.open(root) as store:
-        Pusher(store, PackRemote(url, {})).push()
+        Pusher(store.engine, PackRemote(url, {})).push()
 
 
 def _pull(root: Path, url: str) -> dict[str, list[str]]:
     with agentfs.open(root) as store:
-        return pull(store, PackRemote(url, {})).diverged
+        return pull(store.engine, PackRemote(url, {})).diverged
 
 
 def test_two_machines_diverging_after_a_prune_stay_two_heads(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def _langgraph_forks(root: Path) -> dict[str, Any]:
         for _ in range(2):
             graph.invoke(None, graph.update_state(earlier, {"n": 10}))
         saver.prune(["t"], strategy="keep_latest")
-        return diverged(store, set(store.runs()))
+        return diverged(store.engine, set(store.runs()))
 
 
 def test_langgraph_forks_and_the_savers_prune_make_no_divergence(tmp_path: Path) -> None:

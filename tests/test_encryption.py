@@ -128,7 +128,7 @@ def test_a_flipped_bit_in_any_sealed_record_is_refused_before_decoding(tmp_path:
     with agentfs.open(root, encryption=encryption()) as store:
         location = FrameLocation(fmt.segment_id_of(path.name), entry.offset, entry.length)
         with pytest.raises(agentfs.IntegrityError, match="does not authenticate"):
-            store.index.read(location)
+            store.engine.index.read(location)
         problems = [str(p) for p in store.verify().problems] if kind != kinds.FORK else []
     if kind in (kinds.OBJECT, kinds.ENTRY, kinds.JOURNAL, kinds.RETIRED):
         assert any("does not authenticate" in p for p in problems), problems
@@ -137,7 +137,7 @@ def test_a_flipped_bit_in_any_sealed_record_is_refused_before_decoding(tmp_path:
 def test_a_body_moved_to_another_key_or_kind_is_refused(tmp_path: Path) -> None:
     """The associated data binds a body to its kind and stored key: moved, it does not authenticate."""
     with agentfs.open(tmp_path / "store", encryption=encryption()) as store:
-        sealer = store.sealer
+        sealer = store.engine.sealer
         assert sealer is not None
         one = sealer.stored_key(kinds.ENTRY, kinds.pair_key("a", "0" * 26))
         two = sealer.stored_key(kinds.ENTRY, kinds.pair_key("a", "1" * 26))
@@ -213,7 +213,7 @@ def test_dedup_of_a_growing_conversation_matches_the_plaintext_store(tmp_path: P
 
 def _tree_shape(store: agentfs.Store, oid: bytes, depth: int) -> list[Any]:
     """A tree's chunk sizes, nested as its nodes are."""
-    children = store.db.read_node(oid, "test")
+    children = store.engine.db.read_node(oid, "test")
     return [size if depth == 1 else _tree_shape(store, child, depth - 1) for child, size in children]
 
 
@@ -227,7 +227,7 @@ def _shapes(root: Path, key: agentfs.Encryption | None) -> list[list[Any]]:
         shapes = []
         for step, state in enumerate(conversation(500)):
             if step % 100 == 99:
-                entry = store.read_entry("shapes", run.commit(state, artifacts={"a.bin": rng.randbytes(5_000_000)}).id)
+                entry = store.engine.read_entry("shapes", run.commit(state, artifacts={"a.bin": rng.randbytes(5_000_000)}).id)
                 for ref in entry.blob_refs():
                     if ref[0] == TREE:
                         shapes.append(_tree_shape(store, ref[1], ref[3]))

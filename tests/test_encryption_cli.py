@@ -101,7 +101,7 @@ def test_passwd_takes_the_old_passphrase_off_the_remote_too(tmp_path: Path, monk
     store = tmp_path / "store"
     with agentfs.open(store, encryption=encryption(OLD)) as opened:
         opened.run("r").commit({"v": 1})
-        Pusher(opened, PackRemote(spec.url, spec.storage_options)).push()
+        Pusher(opened.engine, PackRemote(spec.url, spec.storage_options)).push()
     assert run(monkeypatch, store, "key", "passwd", password=OLD, new=NEW) == 0  # no push after it
     with pytest.raises(agentfs.WrongKey):
         agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption=OLD)
@@ -117,7 +117,7 @@ def test_clone_of_an_encrypted_remote_takes_its_key(tmp_path: Path, monkeypatch:
     spec = make_file_spec(tmp_path)
     with agentfs.open(tmp_path / "store", encryption=encryption(OLD)) as opened:
         opened.run("r").commit({"v": 1})
-        Pusher(opened, PackRemote(spec.url, spec.storage_options)).push()
+        Pusher(opened.engine, PackRemote(spec.url, spec.storage_options)).push()
     target = tmp_path / "clone"
     assert run(monkeypatch, tmp_path / "unused", "clone", spec.url, str(target), password="nope") == 5
     assert not target.exists()  # a failed clone leaves nothing behind

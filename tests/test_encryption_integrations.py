@@ -189,7 +189,7 @@ def test_an_integration_resumes_an_encrypted_remote_on_another_machine_with_encr
     spec = make_file_spec(tmp_path)
     session = AgentFSSession(CANARY, tmp_path / "a", encryption=encryption())
     asyncio.run(session.add_items([{"role": "user", "content": SECRET}]))
-    Pusher(session.store, PackRemote(spec.url, spec.storage_options)).push()
+    Pusher(session.store.engine, PackRemote(spec.url, spec.storage_options)).push()
     session.close()
     remote = {"remote": spec.url, "storage_options": spec.storage_options}
     refuses_a_wrong_key(lambda key: AgentFSSession(CANARY, tmp_path / "b", encryption=key, **remote))

@@ -33,7 +33,7 @@ def remote_bytes(spec: RemoteSpec) -> bytes:
 
 
 def push(store: agentfs.Store, spec: RemoteSpec) -> None:
-    Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
+    Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()
 
 
 def test_no_canary_on_the_remote_nor_in_the_store_after_a_push(tmp_path: Path, spec: RemoteSpec) -> None:
@@ -62,12 +62,12 @@ def test_a_second_machine_resumes_appends_and_the_first_resumes_its_work(tmp_pat
         assert head.artifacts["notes.txt"].read_bytes() == artifact
         assert second.run(run_name).journal.get(CANARIES["journal_key"]).result == CANARIES["journal_result"]
         second.run(run_name).commit({"step": 2}, artifacts={"notes.txt": artifact}, parent=head.id)
-        pusher = Pusher(second, PackRemote(spec.url, spec.storage_options))
+        pusher = Pusher(second.engine, PackRemote(spec.url, spec.storage_options))
         stats = pusher.push()
         assert stats.objects == 0  # same key, same ids: the artifact B stores again is not uploaded again
     # machine A pulls B's checkpoint and appends after it
     with agentfs.open(tmp_path / "a", encryption=PASSPHRASE) as first:
-        pull(first, PackRemote(spec.url, spec.storage_options))
+        pull(first.engine, PackRemote(spec.url, spec.storage_options))
         head = first.run(run_name).latest()
         assert head is not None and head.state == {"step": 2}
         first.run(run_name).commit({"step": 3}, parent=head.id)
@@ -102,7 +102,7 @@ def test_verify_remote_reads_an_encrypted_remote_with_the_stores_keys_only(tmp_p
         store.run("r").commit({"v": 1}, artifacts={"a.bin": b"x" * 100_000})
         push(store, spec)
         remote = PackRemote(spec.url, spec.storage_options)
-        remote.sealer = store.sealer
+        remote.sealer = store.engine.sealer
         report = verify_remote(remote, deep=True)
         assert report.ok and report.entries == 1, report.problems
     with pytest.raises(agentfs.WrongKey, match="is encrypted"):
@@ -131,10 +131,10 @@ def test_remote_gc_of_an_encrypted_remote_keeps_what_is_live(tmp_path: Path) -> 
         push(store, spec)
         run.prune(keep_last=1)
         push(store, spec)  # the retirement record
-        report = remote_gc(PackRemote(spec.url, spec.storage_options), store, grace=0, settle=3)
+        report = remote_gc(PackRemote(spec.url, spec.storage_options), store.engine, grace=0, settle=3)
         assert report.entries_deleted == 3 and report.objects_deleted > 0
         remote = PackRemote(spec.url, spec.storage_options)
-        remote.sealer = store.sealer
+        remote.sealer = store.engine.sealer
         assert verify_remote(remote, deep=True).ok
     with agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, encryption=PASSPHRASE) as other:
         head = other.run(f"agents/{CANARIES['run']}").latest()

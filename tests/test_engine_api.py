@@ -22,33 +22,34 @@ from agentfs.ids import new_id
 
 def test_entries_and_records_are_appended_whole_and_never_replaced(store: agentfs.Store) -> None:
     cp = store.run("r").commit({"n": 1})
-    stored = store.local_entry("r", cp.id)
-    assert stored is not None and store.has_entry("r", cp.id)
-    assert store.append_entry("r", cp.id, b"another entry") is False
-    assert store.local_entry("r", cp.id) == stored and store.run("r").get(cp.id).state == {"n": 1}
+    stored = store.engine.local_entry("r", cp.id)
+    assert stored is not None and store.engine.has_entry("r", cp.id)
+    assert store.engine.append_entry("r", cp.id, b"another entry") is False
+    assert store.engine.local_entry("r", cp.id) == stored and store.run("r").get(cp.id).state == {"n": 1}
     missing = new_id()
-    assert not store.has_entry("r", missing) and store.local_entry("r", missing) is None
+    assert not store.engine.has_entry("r", missing) and store.engine.local_entry("r", missing) is None
 
     record_id = new_id()
-    assert store.read_record("r", JOURNAL_RECORDS, record_id) is None and store.record_size("r", JOURNAL_RECORDS, record_id) is None
-    assert store.append_record("r", JOURNAL_RECORDS, record_id, b"first") is True
-    assert store.append_record("r", JOURNAL_RECORDS, record_id, b"second") is False
-    assert store.read_record("r", JOURNAL_RECORDS, record_id) == b"first" and store.record_size("r", JOURNAL_RECORDS, record_id) == 5
-    assert store.record_ids("r", JOURNAL_RECORDS) == [record_id] and list(store.local_records(JOURNAL_RECORDS)) == [("r", record_id)]
-    assert record_id in store.where_stored("r", JOURNAL_RECORDS, record_id)
+    engine = store.engine
+    assert engine.read_record("r", JOURNAL_RECORDS, record_id) is None and engine.record_size("r", JOURNAL_RECORDS, record_id) is None
+    assert store.engine.append_record("r", JOURNAL_RECORDS, record_id, b"first") is True
+    assert store.engine.append_record("r", JOURNAL_RECORDS, record_id, b"second") is False
+    assert engine.read_record("r", JOURNAL_RECORDS, record_id) == b"first" and engine.record_size("r", JOURNAL_RECORDS, record_id) == 5
+    assert engine.record_ids("r", JOURNAL_RECORDS) == [record_id] and list(engine.local_records(JOURNAL_RECORDS)) == [("r", record_id)]
+    assert record_id in store.engine.where_stored("r", JOURNAL_RECORDS, record_id)
 
 
 def test_retire_records_what_goes_then_removes_it(store: agentfs.Store) -> None:
     run = store.run("r")
     ids = [run.commit({"n": n}).id for n in range(3)]
     run.once("k", lambda: 1)
-    journal = store.record_ids("r", JOURNAL_RECORDS)
+    journal = store.engine.record_ids("r", JOURNAL_RECORDS)
     assert len(journal) == 2 and run.get(ids[0]).state == {"n": 0}  # read once: now in the entry cache
     record = Retirement("r", new_id(), time.time_ns(), ids[:2], journal)
-    with store.excluding_writers():
-        store.retire(record)
-    assert store.local_ids("r") == ids[2:] and store.record_ids("r", JOURNAL_RECORDS) == []
-    assert [r.checkpoints for r in store.retirements("r")] == [ids[:2]] and store.retired_ids("r") == set(ids[:2])
+    with store.engine.excluding_writers():
+        store.engine.retire(record)
+    assert store.engine.local_ids("r") == ids[2:] and store.engine.record_ids("r", JOURNAL_RECORDS) == []
+    assert [r.checkpoints for r in store.engine.retirements("r")] == [ids[:2]] and store.engine.retired_ids("r") == set(ids[:2])
     with pytest.raises(agentfs.NotFound):
         run.get(ids[0])  # the cache forgot it too
     assert run.journal.get("k") is None and store.verify().ok
@@ -62,14 +63,14 @@ def test_rewrite_config_keeps_every_concurrent_writers_change(tmp_path: Path) ->
     def write(index: int) -> None:
         start.wait()
         for step in range(5):
-            stores[index].rewrite_config(lambda config, step=step: config.__setitem__(f"writer-{index}", step))
+            stores[index].engine.rewrite_config(lambda config, step=step: config.__setitem__(f"writer-{index}", step))
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    config = agentfs.open(tmp_path / "s").read_config()
+    config = agentfs.open(tmp_path / "s").engine.read_config()
     assert {key: config[key] for key in config if key.startswith("writer-")} == {f"writer-{i}": 4 for i in range(writers)}
     assert config["store_id"] == stores[0].id
 
@@ -79,8 +80,8 @@ def test_record_ids_skip_the_directories_of_nested_runs(store: agentfs.Store) ->
     a = store.run("a")
     a.once("k", lambda: 1)
     nested = store.run("a/journal/b").commit(2)
-    assert len(store.record_ids("a", JOURNAL_RECORDS)) == 2 and a.journal.get("k") is not None and a.journal.damaged == []
-    ids = store.record_ids("a", JOURNAL_RECORDS)
-    assert store.poll_record_ids("a", JOURNAL_RECORDS, ()) == set(ids) == store.poll_record_ids("a", JOURNAL_RECORDS, ids[:1])
-    assert sorted(store.local_runs()) == ["a/journal/b"] and list(store.local_entries()) == [("a/journal/b", nested.id)]
-    assert store.where_stored("a/journal/b", LOG_RECORDS, nested.id).endswith(nested.id)
+    assert len(store.engine.record_ids("a", JOURNAL_RECORDS)) == 2 and a.journal.get("k") is not None and a.journal.damaged == []
+    ids = store.engine.record_ids("a", JOURNAL_RECORDS)
+    assert store.engine.poll_record_ids("a", JOURNAL_RECORDS, ()) == set(ids) == store.engine.poll_record_ids("a", JOURNAL_RECORDS, ids[:1])
+    assert sorted(store.engine.local_runs()) == ["a/journal/b"] and list(store.engine.local_entries()) == [("a/journal/b", nested.id)]
+    assert store.engine.where_stored("a/journal/b", LOG_RECORDS, nested.id).endswith(nested.id)

@@ -27,11 +27,11 @@ HOUR = 3600.0
 def _orphans(store: agentfs.Store, blobs: list[bytes]) -> set[bytes]:
     """Write `blobs` as a commit would (chunks and tree nodes), and never write the entry."""
     before = raw.object_ids(store)
-    writer = ObjectWriter(store.db, store.pool)
+    writer = ObjectWriter(store.engine.db, store.engine.pool)
     blob_writer = BlobWriter(lambda: writer, {})
     for data in blobs:
         blob_writer.put(data, chunking.LARGE)
-    store.db.append(writer.finish(), True)  # as a large artifact's flushed batches: objects, no entry
+    store.engine.db.append(writer.finish(), True)  # as a large artifact's flushed batches: objects, no entry
     return raw.object_ids(store) - before
 
 

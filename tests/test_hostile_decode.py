@@ -143,7 +143,7 @@ def test_an_object_larger_than_any_object_is_refused_raw_too() -> None:
 
 
 def push(store: agentfs.Store, remote: HostileRemote) -> None:
-    Pusher(store, PackRemote(remote.url, remote.storage_options)).push()
+    Pusher(store.engine, PackRemote(remote.url, remote.storage_options)).push()
 
 
 def _artifact_store(root: Path) -> tuple[agentfs.Store, bytes]:

@@ -34,12 +34,12 @@ def _remote(hostile: HostileRemote) -> PackRemote:
 
 def _push(home: Path, hostile: HostileRemote) -> None:
     with agentfs.open(home) as store:
-        Pusher(store, _remote(hostile)).push()
+        Pusher(store.engine, _remote(hostile)).push()
 
 
 def _pull(home: Path, hostile: HostileRemote) -> PullStats:
     with agentfs.open(home) as store:
-        return pull(store, _remote(hostile))
+        return pull(store.engine, _remote(hostile))
 
 
 def _lazy(tmp_path: Path, hostile: HostileRemote) -> agentfs.Store:
@@ -111,7 +111,7 @@ def test_a_forged_retirement_of_unpushed_journal_records_is_refused(hostile_remo
     _push(home, hostile_remote)
     with agentfs.open(home) as store:
         assert store.run("r").once("send-mail", lambda: "sent") == "sent"  # a journal record the remote never held
-        journal = store.record_ids("r", "journal")
+        journal = store.engine.record_ids("r", "journal")
     record_id = new_id()
     data = encode_retirement(Retirement("r", record_id, time.time_ns(), ids[:1], journal), {"store": "forger"})
     hostile_remote.put(posixpath.join(*keys.retired_key("r", record_id)), data)
@@ -119,7 +119,7 @@ def test_a_forged_retirement_of_unpushed_journal_records_is_refused(hostile_remo
     stats = _pull(home, hostile_remote)
     assert len(stats.refused) == 1 and record_id in stats.refused[0]
     with agentfs.open(home) as store:
-        assert store.record_ids("r", "journal") == journal and store.run("r").ids() == ids
+        assert store.engine.record_ids("r", "journal") == journal and store.run("r").ids() == ids
         assert store.run("r").once("send-mail", lambda: "sent twice") == "sent"
 
 

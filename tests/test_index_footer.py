@@ -46,14 +46,14 @@ def test_open_and_latest_of_object_backed_states_decode_a_few_footer_rows(tmp_pa
         for step in range(count):  # 20 KB of random bytes: chunked into objects, not packed into the entry
             run.commit({"step": step, "blob": rng.randbytes(20_000)})
     with agentfs.open(tmp_path / "store") as store:
-        assert store.index.footers, "the store's segment should be sealed at close, so its footer is read"
-        rows = sum(f.objects.row_count + sum(s.row_count for s in f.runs.values()) for f in store.index.footers.values())
+        assert store.engine.index.footers, "the store's segment should be sealed at close, so its footer is read"
+        rows = sum(f.objects.row_count + sum(s.row_count for s in f.runs.values()) for f in store.engine.index.footers.values())
         assert rows > 5 * count, "the states should be stored as several objects each"
-        opened = store.index.rows_read()
+        opened = store.engine.index.rows_read()
         latest = store.run("agent").latest()
         assert latest is not None and latest.state["step"] == count - 1
         assert len(latest.state["blob"]) == 20_000
-        read = store.index.rows_read()
+        read = store.engine.index.rows_read()
     bound = 2 * math.log2(rows) + 4  # one bisection and the rows equal to its key
     assert opened <= 2, f"opening decoded {opened} footer rows"
     assert read < 16 * bound < rows / 10, f"open + latest() decoded {read} of {rows} footer rows"

@@ -194,7 +194,7 @@ def test_once_writes_a_durable_start_and_end_record(store: agentfs.Store) -> Non
     call = fresh(store).journal.get("search:1")
     assert call is not None and (call.status, call.start_id, call.end_id, call.attempts) == ("ok", start_id, end_id, 1)
     assert call.finished is not None and call.started <= call.finished
-    assert list(store.local_records(JOURNAL_RECORDS)) == [(RUN, start_id), (RUN, end_id)]
+    assert list(store.engine.local_records(JOURNAL_RECORDS)) == [(RUN, start_id), (RUN, end_id)]
 
 
 def test_damaged_records_are_skipped_reported_and_never_misread(store: agentfs.Store) -> None:
@@ -264,7 +264,7 @@ def test_decode_record_refuses_every_malformed_record(store: agentfs.Store) -> N
 def test_records_of_nested_runs_and_runs_named_journal_stay_apart(store: agentfs.Store) -> None:
     for name in ("x", "x/journal", "journal", "x/journal/01ARZ3NDEKTSV4RRFFQ69G5FAV"):
         store.run(name).once("k", lambda name=name: name)
-    found = collections.Counter(run for run, _id in store.local_records(JOURNAL_RECORDS))
+    found = collections.Counter(run for run, _id in store.engine.local_records(JOURNAL_RECORDS))
     assert found == {"x": 2, "x/journal": 2, "journal": 2, "x/journal/01ARZ3NDEKTSV4RRFFQ69G5FAV": 2}
     for name in found:
         journal = agentfs.open(store.root).run(name).journal
@@ -426,7 +426,7 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
         held = {record_id: raw.record_bytes(machine_a, RUN, JOURNAL_RECORDS, record_id) for record_id in held_ids}
         for record_id, data in held.items():  # the remote's layout: records in packs
             remote_raw.put_record(fs, str(remote), kinds.JOURNAL, kinds.pair_key(RUN, record_id), data)
-        (remote / "config").write_bytes(encode_config(remote_config(machine_a.config)))  # a remote is known by its config
+        (remote / "config").write_bytes(encode_config(remote_config(machine_a.engine.config)))  # a remote is known by its config
     bogus = new_id()
     remote_raw.put_record(fs, str(remote), kinds.JOURNAL, kinds.pair_key(RUN, bogus), b"AFJ\x01" + bytes(40))
     with agentfs.open(tmp_path / "b", remote=str(remote)) as machine_b:
@@ -436,4 +436,4 @@ def test_records_are_fetched_from_a_remote_and_verified(tmp_path: Path) -> None:
         assert [record_id for record_id, _why in journal.damaged] == [bogus]
     installed = files(machine_b)
     assert all(record_bytes(machine_b, name) == held[name] for name in installed)  # byte for byte
-    assert machine_b.append_record(RUN, JOURNAL_RECORDS, installed[0], b"anything") is False  # never replaced
+    assert machine_b.engine.append_record(RUN, JOURNAL_RECORDS, installed[0], b"anything") is False  # never replaced

@@ -69,13 +69,13 @@ def test_a_pulled_journal_gives_the_same_once_answers(tmp_path: Path, moto_serve
     spec = make_s3_spec(moto_server)  # type: ignore[arg-type]
     with agentfs.open(tmp_path / "a") as machine_a:
         status = _journal_on_machine_a(machine_a)
-        stats = Pusher(machine_a, PackRemote(spec.url, spec.storage_options), workers=4).push()
+        stats = Pusher(machine_a.engine, PackRemote(spec.url, spec.storage_options), workers=4).push()
         assert stats.records == len(raw.record_ids(machine_a, RUN, JOURNAL_RECORDS)) > 20
-        again = Pusher(machine_a, PackRemote(spec.url, spec.storage_options), workers=4).push()
+        again = Pusher(machine_a.engine, PackRemote(spec.url, spec.storage_options), workers=4).push()
         assert again.records == 0, "records the remote holds were sent again"
 
     with agentfs.open(tmp_path / "b") as machine_b:
-        result = pull(machine_b, PackRemote(spec.url, spec.storage_options))
+        result = pull(machine_b.engine, PackRemote(spec.url, spec.storage_options))
         assert result.records == stats.records
         assert _journal(machine_b) == _journal(tmp_path / "a")
         _same_answers(machine_b, status)
@@ -85,11 +85,11 @@ def test_a_pulled_journal_gives_the_same_once_answers(tmp_path: Path, moto_serve
 def test_a_store_opened_on_the_remote_sees_the_journal_lazily(tmp_path: Path, remote: RemoteSpec) -> None:
     with agentfs.open(tmp_path / "a") as machine_a:
         status = _journal_on_machine_a(machine_a)
-        Pusher(machine_a, PackRemote(remote.url, remote.storage_options), workers=4).push()
+        Pusher(machine_a.engine, PackRemote(remote.url, remote.storage_options), workers=4).push()
     with agentfs.open(tmp_path / "b", remote=remote.url, storage_options=remote.storage_options) as machine_b:
         _same_answers(machine_b, status)
         # and machine B's own calls go back up without resending A's
-        stats = Pusher(machine_b, PackRemote(remote.url, remote.storage_options), workers=4).push()
+        stats = Pusher(machine_b.engine, PackRemote(remote.url, remote.storage_options), workers=4).push()
         assert stats.records == 2  # the retry of err0: its start and its end
 
 
@@ -99,13 +99,13 @@ def test_delete_removes_the_journal_here_and_on_the_remote_after_its_gc(tmp_path
     url = (tmp_path / "remote").as_uri()
     with agentfs.open(tmp_path / "a") as store:
         _journal_on_machine_a(store)
-        pusher = Pusher(store, PackRemote(url, {"auto_mkdir": True}), workers=4)
+        pusher = Pusher(store.engine, PackRemote(url, {"auto_mkdir": True}), workers=4)
         pusher.push()
         report = store.run(RUN).delete()
         assert report.journal_removed > 20 and raw.record_ids(store, RUN, JOURNAL_RECORDS) == []
         assert store.run(RUN).journal.calls() == []
         pusher.push()
-        gc = remote_gc(PackRemote(url, {}), store, grace=0, settle=3)
+        gc = remote_gc(PackRemote(url, {}), store.engine, grace=0, settle=3)
         assert gc.journal_deleted == report.journal_removed and gc.entries_deleted == 1
     with agentfs.open(tmp_path / "b", remote=url) as other:
         assert other.run(RUN).journal.calls() == [] and other.run(RUN).latest() is None

@@ -114,7 +114,7 @@ def test_a_read_looks_at_the_segments_once(tmp_path: Path, monkeypatch: pytest.M
     saver.put_writes(configs[1], [("step", 99)], "late-task")  # not the head: its batch lands in the namespace's late run
     for thread in ("u", "v"):
         saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
-    segments = os.fspath(store.segments_dir)
+    segments = os.fspath(store.engine.segments_dir)
     looks: list[str] = []
     listdir = os.listdir
 

@@ -36,7 +36,7 @@ def test_threads_of_one_store_take_a_run_stripe_one_at_a_time(tmp_path: Path) ->
         def hold() -> None:
             nonlocal inside, most
             for _ in range(20):
-                with store.appending("r"):
+                with store.engine.appending("r"):
                     with count:
                         inside += 1
                         most = max(most, inside)
@@ -59,14 +59,14 @@ def test_a_thread_that_excludes_writers_waits_for_every_commit_of_the_others(tmp
         release = threading.Event()
 
         def write(name: str) -> None:
-            with store.writing():
+            with store.engine.writing():
                 events.append(f"{name} in")
                 writers_in.wait()
                 release.wait(10)
                 events.append(f"{name} out")
 
         def exclude() -> None:
-            with store.excluding_writers():
+            with store.engine.excluding_writers():
                 events.append("gc in")
 
         writers = [threading.Thread(target=write, args=(name,)) for name in ("a", "b")]
@@ -90,7 +90,7 @@ def _take_stripe(root: Path, go: multiprocessing.Queue[str], got: multiprocessin
 
 def _take_inherited_stripe(store: agentfs.Store, go: multiprocessing.Queue[str], got: multiprocessing.Queue[str]) -> None:
     go.get(timeout=30)
-    with store.appending("r"):
+    with store.engine.appending("r"):
         got.put("got it")
 
 
@@ -108,7 +108,7 @@ def test_another_process_waits_for_a_stripe_this_process_holds(start: str, tmp_p
         else:
             child = context.Process(target=_take_stripe, args=(tmp_path / ".agentfs", go, got))
         child.start()
-        with store.appending("r"):
+        with store.engine.appending("r"):
             go.put("go")
             # blocked in flock, or (without the fix) through: either shows within the wait
             deadline = time.monotonic() + 30

@@ -110,7 +110,7 @@ def test_a_push_killed_at_random_points_resumes_without_sending_it_again_and_lea
 
     with agentfs.open(source) as store:  # what a clean push puts up: the store's every object and checkpoint
         local = {(kinds.OBJECT, oid) for oid in raw.object_ids(source)}
-        local |= {(kinds.ENTRY, kinds.pair_key(*loc)) for loc in store.local_entries()}
+        local |= {(kinds.ENTRY, kinds.pair_key(*loc)) for loc in store.engine.local_entries()}
     expected = RESUME_BYTES  # about what a clean push sends: the artifacts (incompressible) dominate
     counter.take()
     rng = random.Random(os.environ.get("AGENTFS_RESUME_SEED"))

@@ -55,8 +55,8 @@ def test_a_byte_flipped_anywhere_in_a_chunks_frame_fails_the_read_or_reads_sound
     with agentfs.open(root, durability="process") as store:
         cp = store.run("r").commit({"messages": MESSAGES})
         oid = first_chunk(root, MESSAGES)
-        sound = store.db.read(oid)
-        location = store.db.location(oid)
+        sound = store.engine.db.read(oid)
+        location = store.engine.db.location(oid)
         assert location is not None
         path = root / "segments" / fmt.segment_name(location.segment_id)
         header = fmt.FRAME.size + fmt.KEY_LENGTH.size + kinds.OID_LENGTH
@@ -68,7 +68,7 @@ def test_a_byte_flipped_anywhere_in_a_chunks_frame_fails_the_read_or_reads_sound
                 original = os.pread(segment.fileno(), 1, location.offset + position)
                 os.pwrite(segment.fileno(), bytes([original[0] ^ 0xFF]), location.offset + position)
                 try:
-                    data = store.db.read(oid)  # the store's read, beneath its checkpoint readers' cache
+                    data = store.engine.db.read(oid)  # the store's read, beneath its checkpoint readers' cache
                     assert data == sound, f"a flip at byte {position} of the frame returned other bytes"
                     outcomes["sound"].append(position)
                 except agentfs.IntegrityError:
@@ -88,7 +88,7 @@ def test_a_damaged_first_copy_is_passed_over_for_a_sound_one(tmp_path: Path) -> 
         sound = raw.corrupt_object(root, oid)
         with pytest.raises(agentfs.IntegrityError, match=oid.hex()):
             store.run("r").get(cp.id).value("messages")
-        store.db.install(oid, sound, "test")  # a second copy, as a repair from a remote appends
+        store.engine.db.install(oid, sound, "test")  # a second copy, as a repair from a remote appends
         assert store.run("r").get(cp.id).value("messages") == MESSAGES
 
 

@@ -137,7 +137,7 @@ def test_the_api_raises_logs_and_publishes_no_secret(tmp_path: Path, moto_server
         store.run("r").commit({"step": 1})
         for url, options in _cases(moto_server):
             with pytest.raises(agentfs.RemoteError) as raised:
-                pull(store, PackRemote(url, options))
+                pull(store.engine, PackRemote(url, options))
             _absent(str(raised.value), "a pull's error")
             with pytest.raises(agentfs.RemoteError) as raised:
                 agentfs.open(tmp_path / "lazy", remote=url, storage_options=options)

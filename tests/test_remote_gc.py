@@ -25,7 +25,7 @@ SETTLE = 3.0
 
 
 def _push(store: agentfs.Store, spec: RemoteSpec) -> None:
-    Pusher(store, PackRemote(spec.url, spec.storage_options), workers=4).push()
+    Pusher(store.engine, PackRemote(spec.url, spec.storage_options), workers=4).push()
 
 
 def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, remote: RemoteSpec) -> None:
@@ -38,10 +38,10 @@ def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, 
 
         report = run.prune(keep_last=3)
         _push(store, remote)  # sends the retirement record
-        first = remote_gc(rem, store, grace=3600, settle=SETTLE)
+        first = remote_gc(rem, store.engine, grace=3600, settle=SETTLE)
         assert first.entries_deleted == len(report.removed) and first.objects_deleted == 0 and first.kept_young > 0
         assert sorted(rem.list_ids("agent")) == sorted(set(ids) - set(report.removed))
-        second = remote_gc(rem, store, grace=0, settle=SETTLE)
+        second = remote_gc(rem, store.engine, grace=0, settle=SETTLE)
         assert second.objects_deleted == first.kept_young > 0
         assert set(rem.list_objects()) < objects_before
         check = verify_remote(rem, deep=True)
@@ -52,7 +52,7 @@ def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, 
         latest = other.run("agent").latest()
         assert latest is not None and latest.id == ids[-1] and latest.state == workload.make_state(11)
     with agentfs.open(tmp_path / "c") as fresh:
-        pull(fresh, PackRemote(remote.url, remote.storage_options))
+        pull(fresh.engine, PackRemote(remote.url, remote.storage_options))
         assert fresh.run("agent").ids() == sorted(set(ids) - set(report.removed))
         assert fresh.verify().ok
 
@@ -62,7 +62,7 @@ def test_a_pusher_that_saw_a_gc_uploads_again_what_it_deleted(tmp_path: Path, mo
     spec = make_s3_spec(moto_server)  # type: ignore[arg-type]
     with agentfs.open(tmp_path / "a") as store:
         run = store.run("agent")
-        pusher = Pusher(store, PackRemote(spec.url, spec.storage_options), workers=4)
+        pusher = Pusher(store.engine, PackRemote(spec.url, spec.storage_options), workers=4)
         payload = os.urandom(50_000)
         run.commit({"blob": payload})
         run.commit({"blob": b"other"})
@@ -70,14 +70,14 @@ def test_a_pusher_that_saw_a_gc_uploads_again_what_it_deleted(tmp_path: Path, mo
         run.prune(keep_last=1)
         store.gc(grace=0)
         pusher.push()
-        gc = remote_gc(PackRemote(spec.url, spec.storage_options), store, grace=0, settle=SETTLE)
+        gc = remote_gc(PackRemote(spec.url, spec.storage_options), store.engine, grace=0, settle=SETTLE)
         assert gc.objects_deleted >= 1
         run.commit({"blob": payload})  # the deleted object again, written anew locally
         stats = pusher.push()
         assert stats.objects >= 1, "the pusher trusted its index for an object the remote gc deleted"
         check = verify_remote(PackRemote(spec.url, spec.storage_options), deep=True)
         assert check.ok, str(check)
-        index_objects = (store.remotes_dir / pusher.index.directory.name / "objects").read_bytes()
+        index_objects = (store.engine.remotes_dir / pusher.index.directory.name / "objects").read_bytes()
         assert len(index_objects) % 32 == 0
 
 
@@ -86,7 +86,7 @@ def test_the_barrier_waits_for_a_running_gc_and_ignores_an_abandoned_one(tmp_pat
     rem = PackRemote(url, {"auto_mkdir": True})
     with agentfs.open(tmp_path / "a") as store:
         store.run("r").commit({"x": 1})
-        pusher = Pusher(store, rem, workers=2)
+        pusher = Pusher(store.engine, rem, workers=2)
         pusher.push()
         stale = {"format": 1, "created": time.time() - 10_000, "settle": 30, "slack": 120}
         rem.create(rem.key("gc", "01J000000000000000000000AA.intent"), json.dumps(stale).encode())

@@ -56,7 +56,7 @@ def test_remote_gc_repacks_while_the_daemon_pushes_and_loses_nothing(tmp_path: P
     check = verify_remote(PackRemote(spec.url, spec.storage_options), deep=True)
     assert check.ok, str(check)
     with agentfs.open(tmp_path / "fresh") as fresh:
-        pull(fresh, PackRemote(spec.url, spec.storage_options))
+        pull(fresh.engine, PackRemote(spec.url, spec.storage_options))
         run = fresh.run("agent")
         assert run.latest().state["step"] == 199  # type: ignore[union-attr]
         for cp in run.history():

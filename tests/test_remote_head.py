@@ -131,7 +131,7 @@ def test_head_lookup_is_one_request_of_one_key_whatever_the_history(tmp_path: Pa
     plant(head_keys("r", random.sample(old, len(old))))  # a long history of heads, a day old
     with agentfs.open(tmp_path / "s", durability="process") as store:
         newest = store.run("r").commit({"step": "newest"})
-        Pusher(store, PackRemote(spec.url, spec.storage_options)).push()  # the real pusher names the newest head key
+        Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()  # the real pusher names the newest head key
     remote = open_remote(spec.url, spec.storage_options)
     with requests() as seen:
         assert remote.head_id("r") == newest.id
@@ -151,7 +151,7 @@ def pushed_remote(spec: RemoteSpec, tmp_path: Path) -> PackRemote:
     """The remote after a push of another run (a remote without a config is refused)."""
     with agentfs.open(tmp_path / "pusher", durability="process") as store:
         store.run("other").commit({})
-        Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
+        Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()
     return open_remote(spec.url, spec.storage_options)
 
 
@@ -197,7 +197,7 @@ def test_file_remote_lists_its_head_keys_once(tmp_path: Path) -> None:
         run = store.run("r")
         for step in range(3):
             newest = run.commit({"step": step})
-        Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
+        Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()
     remote = open_remote(spec.url, spec.storage_options)
     (Path(remote.key(*keys.head_dir_key("r"))) / "0-stray").write_bytes(b"x")
     assert remote.head_id("r") == newest.id
@@ -212,7 +212,7 @@ def push_from_a_clock_ahead(spec: RemoteSpec, store: Path, offset: str) -> str:
         "url, options, path = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]\n"
         "with agentfs.open(path, durability='process') as store:\n"
         "    cp = store.run('r').commit({'from': 'ahead'})\n"
-        "    Pusher(store, PackRemote(url, options)).push()\n"
+        "    Pusher(store.engine, PackRemote(url, options)).push()\n"
         "print(cp.id)\n"
     )
     done = subprocess.run(
@@ -230,7 +230,7 @@ def test_a_head_from_a_clock_ahead_is_found_and_hides_no_newer_work(object_store
     spec, _plant, requests = object_store
     with agentfs.open(tmp_path / "here", durability="process") as here:
         here.run("r").commit({"from": "here, before"})
-        Pusher(here, PackRemote(spec.url, spec.storage_options)).push()
+        Pusher(here.engine, PackRemote(spec.url, spec.storage_options)).push()
     ahead = push_from_a_clock_ahead(spec, tmp_path / "ahead", "+1h")
     assert ahead > str(ULID.from_timestamp(time.time() + 3000))  # its id is from an hour ahead of ours
 
@@ -244,7 +244,7 @@ def test_a_head_from_a_clock_ahead_is_found_and_hides_no_newer_work(object_store
         run = resumed.run("r")
         assert run.latest().state == {"from": "ahead"}  # type: ignore[union-attr]
         newer = run.commit({"from": "here, after"})
-        Pusher(resumed, PackRemote(spec.url, spec.storage_options)).push()
+        Pusher(resumed.engine, PackRemote(spec.url, spec.storage_options)).push()
     assert newer.id > ahead
     remote = open_remote(spec.url, spec.storage_options)
     with requests() as seen:

@@ -195,7 +195,7 @@ def test_a_damaged_retirement_record_is_reported_by_verify(store: agentfs.Store)
 
 def _fork_markers(store: agentfs.Store) -> set[str]:
     """Every run some fork record names as a fork target."""
-    return {target for run in ("a", "b", "c") for target in store.forks_of(run)}
+    return {target for run in ("a", "b", "c") for target in store.engine.forks_of(run)}
 
 
 def test_forks_are_recorded_before_they_exist_and_arrive_with_a_pull(tmp_path: Path) -> None:
@@ -204,8 +204,8 @@ def test_forks_are_recorded_before_they_exist_and_arrive_with_a_pull(tmp_path: P
         store.run("a").fork(ids[3], "b")
         store.run("b").fork(store.run("b").ids()[0], "c")  # c borrows from a through b
         assert _fork_markers(store) == {"b", "c"}
-        assert store.forks_of("a") == {"b", "c"} and store.forks_of("b") == {"c"} and store.forks_of("c") == set()
-        Pusher(store, PackRemote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
+        assert store.engine.forks_of("a") == {"b", "c"} and store.engine.forks_of("b") == {"c"} and store.engine.forks_of("c") == set()
+        Pusher(store.engine, PackRemote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
         report = store.run("a").prune(keep_last=1)
         assert ids[3] in report.needed
         store.gc(grace=0)
@@ -214,7 +214,7 @@ def test_forks_are_recorded_before_they_exist_and_arrive_with_a_pull(tmp_path: P
         assert store.verify().ok
 
     with agentfs.open(tmp_path / "b") as other:  # forks arriving from a remote are recorded as they land
-        pull(other, PackRemote((tmp_path / "remote").as_uri(), {}))
+        pull(other.engine, PackRemote((tmp_path / "remote").as_uri(), {}))
         assert _fork_markers(other) == {"b", "c"}
         report = other.run("a").prune(keep_last=1)
         assert ids[3] in report.needed
@@ -225,8 +225,8 @@ def test_prune_reads_only_the_run_and_its_forks(store: agentfs.Store, monkeypatc
         for i in range(5):
             store.run(name).commit({"i": i, "pad": os.urandom(100)})
     read: list[str] = []
-    real = store.read_entry
-    monkeypatch.setattr(store, "read_entry", lambda run, cid: read.append(run) or real(run, cid))
+    real = store.engine.read_entry
+    monkeypatch.setattr(store.engine, "read_entry", lambda run, cid: read.append(run) or real(run, cid))
     store.run("x").prune(keep_last=2)
     assert set(read) == {"x"}, "prune read entries of runs that cannot borrow from it"
 
@@ -236,7 +236,7 @@ def test_a_remote_config_holds_the_format_fields_only_not_the_store_policy(tmp_p
     with agentfs.open(tmp_path / "store") as store:
         store.set_retention(keep_last=3)
         store.run("r").commit({"x": 1})
-        Pusher(store, PackRemote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
+        Pusher(store.engine, PackRemote((tmp_path / "remote").as_uri(), {"auto_mkdir": True})).push()
         published = json.loads((tmp_path / "remote" / "config").read_bytes())
     assert "retention" not in published and "store_id" not in published
-    assert published["format"] == remote_config(store.config)["format"] and published["chunking"] == store.config["chunking"]
+    assert published["format"] == remote_config(store.engine.config)["format"] and published["chunking"] == store.engine.config["chunking"]

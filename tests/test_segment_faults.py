@@ -63,7 +63,7 @@ def test_a_truncated_sealed_segment_is_reported_by_name_with_what_it_lost_and_ne
         assert f"r@{ids[2]}" in report  # the head lived in the lost half: named
     with agentfs.open(root) as store:
         run = store.run("r")
-        assert store.head("r") == ids[2]  # the run's head is still the checkpoint that was lost, not an older one
+        assert store.engine.head("r") == ids[2]  # the run's head is still the checkpoint that was lost, not an older one
         following = run.commit({"step": 3})
         assert following.parent == ids[2]
     assert any(str(segment) in record.getMessage() for record in caplog.records)  # said at open, not only by verify
@@ -104,7 +104,7 @@ def test_verify_repair_restores_a_truncated_sealed_segment_from_a_remote(tmp_pat
     assert cli("verify", store=root).returncode == 0
     with agentfs.open(root) as store:
         assert [checkpoint.state for checkpoint in store.run("r").history()][::-1] == [{"step": n} for n in range(3)]
-        assert store.head("r") == ids[2]
+        assert store.engine.head("r") == ids[2]
 
 
 def test_a_truncated_sealed_segment_without_a_remote_copy_is_left_and_named(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_close_from_inside_a_commit_thread_does_not_wait_for_itself(tmp_path: Pa
     store = agentfs.open(tmp_path / ".agentfs")
     run = store.run("r")
     run.commit({"n": 0})
-    with store.writing():  # as a commit holds it
+    with store.engine.writing():  # as a commit holds it
         closer = threading.Thread(target=store.close, daemon=True)
         closer.start()
         closer.join(timeout=0.5)

@@ -389,9 +389,9 @@ def test_a_big_segment_left_by_a_dead_writer_is_sealed_by_its_adopter(tmp_path: 
     with agentfs.open(root) as store:
         newest = store.run("r").commit({"after": True})
         assert peek(root / "segments" / fmt.segment_name(left))[1], "the adopter continued the big segment unsealed"
-        location = store.index.location(kinds.ENTRY, "r", newest.id)
+        location = store.engine.index.location(kinds.ENTRY, "r", newest.id)
         assert location is not None and location.segment_id != left
     with agentfs.open(root) as reopened:
-        assert left in reopened.index.footers
+        assert left in reopened.engine.index.footers
         latest = reopened.run("r").latest()
         assert latest is not None and (latest.id, latest.state) == (newest.id, {"after": True})

@@ -30,12 +30,12 @@ def fill(store: agentfs.Store, key: str | None) -> None:
     first = main.commit({"step": 1, "note": CANARIES["state_value"]}, metadata={"who": CANARIES["metadata"]})
     second = main.commit({"step": 2, "note": CANARIES["state_value"]}, artifacts={"big.bin": BIG, "small.txt": b"hello"})
     url = (store.root.parent / f"{store.root.name}-remote").as_uri()
-    Pusher(store, PackRemote(url, {})).push()
+    Pusher(store.engine, PackRemote(url, {})).push()
     with agentfs.open(store.root.parent / f"{store.root.name}-b", remote=url, encryption=key) as machine:
         machine.run("agents/main").commit({"step": "3b"}, parent=second.id)  # a second head of the same parent
-        Pusher(machine, PackRemote(url, {})).push()
+        Pusher(machine.engine, PackRemote(url, {})).push()
     main.commit({"step": 3, "note": "x" * 5000}, parent=second.id, keep_artifacts=True)
-    assert pull(store, PackRemote(url, {})).diverged
+    assert pull(store.engine, PackRemote(url, {})).diverged
     forked = main.fork(first.id, "agents/fork")
     forked.commit({"step": "fork 2"}, artifacts={"borrowed.bin": second.artifacts["big.bin"]})  # an artifact of another run
     main.once("search:cats", lambda: {"hits": 3})
@@ -75,7 +75,7 @@ def picture(store: agentfs.Store) -> dict[str, Any]:
             ],
             "journal": history.journal.records(),
         }
-    return {"runs": runs, "retention": store.read_config().get("retention"), "forks": store.forks_of("agents/main")}
+    return {"runs": runs, "retention": store.engine.read_config().get("retention"), "forks": store.engine.forks_of("agents/main")}
 
 
 @pytest.fixture(scope="module")
@@ -146,12 +146,12 @@ def test_the_copy_of_a_synced_store_is_attached_to_no_remote(tmp_path: Path, mon
     source, target = tmp_path / "source", tmp_path / "copy"
     with agentfs.open(source) as store:
         store.run("r").commit({"v": 1})
-        Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
-        assert store.remote_state_names()  # the source holds a remote's sync state
+        Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()
+        assert store.engine.remote_state_names()  # the source holds a remote's sync state
     remote_keys = sorted(str(path.relative_to(remote_root)) for path in remote_root.rglob("*"))
     assert run(monkeypatch, source, "copy", "--encrypt", str(source), str(target), new=NEW) == 0
     with agentfs.open(target, encryption=NEW) as copy:
-        assert copy.remote_state_names() == []
+        assert copy.engine.remote_state_names() == []
         assert copy.stats().remotes == []
         assert copy.run("r").latest().state == {"v": 1}
     assert not (target / "remotes").exists() or not any((target / "remotes").iterdir())

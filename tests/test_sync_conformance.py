@@ -70,7 +70,7 @@ def remote_of(spec: RemoteSpec, suffix: str = "") -> PackRemote:
 
 
 def push(store: agentfs.Store, spec: RemoteSpec, remote: PackRemote | None = None) -> PushStats:
-    return Pusher(store, remote or remote_of(spec), workers=workers(spec)).push()
+    return Pusher(store.engine, remote or remote_of(spec), workers=workers(spec)).push()
 
 
 def open_remote_store(path: Path, spec: RemoteSpec, suffix: str = "") -> agentfs.Store:
@@ -113,11 +113,11 @@ def remote_files(spec: RemoteSpec, suffix: str = "") -> dict[str, bytes]:
 def local_files(store: agentfs.Store) -> dict[str, bytes]:
     """What a push must put on the remote: every object file and log entry, under its remote key."""
     files = {}
-    for oid in store.db.oids():
+    for oid in store.engine.db.oids():
         name = oid.hex()
-        files[f"objects/{name[:2]}/{name[2:]}"] = store.db.read_raw(oid)
-    for run, checkpoint_id in store.local_entries():
-        files[f"runs/{run}/log/{checkpoint_id}"] = store.local_entry(run, checkpoint_id) or b""
+        files[f"objects/{name[:2]}/{name[2:]}"] = store.engine.db.read_raw(oid)
+    for run, checkpoint_id in store.engine.local_entries():
+        files[f"runs/{run}/log/{checkpoint_id}"] = store.engine.local_entry(run, checkpoint_id) or b""
     return files
 
 
@@ -335,15 +335,15 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
         for name in ("read", "list_ids", "list_runs", "list_all_entries", "read_body"):
             patch.setattr(PackRemote, name, counted(name, getattr(PackRemote, name)))
         with open_remote_store(path, spec) as store:
-            assert isinstance(store.source, PackRemote)
-            fs = store.source.fs
+            assert isinstance(store.engine.source, PackRemote)
+            fs = store.engine.source.fs
             for name in ("ls", "find", "cat_file"):
                 patch.setattr(fs, name, counted_fs(f"fs.{name}", getattr(fs, name)))
             cp = store.run(run).latest()
             assert cp is not None
             state = cp.state
             model = cp.artifacts["model.bin"].read_bytes()
-            installed = sorted(checkpoint_id for _run, checkpoint_id in store.local_entries())
+            installed = sorted(checkpoint_id for _run, checkpoint_id in store.engine.local_entries())
     return calls, Resumed(state, model, installed)
 
 
@@ -371,7 +371,7 @@ class TestRemoteConformance:
             expected = build_workload(store)
             stats = push(store, remote)
             local = local_files(store)
-            config = store.config
+            config = store.engine.config
         assert stats.entries == len(expected)
         assert stats.objects == len(local) - len(expected)
 
@@ -399,39 +399,39 @@ class TestRemoteConformance:
             push(store, remote)
             local = local_files(store)
         with agentfs.open(tmp_path / "b") as empty:
-            stats = pull(empty, remote_of(remote), workers=workers(remote))
+            stats = pull(empty.engine, remote_of(remote), workers=workers(remote))
             assert stats.entries == len(expected)
             report = empty.verify()
             assert report.ok, str(report)
             assert report.entries == len(expected)
             assert local_files(empty) == local
         with agentfs.open(tmp_path / "b") as offline:  # no remote: everything is local now
-            assert offline.source is None
+            assert offline.engine.source is None
             assert_store_matches(offline, expected)
         # pulling again fetches nothing
         with agentfs.open(tmp_path / "b") as again:
-            stats = pull(again, remote_of(remote), workers=workers(remote))
+            stats = pull(again.engine, remote_of(remote), workers=workers(remote))
             assert (stats.entries, stats.objects) == (0, 0)
 
     def test_second_push_and_a_restarted_pusher_upload_nothing(self, remote: RemoteSpec, tmp_path: Path) -> None:
         with agentfs.open(tmp_path / "a") as store:
             build_workload(store)
-            first = Pusher(store, remote_of(remote), workers=workers(remote))
+            first = Pusher(store.engine, remote_of(remote), workers=workers(remote))
             assert first.push().entries > 0
             again = first.push()
             assert (again.entries, again.objects, again.bytes) == (0, 0, 0)
 
-            index = store.remotes_dir / remote_of(remote).name
+            index = store.engine.remotes_dir / remote_of(remote).name
             assert (index / "objects").is_file() and (index / "entries").is_file()
             restarted_remote = CountingRemote(remote.url, remote.storage_options)
-            restarted = Pusher(store, restarted_remote, workers=workers(remote)).push()
+            restarted = Pusher(store.engine, restarted_remote, workers=workers(remote)).push()
             assert (restarted.entries, restarted.objects, restarted.bytes) == (0, 0, 0)
             assert restarted_remote.creates == []  # the persistent index answered: nothing re-sent
 
             # one more commit: only its own new data goes up
             store.run("agent/main").commit({"step": 4, "system": SYSTEM})
             counting = CountingRemote(remote.url, remote.storage_options)
-            stats = Pusher(store, counting, workers=workers(remote)).push()
+            stats = Pusher(store.engine, counting, workers=workers(remote)).push()
             assert stats.entries == 1 and stats.objects == 0
             new = store.run("agent/main").latest()
             assert new is not None
@@ -448,10 +448,10 @@ class TestRemoteConformance:
             small_workload(store)
             push(store, remote)
         with agentfs.open(tmp_path / "b") as pulled:
-            pull(pulled, remote_of(remote), workers=workers(remote))
+            pull(pulled.engine, remote_of(remote), workers=workers(remote))
             before = raw_files(remote)
             counting = CountingRemote(remote.url, remote.storage_options)
-            stats = Pusher(pulled, counting, workers=workers(remote)).push()
+            stats = Pusher(pulled.engine, counting, workers=workers(remote)).push()
             assert raw_files(remote) == before
             uploads = [key for key in counting.creates if key != counting.key("config")]
             assert (stats.entries, stats.objects, stats.bytes) == (0, 0, 0), stats
@@ -485,7 +485,7 @@ class TestRemoteConformance:
             store.run("main").commit({"step": 9, "system": SYSTEM})
             push(store, remote)
         with agentfs.open(tmp_path / "b") as second:
-            pull(second, remote_of(remote), workers=workers(remote))
+            pull(second.engine, remote_of(remote), workers=workers(remote))
             second.run("main").commit({"step": 10, "system": SYSTEM})
             push(second, remote)
         after = raw_files(remote)
@@ -554,7 +554,7 @@ class TestRemoteConformance:
         with a, b:
             root = a.run("shared").commit({"step": 1, "system": SYSTEM, "by": "a"})
             push(a, remote)
-            pull(b, remote_of(remote), ["shared"], workers=workers(remote))
+            pull(b.engine, remote_of(remote), ["shared"], workers=workers(remote))
             from_a = a.run("shared").commit({"step": 2, "system": SYSTEM, "by": "a"})
             from_b = b.run("shared").commit({"step": 2, "system": SYSTEM, "by": "b"})
             assert from_a.parent == from_b.parent == root.id
@@ -585,7 +585,7 @@ class TestRemoteConformance:
             assert reader.verify().ok
         # and `agentfs log` reports the fork, on a store that pulled the run
         with agentfs.open(tmp_path / "d") as pulled:
-            pull(pulled, remote_of(remote), workers=workers(remote))
+            pull(pulled.engine, remote_of(remote), workers=workers(remote))
         capsys.readouterr()
         assert cli_main(["--store", str(tmp_path / "d"), "log", "shared", "--json"]) == 0
         logged = {cp["id"]: cp for cp in json.loads(capsys.readouterr().out)["checkpoints"]}
@@ -611,7 +611,7 @@ def test_a_push_stopped_after_any_write_never_exposes_an_entry_without_its_data(
         small_workload(store)
         local = local_files(store)
         counting = StopAfter(remote.url + "/count", remote.storage_options, allowed=10**9)
-        Pusher(store, counting).push()
+        Pusher(store.engine, counting).push()
         total = len(counting.writes)
         assert len(set(counting.writes)) == total and total >= 4  # config, pack(s), their indexes, head keys: each written once
         for allowed in range(total + 1):
@@ -619,21 +619,21 @@ def test_a_push_stopped_after_any_write_never_exposes_an_entry_without_its_data(
             stopping = StopAfter(remote.url + suffix, remote.storage_options, allowed)
             if allowed < total:
                 with pytest.raises(Stopped):
-                    Pusher(store, stopping).push()
+                    Pusher(store.engine, stopping).push()
             else:
-                Pusher(store, stopping).push()
+                Pusher(store.engine, stopping).push()
             assert len(stopping.writes) == allowed
             complete = assert_every_remote_entry_is_complete(remote, suffix, tmp_path / f"reader-{allowed}")
             if allowed == total:
                 assert complete == len(entry_keys(local))
             # a new pusher (a restart) finishes the job
-            Pusher(store, remote_of(remote, suffix)).push()
+            Pusher(store.engine, remote_of(remote, suffix)).push()
             assert remote_files(remote, suffix).keys() == {"config", *local}, f"stop at write {allowed}"
         files = remote_files(remote, f"/stop-{total // 2}")
         files.pop("config")
         assert files == local
     with agentfs.open(tmp_path / "pulled") as pulled:
-        pull(pulled, remote_of(remote, f"/stop-{total // 2}"))
+        pull(pulled.engine, remote_of(remote, f"/stop-{total // 2}"))
         assert pulled.verify().ok
         assert local_files(pulled) == local
 

@@ -29,7 +29,7 @@ def test_credentials_are_never_written_or_logged(tmp_path: Path, moto_server: Mo
     caplog.set_level(logging.DEBUG, logger="agentfs")
     with agentfs.open(tmp_path / "store") as store:
         store.run("r").commit({"x": 1}, artifacts={"a.bin": b"z" * 100_000})
-        assert Pusher(store, PackRemote(spec.url, options)).push().entries == 1
+        assert Pusher(store.engine, PackRemote(spec.url, options)).push().entries == 1
         missing_bucket = spec.url.replace("s3://", "s3://no-such-bucket-", 1)
         with store.sync(missing_bucket, storage_options=options, interval=0.1, max_backoff=0.2) as daemon:
             store.run("r").commit({"x": 2})

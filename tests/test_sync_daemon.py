@@ -148,8 +148,8 @@ def object_oid(line: str) -> bytes | None:
 def needed_objects(store: agentfs.Store) -> set[bytes]:
     """Every object file (chunk or tree node) that some local checkpoint references."""
     needed: set[bytes] = set()
-    for run, checkpoint_id in store.local_entries():
-        for _reached in reach(store.read_entry(run, checkpoint_id).refs(), store.db.read_nodes, needed):
+    for run, checkpoint_id in store.engine.local_entries():
+        for _reached in reach(store.engine.read_entry(run, checkpoint_id).refs(), store.engine.db.read_nodes, needed):
             pass  # reach adds every object file it reaches to `needed`
     return needed
 
@@ -169,7 +169,7 @@ def pulled_copy(tmp_path: Path, spec: RemoteSpec, name: str) -> agentfs.Store:
     second; with no retry one such connect failed the whole check (a CI run, ConnectTimeoutError)."""
     options = {key: value for key, value in spec.storage_options.items() if key != "config_kwargs"}
     fresh = agentfs.open(tmp_path / name)
-    pull(fresh, PackRemote(spec.url, options))
+    pull(fresh.engine, PackRemote(spec.url, options))
     report = fresh.verify()
     assert report.ok, f"a store pulled from the remote does not verify:\n{report}"
     return fresh
@@ -204,7 +204,7 @@ def test_outage_daemon_survives_commit_keeps_speed_and_everything_arrives(tmp_pa
     """
     spec = make_s3_spec(moto_server, fast_fail=True)
     store = agentfs.open(tmp_path / "store")
-    assert store.durability == "power"
+    assert store.engine.durability == "power"
     run = store.run(OUTAGE_RUN)
     # backoff capped at 2 s (default 30) so that the test does not sit out a long retry after the restart
     daemon = store.sync(spec.url, storage_options=spec.storage_options, interval=5.0, max_backoff=2.0)
@@ -544,7 +544,7 @@ def test_rescan_pushes_without_watchdog(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "store") as store:
         store.run("early").commit({"i": 0})
         with store.sync(spec.url, storage_options=spec.storage_options, interval=interval, watch=False) as daemon:
-            assert wait_until(lambda: remote_entry_ids(spec, "early") == set(store.local_ids("early")), 10)
+            assert wait_until(lambda: remote_entry_ids(spec, "early") == set(store.engine.local_ids("early")), 10)
             for name in ("early", "later/nested/run"):
                 for i in range(3):
                     cp = store.run(name).commit({"name": name, "i": i})

@@ -32,8 +32,8 @@ def test_remote_state_lies_in_the_directory_the_repository_gives(tmp_path: Path)
     store = agentfs.open(tmp_path / "a")
     store.run("r").commit({"n": 1})
     url = str(tmp_path / "remote")
-    Pusher(store, PackRemote(url, {})).push()
-    (name,) = store.remote_state_names()
-    directory = store.remote_state_dir(name)
+    Pusher(store.engine, PackRemote(url, {})).push()
+    (name,) = store.engine.remote_state_names()
+    directory = store.engine.remote_state_dir(name)
     assert (directory / "url").read_text() == f"file://{url}"
     assert ("r", store.run("r").latest().id) in {tuple(line.split(" ")) for line in (directory / "entries").read_text().splitlines()}

@@ -63,8 +63,8 @@ def test_push_puts_packs_then_indexes_then_heads_with_local_record_bytes(tmp_pat
     store = agentfs.open(tmp_path / "a")
     commit_history(store)
     remote = Recorder(str(tmp_path / "remote"), {})
-    stats = Pusher(store, remote).push()
-    assert stats.entries == len(list(store.local_entries())) and stats.refused == []
+    stats = Pusher(store.engine, remote).push()
+    assert stats.entries == len(list(store.engine.local_entries())) and stats.refused == []
 
     kinds_in_order = [key.split("/")[0] + ("/idx" if key.endswith(".idx") else "") for key in remote.created]
     assert kinds_in_order[0] == keys.CONFIG
@@ -86,12 +86,12 @@ def test_push_puts_packs_then_indexes_then_heads_with_local_record_bytes(tmp_pat
         for frame in frames:
             record = decode_record(data[frame.offset : frame.offset + frame.length], pack)
             held[(record.kind, record.key)] = record.body
-    for run, checkpoint_id in store.local_entries():
-        assert held[(kinds.ENTRY, kinds.pair_key(run, checkpoint_id))] == store.local_entry(run, checkpoint_id)
+    for run, checkpoint_id in store.engine.local_entries():
+        assert held[(kinds.ENTRY, kinds.pair_key(run, checkpoint_id))] == store.engine.local_entry(run, checkpoint_id)
     objects = {key: body for (kind, key), body in held.items() if kind == kinds.OBJECT}
-    assert objects and all(body == store.db.read_raw(oid) for oid, body in objects.items())
+    assert objects and all(body == store.engine.db.read_raw(oid) for oid, body in objects.items())
 
-    again = Pusher(store, Recorder(str(tmp_path / "remote"), {})).push()
+    again = Pusher(store.engine, Recorder(str(tmp_path / "remote"), {})).push()
     assert (again.entries, again.objects) == (0, 0)  # the push index knows what is up
 
 
@@ -100,15 +100,15 @@ def test_a_store_opened_on_the_remote_resumes_every_run_by_ranged_reads(tmp_path
     states = commit_history(source)
     artifact = source.run("b").latest().artifacts["blob.bin"].read_bytes()
     url = str(tmp_path / "remote")
-    Pusher(source, PackRemote(url, {})).push()
+    Pusher(source.engine, PackRemote(url, {})).push()
 
     resumed = agentfs.open(tmp_path / "b", remote=url)
-    assert isinstance(resumed.source, PackRemote)
+    assert isinstance(resumed.engine.source, PackRemote)
     assert {run: resumed.run(run).latest().state for run in states} == states
     assert resumed.run("b").latest().artifacts["blob.bin"].read_bytes() == artifact
     assert resumed.run("agent/a").head_id() == source.run("agent/a").head_id()
     assert resumed.runs() == source.runs()
-    cached = resumed.remote_state_dir(resumed.source.name) / keys.PACKS
+    cached = resumed.engine.remote_state_dir(resumed.engine.source.name) / keys.PACKS
     assert sorted(p.name for p in cached.glob("*.idx")) == sorted(p.name for p in (tmp_path / "remote" / "packs").glob("*.idx"))
 
 
@@ -116,7 +116,7 @@ def test_a_damaged_pack_is_refused_and_nothing_of_it_enters_the_store(tmp_path: 
     source = agentfs.open(tmp_path / "a")
     cp = source.run("r").commit({"r": 1}, artifacts={"blob.bin": os.urandom(200_000)})
     url = str(tmp_path / "remote")
-    Pusher(source, PackRemote(url, {})).push()
+    Pusher(source.engine, PackRemote(url, {})).push()
     (pack,) = (tmp_path / "remote" / "packs").glob("*.pack")
     data = bytearray(pack.read_bytes())
     data[len(data) // 3] ^= 0xFF  # inside an object's frame: its checksum no longer matches
@@ -133,12 +133,12 @@ def test_a_format_1_remote_is_refused_with_a_line_saying_push_to_a_fresh_url(tmp
     url = str(tmp_path / "old")
     old = tmp_path / "old"  # a format-1 remote's config (older agentfs wrote one key per record beside it)
     old.mkdir()
-    (old / keys.CONFIG).write_bytes(encode_config({**remote_config(store.config), "format": 1}))
+    (old / keys.CONFIG).write_bytes(encode_config({**remote_config(store.engine.config), "format": 1}))
     with pytest.raises(FormatError, match=r"format-1 remote.*push to a fresh URL"):
         PackRemote(url, {}).identify()
     store.run("r").commit({"r": 2})
     with pytest.raises(FormatError, match="format-1 remote"):
-        Pusher(store, PackRemote(url, {})).push()
+        Pusher(store.engine, PackRemote(url, {})).push()
     assert not (tmp_path / "old" / keys.PACKS).exists()  # nothing written into it
 
 
@@ -150,7 +150,7 @@ def test_a_head_key_that_exists_with_other_content_is_refused(tmp_path: Path) ->
     remote.fs.makedirs(posixpath.dirname(taken), exist_ok=True)
     remote.fs.pipe_file(taken, b'{"format": 2, "run": "other", "id": "x", "packs": []}')
     with pytest.raises(FormatError, match="not the checkpoint its key names"):
-        Pusher(store, remote).push()
+        Pusher(store.engine, remote).push()
 
 
 def test_resume_of_an_artifact_on_s3_costs_requests_by_range_not_by_chunk(tmp_path: Path, moto_server: MotoServer) -> None:
@@ -160,20 +160,20 @@ def test_resume_of_an_artifact_on_s3_costs_requests_by_range_not_by_chunk(tmp_pa
     for step in range(20):  # a history the resume must not pay for
         source.run("r").commit({"step": step})
     cp = source.run("r").commit({"final": True}, artifacts={"big.bin": blob})
-    chunks = sum(1 for _ in source.db.oids())
-    Pusher(source, PackRemote(spec.url, spec.storage_options)).push()
+    chunks = sum(1 for _ in source.engine.db.oids())
+    Pusher(source.engine, PackRemote(spec.url, spec.storage_options)).push()
 
     reader = agentfs.open(tmp_path / "b", remote=spec.url, storage_options=spec.storage_options, durability="process")
-    assert isinstance(reader.source, PackRemote)
+    assert isinstance(reader.engine.source, PackRemote)
     requests: list[str] = []
     for name in ("cat_file", "ls", "call_s3", "exists"):
-        real = getattr(reader.source.fs, name)
+        real = getattr(reader.engine.source.fs, name)
 
         def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
             requests.append(_name)
             return _real(*args, **kwargs)
 
-        setattr(reader.source.fs, name, counting)
+        setattr(reader.engine.source.fs, name, counting)
     latest = reader.run("r").latest()
     assert latest.id == cp.id and latest.artifacts["big.bin"].read_bytes() == blob
     assert len(requests) <= 60 < chunks, f"{len(requests)} requests for {chunks} objects: {requests}"
@@ -188,7 +188,7 @@ def test_the_daemon_push_pull_and_clone_work_over_a_format_2_remote(tmp_path: Pa
     store = agentfs.open(tmp_path / "a")
     states = commit_history(store)
     url = str(tmp_path / "remote")
-    Pusher(store, PackRemote(url, {})).push()  # a new remote is format 2
+    Pusher(store.engine, PackRemote(url, {})).push()  # a new remote is format 2
     cp = store.run("agent/a").commit({"after": "the first push"})
     states["agent/a"] = cp.state
     with store.sync(url, interval=0.2) as daemon:
@@ -201,14 +201,14 @@ def test_the_daemon_push_pull_and_clone_work_over_a_format_2_remote(tmp_path: Pa
     assert cloned.returncode == 0, cloned.stderr
     for directory in (tmp_path / "b" / ".agentfs", tmp_path / "c"):
         with agentfs.open(directory) as copy:
-            assert copy.source is None and {run: copy.run(run).latest().state for run in states} == states
+            assert copy.engine.source is None and {run: copy.run(run).latest().state for run in states} == states
 
 
 def test_a_recheck_finds_a_lost_pack_and_pushes_its_records_again(tmp_path: Path) -> None:
     store = agentfs.open(tmp_path / "a")
     states = commit_history(store)
     remote_dir = tmp_path / "remote"
-    pusher = Pusher(store, PackRemote(str(remote_dir), {}), pack_target=100_000)  # several packs
+    pusher = Pusher(store.engine, PackRemote(str(remote_dir), {}), pack_target=100_000)  # several packs
     pusher.push()
     packs = sorted((remote_dir / keys.PACKS).glob("*.pack"))
     assert len(packs) > 1
@@ -216,7 +216,7 @@ def test_a_recheck_finds_a_lost_pack_and_pushes_its_records_again(tmp_path: Path
     lost.unlink()
     lost.with_suffix(keys.PACK_INDEX_SUFFIX).unlink()
 
-    report = recheck(Pusher(store, PackRemote(str(remote_dir), {})))
+    report = recheck(Pusher(store.engine, PackRemote(str(remote_dir), {})))
     assert report.lost_entries + report.lost_objects > 0 and report.pushed.entries + report.pushed.objects > 0
     with agentfs.open(tmp_path / "b", remote=str(remote_dir)) as resumed:
         assert {run: resumed.run(run).latest().state for run in states} == states
@@ -227,7 +227,7 @@ def test_verify_remote_reports_a_damaged_record_of_a_pack_and_checks_the_rest(tm
     store = agentfs.open(tmp_path / "a")
     commit_history(store)
     url = str(tmp_path / "remote")
-    Pusher(store, PackRemote(url, {})).push()
+    Pusher(store.engine, PackRemote(url, {})).push()
     clean = cli("verify", "--remote", url, "--deep", "--json")
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
@@ -249,9 +249,9 @@ def test_retirement_propagates_over_packs(tmp_path: Path) -> None:
     run = store.run("r")
     ids = [run.commit({"step": step}).id for step in range(6)]
     url = str(tmp_path / "remote")
-    Pusher(store, PackRemote(url, {})).push()  # all six go up
+    Pusher(store.engine, PackRemote(url, {})).push()  # all six go up
     run.prune(keep_last=2)
-    assert Pusher(store, PackRemote(url, {})).push().records == 1  # then the retirement record
+    assert Pusher(store.engine, PackRemote(url, {})).push().records == 1  # then the retirement record
     with agentfs.open(tmp_path / "b", remote=url) as reader:
         assert reader.run("r").ids() == ids[-2:]
         with pytest.raises(agentfs.NotFound):
@@ -266,9 +266,9 @@ def test_remote_gc_repacks_what_stays_and_frees_what_retention_removed(tmp_path:
         run.commit({"step": step})
     kept = store.run("other").commit({"other": True}, artifacts={"kept.bin": os.urandom(100_000)})
     url = str(tmp_path / "remote")
-    Pusher(store, PackRemote(url, {})).push()
+    Pusher(store.engine, PackRemote(url, {})).push()
     run.prune(keep_last=2)
-    Pusher(store, PackRemote(url, {})).push()  # the retirement record
+    Pusher(store.engine, PackRemote(url, {})).push()  # the retirement record
     remote_dir = tmp_path / "remote"
     before = sum(p.stat().st_size for p in (remote_dir / keys.PACKS).glob("*.pack"))
 
@@ -290,13 +290,13 @@ def test_divergence_over_packs_is_reported_by_pull_and_latest_stays_newest(tmp_p
     url = str(tmp_path / "remote")
     origin = agentfs.open(tmp_path / "origin")
     base = origin.run("shared").commit({"step": 0})
-    Pusher(origin, PackRemote(url, {})).push()
+    Pusher(origin.engine, PackRemote(url, {})).push()
     machines = [agentfs.open(tmp_path / name, remote=url) for name in ("a", "b")]
     heads = [machine.run("shared").commit({"by": n}, parent=base.id).id for n, machine in enumerate(machines)]  # both saw base
     for machine in machines:
-        Pusher(machine, PackRemote(url, {})).push()
+        Pusher(machine.engine, PackRemote(url, {})).push()
     with agentfs.open(tmp_path / "c") as puller:
-        stats = pull(puller, PackRemote(url, {}))
+        stats = pull(puller.engine, PackRemote(url, {}))
         assert stats.diverged == {"shared": sorted(heads)}
         assert puller.run("shared").latest().id == max(heads)
 
@@ -307,7 +307,7 @@ def test_repair_from_a_pack_whose_copy_is_damaged_too_reports_it_and_repairs_the
     # objects whatever the random bytes; at 300 KB one chunk happened (CI, stop 15).
     cp = store.run("r").commit({"r": 1}, artifacts={"big.bin": os.urandom(1_600_000)})
     url = str(tmp_path / "remote")
-    Pusher(store, PackRemote(url, {})).push()
+    Pusher(store.engine, PackRemote(url, {})).push()
     (pack,) = (tmp_path / "remote" / keys.PACKS).glob("*.pack")
     _size, frames = decode_pack_index(pack.with_suffix(keys.PACK_INDEX_SUFFIX).read_bytes(), pack.stem, "test")
     objects = [frame for frame in frames if frame.kind == kinds.OBJECT]
@@ -321,16 +321,16 @@ def test_repair_from_a_pack_whose_copy_is_damaged_too_reports_it_and_repairs_the
     result = cli("verify", "--repair", "--remote", url, store=tmp_path / "a")
     assert f"repaired object {here_only.key.hex()}" in result.stderr
     assert f"not repaired: object {both.key.hex()}" in result.stderr and "Traceback" not in result.stderr
-    store.db.read(here_only.key)  # verified: the pack's copy replaced the damaged one
+    store.engine.db.read(here_only.key)  # verified: the pack's copy replaced the damaged one
     with pytest.raises(IntegrityError):
-        store.db.read(both.key)  # left as it was: no good copy anywhere
+        store.engine.db.read(both.key)  # left as it was: no good copy anywhere
     assert cp.id == store.run("r").head_id()
 
 
 def test_resume_reads_no_pack_index_but_those_its_head_key_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = agentfs.open(tmp_path / "a", durability="process")
     url = str(tmp_path / "remote")
-    pusher = Pusher(store, PackRemote(url, {}))
+    pusher = Pusher(store.engine, PackRemote(url, {}))
     run = store.run("r")
     for step in range(30):  # one push per commit, as a daemon does: 30 packs of history
         run.commit({"step": step})
@@ -339,11 +339,11 @@ def test_resume_reads_no_pack_index_but_those_its_head_key_names(tmp_path: Path,
         pusher.push()
     assert len(list((tmp_path / "remote" / keys.PACKS).glob("*.idx"))) >= 30
     reader = agentfs.open(tmp_path / "b", remote=url)
-    assert isinstance(reader.source, PackRemote)
-    monkeypatch.setattr(reader.source, "pack_ids", lambda: pytest.fail("resume listed every pack"))
+    assert isinstance(reader.engine.source, PackRemote)
+    monkeypatch.setattr(reader.engine.source, "pack_ids", lambda: pytest.fail("resume listed every pack"))
     latest = reader.run("r").latest()
     assert latest is not None and latest.state == {"step": 29}
-    assert len(list((reader.remote_state_dir(reader.source.name) / keys.PACKS).glob("*.idx"))) <= 2
+    assert len(list((reader.engine.remote_state_dir(reader.engine.source.name) / keys.PACKS).glob("*.idx"))) <= 2
     monkeypatch.undo()
     assert reader.run("r").ids() == store.run("r").ids()  # retired ids stay hidden
 
@@ -360,7 +360,7 @@ def test_every_pack_index_goes_up_after_those_of_what_its_entries_need(tmp_path:
         run.commit({"fixed": "y" * 300, "step": step, "notes": ["x" * 40] * step})
     run.fork(run.head_id() or "", "f").commit({"forked": True})
     remote = Recorder(str(tmp_path / "remote"), {})
-    Pusher(store, remote, pack_target=2_000).push()
+    Pusher(store.engine, remote, pack_target=2_000).push()
 
     published: set[tuple[int, bytes]] = set()
     indexes = [key for key in remote.created if key.endswith(".idx")]
@@ -372,7 +372,7 @@ def test_every_pack_index_goes_up_after_those_of_what_its_entries_need(tmp_path:
             if frame.kind != kinds.ENTRY:
                 continue
             loc = kinds.split_pair_key(frame.key, key)
-            entry = store.read_entry(*loc)
+            entry = store.engine.read_entry(*loc)
             needs = {(kinds.ENTRY, kinds.pair_key(*dep)) for dep in entry.borrowed()}
-            needs |= {(kinds.OBJECT, r.oid) for r in reach(entry.refs(), store.db.read_nodes, set())}
+            needs |= {(kinds.OBJECT, r.oid) for r in reach(entry.refs(), store.engine.db.read_nodes, set())}
             assert needs <= published, f"{key} names {loc} before what it needs"

@@ -68,12 +68,12 @@ def push_writer(path: Path, spec: RemoteSpec) -> Pushed:
     with agentfs.open(path) as store:
         good = store.run("good").commit({"system": SYSTEM, "doc": doc, "step": 1}, artifacts={"small.bin": artifact})
         other = store.run("other").commit({"system": SYSTEM, "step": 1})
-        Pusher(store, PackRemote(spec.url, spec.storage_options)).push()
-        entry = store.read_entry("good", good.id)
+        Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()
+        entry = store.engine.read_entry("good", good.id)
         _fmt, _count, doc_ref = entry.manifest.state["doc"]
         artifact_ref = entry.manifest.artifacts["small.bin"]
         assert doc_ref[0] == TREE and doc_ref[3] == 1 and artifact_ref[0] == LOOSE
-        children = msgpack.unpackb(store.db.read(doc_ref[1]), raw=False)
+        children = msgpack.unpackb(store.engine.db.read(doc_ref[1]), raw=False)
         return Pushed(good.id, other.id, artifact_ref[1], doc_ref[1], children[0][0], entry, doc, artifact)
 
 
@@ -195,7 +195,7 @@ def test_a_flipped_byte_in_a_remote_object_is_refused_and_never_stored(remote: R
     with agentfs.open(tmp_path / "puller") as puller:
         mine = puller.run("mine").commit({"local": True})
         # the entry that needs the bad object is skipped and named; the rest of the pull proceeds
-        stats = pull(puller, PackRemote(remote.url, remote.storage_options))
+        stats = pull(puller.engine, PackRemote(remote.url, remote.storage_options))
         assert any(oid.hex() in reason for reason in stats.skipped), stats.skipped
         assert not raw.has_object(puller, oid)
         assert puller.run("mine").get(mine.id).state == {"local": True}
@@ -245,7 +245,7 @@ def test_log_keys_that_are_not_ids_are_ignored(remote: RemoteSpec, tmp_path: Pat
             reader.run("good").get("not-an-id")
         assert raw.record_ids(reader, "good") == [pushed.good]
     with agentfs.open(tmp_path / "puller") as puller:
-        stats = pull(puller, PackRemote(remote.url, remote.storage_options))
+        stats = pull(puller.engine, PackRemote(remote.url, remote.storage_options))
         assert stats.entries == 2
         assert raw.record_ids(puller, "good") == [pushed.good]
         assert puller.verify().ok
@@ -317,7 +317,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
 
     with agentfs.open(tmp_path / "puller") as puller:
         mine = puller.run("mine").commit({"local": True})
-        stats = pull(puller, PackRemote(remote.url, remote.storage_options))  # each bad entry skipped and named
+        stats = pull(puller.engine, PackRemote(remote.url, remote.storage_options))  # each bad entry skipped and named
         assert all(any(key_id in reason for reason in stats.skipped) for _run, key_id, _, _ in cases.values()), stats.skipped
         for run, key_id, _, _ in cases.values():
             assert not raw.has_record(puller, run, raw.LOG_RECORDS, key_id)
@@ -416,7 +416,7 @@ def test_pull_of_a_remote_with_one_bad_entry_keeps_the_local_store_intact(remote
     with agentfs.open(tmp_path / "puller") as puller:
         mine = [puller.run("mine").commit({"step": step}, artifacts={"out.txt": b"x" * (100 + step)}) for step in range(3)]
         before = raw.stored(puller)
-        stats = pull(puller, PackRemote(remote.url, remote.storage_options))  # the bad entry skipped and named, the rest pulled
+        stats = pull(puller.engine, PackRemote(remote.url, remote.storage_options))  # the bad entry skipped and named, the rest pulled
         assert any("created" in reason and bad_id in reason for reason in stats.skipped), stats.skipped
         assert not raw.has_record(puller, "bad", raw.LOG_RECORDS, bad_id)
         after = raw.stored(puller)
@@ -425,7 +425,7 @@ def test_pull_of_a_remote_with_one_bad_entry_keeps_the_local_store_intact(remote
         assert puller.run("mine").get(mine[0].id).artifacts["out.txt"].read_bytes() == b"x" * 100
         assert puller.verify().ok
         # the good runs can still be pulled on their own, and then work offline
-        pull(puller, PackRemote(remote.url, remote.storage_options), ["good", "other"])
+        pull(puller.engine, PackRemote(remote.url, remote.storage_options), ["good", "other"])
     with agentfs.open(tmp_path / "puller") as offline:
         assert offline.run("good").get(pushed.good).state["doc"] == pushed.doc
         assert offline.run("good").get(pushed.good).artifacts["small.bin"].read_bytes() == pushed.artifact

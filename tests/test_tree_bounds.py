@@ -42,8 +42,8 @@ def craft(store: agentfs.Store) -> str:
     artifact "lies.bin" is that tree under a reference claiming 64 KiB, and whose artifact "short.bin" lists
     4 chunks each one byte longer than the chunk is; its id."""
     chunk = os.urandom(CHUNK)
-    with store.writing():
-        writer = ObjectWriter(store.db, store.pool)
+    with store.engine.writing():
+        writer = ObjectWriter(store.engine.db, store.engine.pool)
         chunk_oid = writer.add(chunk)
         middle = writer.add(encode_node([[chunk_oid, CHUNK]] * FANOUT))
         top = writer.add(encode_node([[middle, CHUNK * FANOUT]] * FANOUT))
@@ -54,15 +54,15 @@ def craft(store: agentfs.Store) -> str:
             id=new_id(),
             parent=None,
             created=time.time_ns(),
-            writer=store.writer(),
+            writer=store.engine.writer(),
             metadata=b"\x80",
             state_kind=MAP_STATE,
             state={"big": [0, 1, [TREE, top, WHOLE, 2]]},
             artifacts={"lies.bin": [TREE, top, 2 * CHUNK, 2], "short.bin": [TREE, short, 4 * (CHUNK + 1), 1]},
         )
-        data, _entry = encode_entry(manifest, {}, store.hasher)
-        with store.appending("r"):
-            assert store.append_entry("r", manifest.id, data, objects=objects)
+        data, _entry = encode_entry(manifest, {}, store.engine.hasher)
+        with store.engine.appending("r"):
+            assert store.engine.append_entry("r", manifest.id, data, objects=objects)
     return manifest.id
 
 
@@ -100,7 +100,7 @@ def test_a_tree_repeating_one_chunk_on_a_hostile_remote_is_refused_by_a_resuming
 ) -> None:
     with agentfs.open(tmp_path / "crafter") as store:  # what a hostile pusher uploads: every object hashes right
         checkpoint_id = craft(store)
-        Pusher(store, PackRemote(hostile_remote.url, hostile_remote.storage_options)).push()
+        Pusher(store.engine, PackRemote(hostile_remote.url, hostile_remote.storage_options)).push()
     remote = ["--remote", hostile_remote.url, json.dumps(hostile_remote.storage_options)]
     check_refusals(tmp_path / "resumer", checkpoint_id, *remote)
 

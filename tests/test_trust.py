@@ -92,7 +92,7 @@ def test_a_taken_key_with_other_bytes_is_an_error_and_not_marked_pushed(remote: 
         taken = f"{root.rstrip('/')}/{'/'.join(keys.head_key('main', mine.id))}"  # the head key this push will write
         theirs_bytes = encode_head("another/run", mine.id, [])
         fs.pipe_file(taken, theirs_bytes)
-        pusher = Pusher(store, PackRemote(remote.url, remote.storage_options))
+        pusher = Pusher(store.engine, PackRemote(remote.url, remote.storage_options))
         with pytest.raises(agentfs.FormatError) as raised:
             pusher.push()
         assert remote.url in str(raised.value) and f"head key main@{mine.id}" in str(raised.value)
@@ -101,8 +101,8 @@ def test_a_taken_key_with_other_bytes_is_an_error_and_not_marked_pushed(remote: 
         # a head key already holding what this push would say (a head key for that checkpoint) is success
         fs.rm_file(taken)
         fs.pipe_file(taken, encode_head("main", mine.id, []))
-        Pusher(store, PackRemote(remote.url, remote.storage_options)).push()
-        assert Pusher(store, PackRemote(remote.url, remote.storage_options)).pending() == []
+        Pusher(store.engine, PackRemote(remote.url, remote.storage_options)).push()
+        assert Pusher(store.engine, PackRemote(remote.url, remote.storage_options)).pending() == []
     with agentfs.open(tmp_path / "b", remote=remote.url, storage_options=remote.storage_options) as reader:
         assert reader.run("main").latest().state == {"step": 1}
         assert reader.run("other").latest().id == theirs.id
@@ -117,7 +117,7 @@ def test_a_corrupt_local_object_is_refused_by_name_and_the_rest_is_pushed(tmp_pa
     with agentfs.open(source) as store:
         bad = store.run("bad").commit({"step": 1}, artifacts={"blob.bin": os.urandom(50_000)})
         good = store.run("good").commit({"step": 1}, artifacts={"blob.bin": os.urandom(50_000)})
-        oid = store.read_entry("bad", bad.id).manifest.artifacts["blob.bin"][1]
+        oid = store.engine.read_entry("bad", bad.id).manifest.artifacts["blob.bin"][1]
     original = raw.corrupt_object(source, oid)
     flipped = raw.object_bytes(source, oid)
 

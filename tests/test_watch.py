@@ -198,22 +198,22 @@ def test_a_check_reads_what_the_index_added_not_the_whole_history(tmp_path: Path
             history.commit({"step": step})
         changes = store.watch(timeout=5)
         listed = []
-        real_all_ids = store.index.all_ids
-        monkeypatch.setattr(store.index, "all_ids", lambda kind: listed.append(kind) or real_all_ids(kind))
+        real_all_ids = store.engine.index.all_ids
+        monkeypatch.setattr(store.engine.index, "all_ids", lambda kind: listed.append(kind) or real_all_ids(kind))
         commits = [history.commit({"step": 50}).id]
         assert next(changes).id == commits[0]
-        other.seal_for_compaction()  # the rest lands in a new segment, sealed before the watcher reads it
+        other.engine.seal_for_compaction()  # the rest lands in a new segment, sealed before the watcher reads it
         commits += [history.commit({"step": step}).id for step in (51, 52)]
-        other.seal_for_compaction()
+        other.engine.seal_for_compaction()
         assert [next(changes).id for _ in range(2)] == commits[1:]
-        assert listed == [] and store.index.footers  # the new segment was read from its footer
+        assert listed == [] and store.engine.index.footers  # the new segment was read from its footer
         history.prune(keep_last=5)
         other.gc(grace=0)  # compaction: every watcher's index is rebuilt
         commits.append(history.commit({"step": 53}).id)
         assert next(changes).id == commits[-1]  # once: what the relisting finds again is not repeated
         assert listed  # the rebuild made it list everything once
         changes.close()
-        assert store.index.entry_log._marks == {}  # nothing kept for a closed watch
+        assert store.engine.index.entry_log._marks == {}  # nothing kept for a closed watch
 
 
 def test_closing_or_dropping_a_watch_stops_its_observer(tmp_path: Path) -> None:

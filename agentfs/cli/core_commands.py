@@ -338,11 +338,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError("verify: --storage-options goes with --remote URL or --repair")
     if args.repair:
         with open_existing(args) as store:
-            urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in synced_dirs(store)]
+            urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in synced_dirs(store.engine)]
             if not urls:
                 raise NotFound(f"{store.root} has no remote to repair from: give --remote URL")
             for url in urls:
-                repaired = repair(store, PackRemote(url, storage_options(args.storage_options)))
+                repaired = repair(store.engine, PackRemote(url, storage_options(args.storage_options)))
                 for what in repaired.replaced:
                     print(f"agentfs: repaired {what} from {url}", file=sys.stderr)
                 for why in repaired.unrepaired:
@@ -352,7 +352,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         remote = PackRemote(args.remote, storage_options(args.storage_options))
         if encrypted(remote.identify()) is not None:  # an encrypted remote is read with its store's keys
             with open_existing(args) as store:
-                remote.sealer = store.sealer
+                remote.sealer = store.engine.sealer
         report = verify_remote(remote, deep=args.deep, progress=not args.quiet)
     else:
         with open_existing(args) as store, output.byte_progress(f"verify {store.root}", enabled=not args.quiet) as progress:

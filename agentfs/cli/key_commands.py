@@ -86,9 +86,9 @@ def _new_key_file(path: Path) -> Encryption:
 
 
 def _master(store: agentfs.Store) -> bytes:
-    if store.sealer is None:
+    if store.engine.sealer is None:
         raise FormatError(f"{store.root} is not encrypted: it has no key slots (copy it with 'agentfs copy --encrypt')")
-    return store.sealer.master
+    return store.engine.sealer.master
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -114,7 +114,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         else:
             how = Encryption(passphrase=_new_passphrase())
         slot = new_slot(master, how, label=args.label)
-        write_slot(store.root, store.tmp_dir, slot, sync=store.sync_writes)
+        write_slot(store.root, store.engine.tmp_dir, slot, sync=store.engine.sync_writes)
         failed = _on_remotes(store, [slot], [], storage_options(args.storage_options))
     output.line(f"added key slot {slot.slot_id} ({slot.type})")
     return FAILED if failed else OK
@@ -125,7 +125,7 @@ def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[st
     push puts the local slots a remote lacks, and never deletes one): a removed passphrase must not unlock a
     remote either. A remote that cannot be reached is named; 1 if any."""
     failed = 0
-    for directory in synced_dirs(store):
+    for directory in synced_dirs(store.engine):
         url = (directory / "url").read_text()
         try:
             remote = PackRemote(url, options)
@@ -142,7 +142,7 @@ def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[st
 def cmd_remove(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         _master(store)
-        remove_slot(store.root, args.slot, sync=store.sync_writes)
+        remove_slot(store.root, args.slot, sync=store.engine.sync_writes)
         failed = _on_remotes(store, [], [args.slot], storage_options(args.storage_options))
     output.line(f"removed key slot {args.slot}")
     return FAILED if failed else OK
@@ -157,9 +157,9 @@ def cmd_passwd(args: argparse.Namespace) -> int:
         assert found is not None
         old = [s for s in read_slots(root) if s.type == "passphrase" and crypto.open_slot(s, found[1], s.slot_id) == master]
         slot = new_slot(master, Encryption(passphrase=_new_passphrase()), label="passwd")
-        write_slot(root, store.tmp_dir, slot, sync=store.sync_writes)  # the new slot is durable before any old one goes
+        write_slot(root, store.engine.tmp_dir, slot, sync=store.engine.sync_writes)  # the new slot is durable before any old one goes
         for gone in old:
-            remove_slot(root, gone.slot_id, sync=store.sync_writes)
+            remove_slot(root, gone.slot_id, sync=store.engine.sync_writes)
         failed = _on_remotes(store, [slot], [gone.slot_id for gone in old], storage_options(args.storage_options))
     output.line(f"passphrase changed: added key slot {slot.slot_id}, removed {len(old)}, here and on the remotes")
     return FAILED if failed else OK
@@ -176,7 +176,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
         agentfs.open(source_root, create=False, encryption=cli_encryption(args, source_root)) as source,
         agentfs.open(target, encryption=encryption) as dest,
     ):
-        report = copy_store(source, dest)
+        report = copy_store(source.engine, dest.engine)
     for skipped in report.skipped:
         output.line(f"skipped {skipped}")
     records = f"{output.count(report.journal_records, 'journal record')}, {output.count(report.retirements, 'retirement')}"

@@ -1,7 +1,7 @@
 """The repository: one local directory of append-only segments, locks and remote state (format 2).
 
 The engine's one interface to what is stored; features (core/) and sync (sync/) both build on it,
-and the public Store (api.py) is a Repository with the features added.
+and the public Store (api.py) holds one (`store.engine`) and adds the features.
 
 The engine API: all core/ may use (a forbidden import contract keeps it off fsutil and the locks).
 "Durable" means it survives power loss once the call returns, with durability="power" (with

@@ -17,12 +17,12 @@ class StoreView:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._local = store.source is None
+        self._local = store.engine.source is None
         if self._local:
-            store.refresh_index()
+            store.engine.refresh_index()
 
     def head(self, run: str) -> str | None:
-        return self.store.known_head(run) if self._local else self.store.head(run)
+        return self.store.engine.known_head(run) if self._local else self.store.engine.head(run)
 
     def ids(self, run: str) -> list[str]:
-        return self.store.known_ids(run) if self._local else self.store.ids(run)
+        return self.store.engine.known_ids(run) if self._local else self.store.engine.ids(run)

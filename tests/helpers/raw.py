@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from agentfs import Store
 from agentfs.engine.index import Index
 from agentfs.engine.repository import Repository
 from agentfs.engine.segments import FrameLocation, open_segment, segment_ids
@@ -58,13 +59,13 @@ __all__ = [
     "temp_files",
 ]
 
-StoreLike = Repository | Path | str
+StoreLike = Store | Repository | Path | str
 Key = tuple[int, bytes]
 Change = Callable[[fmt.Record], fmt.Record | None]  # a record -> what replaces it (None: dropped)
 
 
 def _root(store: StoreLike) -> Path:
-    return store.root if isinstance(store, Repository) else Path(store)
+    return store.root if isinstance(store, (Store, Repository)) else Path(store)
 
 
 def _segments(store: StoreLike) -> Path:

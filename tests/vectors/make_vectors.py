@@ -111,7 +111,7 @@ def describe(store: agentfs.Store) -> dict[str, Any]:
             }
         journal = [{"key": call.key, "status": call.status, "result": call.result} for call in run.journal.calls()]
         runs[name] = {"ids": run.ids(), "head": run.head_id(), "checkpoints": checkpoints, "journal": journal}
-    retired = {name: sorted(store.retired_ids(name)) for name in sorted(store.runs())}
+    retired = {name: sorted(store.engine.retired_ids(name)) for name in sorted(store.runs())}
     return {"store_id": store.id, "runs": runs, "retired": {name: ids for name, ids in retired.items() if ids}}
 
 

@@ -93,9 +93,9 @@ class NamespaceLog:
         """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
         and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
         a commit made with `parent=` the head fails if another writer appended since."""
-        hint = self.store.heads.get(self.run.name) if trust_hint else None
+        hint = self.store.engine.heads.get(self.run.name) if trust_hint else None
         # knew_entry takes no look at the segments: if the hint was retired since, the commit's parent= check fails
-        if hint is not None and self.store.knew_entry(self.run.name, hint):
+        if hint is not None and self.store.engine.knew_entry(self.run.name, hint):
             head = self.heads.get(self.run.name, hint) or self._read_head(hint)
             if checkpoint_id is None or head.checkpoint_key == checkpoint_id:
                 return Tip(hint, head.key, head.checkpoint if checkpoint_id is not None else None)
