@@ -49,7 +49,7 @@ docs: $(DOCS_DEPS)
 
 # The fast tests: the format, the engine, serialization and the Python API on local stores (no remote
 # servers, no frameworks, no CLI processes, no crash harness); the whole suite is `make test`
-CHECK_TESTS := $(addprefix tests/test_,$(addsuffix .py,api ids names format index index_footer engine_api read_path lineage_parents run_id_slice serialization_errors serialization_packer roundtrip schema retention gc dedup locks encryption))
+CHECK_TESTS := $(addprefix tests/test_,$(addsuffix .py,api ids names format format_extension index index_footer engine_api read_path lineage_parents run_id_slice serialization_errors serialization_packer roundtrip schema retention gc dedup locks encryption))
 check: lint docs
 	$(BIN)/python -m pytest -q $(CHECK_TESTS)
 
