@@ -12,14 +12,14 @@ from ..engine import lineage
 from ..engine.index import IdSlice
 from ..engine.object_store import ObjectWriter
 from ..engine.repository import Repository
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, NotFound, SerializationError
 from ..format.entries import encode_entry
 from ..format.manifest import Manifest, ValueRef
 from ..format.refs import PACKED, Ref, located
 from ..format.segment import Record
 from ..ids import new_id
 from ..names import check_id, check_name
-from ..objects.blobs import BlobWriter
+from ..objects.blobs import BlobWriter, TreeTooDeep
 from ..serialization import encode_value
 from . import retention
 from .checkpoint import Artifact, Checkpoint
@@ -171,8 +171,18 @@ class Run:
         else:  # any earlier entry of the run is as good to borrow from: skip reading the head
             head = hint if hint is not None and known(self.name, hint) else self.head_id()
         blobs = BlobWriter(lambda: ObjectWriter(self.store.db, self.store.pool), self._reusable(head), self.store.hasher)
-        state_refs = {key: self._value_ref(blobs, head, key, value) for key, value in values.items()}
-        artifact_refs = {name: self._artifact_ref(blobs, name, source) for name, source in sources.items()}
+        state_refs: dict[str, ValueRef] = {}
+        artifact_refs: dict[str, Ref] = {}
+        label = ""  # the value being stored, for a TreeTooDeep
+        try:
+            for key, value in values.items():
+                label = f"state[{key!r}]"
+                state_refs[key] = self._value_ref(blobs, head, key, value)
+            for name, source in sources.items():
+                label = f"artifact {name!r}"
+                artifact_refs[name] = self._artifact_ref(blobs, name, source)
+        except TreeTooDeep as exc:
+            raise SerializationError(f"{label} of a commit to run {self.name!r}: {exc}") from None
         objects = blobs.finish()
         schema = None if self.schema is None else self.schema.version
         checkpoint = self._append(

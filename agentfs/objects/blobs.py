@@ -33,6 +33,10 @@ from ..format.refs import (
 from ..format.segment import Record
 
 
+class TreeTooDeep(SerializationError):
+    """A blob whose chunk tree would be deeper than readers accept (format.refs.MAX_DEPTH); the commit names the value."""
+
+
 class BlobWriter:
     """Stores the blobs of one commit: tiny inline, small packed into the entry, the rest chunked.
 
@@ -135,10 +139,10 @@ class BlobWriter:
         depth = 0
         while len(level) > 1:
             depth += 1
-            if depth > MAX_DEPTH:  # readers refuse a deeper ref: refused here, not committed unreadable
-                raise SerializationError(
-                    f"a blob of {size:,} bytes in {len(level):,} nodes at depth {MAX_DEPTH} needs a chunk tree deeper than "
-                    f"the {MAX_DEPTH} levels agentfs reads (tests/test_tree_bounds.py)"
+            if depth > MAX_DEPTH:  # readers refuse a deeper ref: refused here, not committed unreadable (tests/test_tree_bounds.py)
+                raise TreeTooDeep(
+                    f"its {size:,} bytes need a chunk tree deeper than the {MAX_DEPTH} levels agentfs reads "
+                    f"({len(level):,} nodes at depth {MAX_DEPTH})"
                 )
             level = self._group(level)
         return [TREE, level[0][0], size, depth]
