@@ -55,6 +55,15 @@ class Recorder(PackRemote):
         self.created = recording.created
 
 
+def test_a_pack_remote_holds_its_transport_rather_than_being_one(tmp_path: Path) -> None:
+    """What a remote's keys mean (PackRemote) and how bytes move (Remote, the fsspec plumbing) stay apart:
+    a PackRemote shares no member with its transport but the URL its messages name."""
+    remote = PackRemote(str(tmp_path / "remote"), {})
+    assert isinstance(remote.transport, Remote) and not isinstance(remote, Remote)
+    shared = {name for name in dir(remote.transport) if not name.startswith("_")} & set(dir(remote))
+    assert shared == {"url"} and remote.url == remote.transport.url
+
+
 def commit_history(store: agentfs.Store) -> dict[str, Any]:
     a, b = store.run("agent/a"), store.run("b")
     for step in range(5):
