@@ -29,7 +29,7 @@ from ..format.config import MAX_CONFIG, check_remote_config, encode_config, encr
 from ..format.keys import CONFIG, JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from ..format.pack import MAX_HEAD, PACK_ID, Head, decode_head, decode_pack_index
 from ..format.retirement import Retirement
-from ..format.segment import KEYED_FRAME, TRAILER, IndexEntry, decode_record, decode_trailer
+from ..format.segment import KEYED_FRAME, IndexEntry, decode_record
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .authority import admit
@@ -267,47 +267,6 @@ class PackRemote:
         self.pack_times = times
         self.unindexed = {pack_id: leftover for pack_id, leftover in packs.items() if pack_id not in times}
         return sorted(times)
-
-    def leftovers(self) -> list[Leftover]:
-        """Packs without an index and (file-like remotes) temporary keys: what pushes cut short left; a pusher
-        still writing one puts its index (or links it) within seconds of finishing it. Lists packs/ (and tmp/)."""
-        self.pack_ids()
-        found = list(self.unindexed.values())
-        if self.transport.file_like:
-            prefix = self.transport.key(keys.TMP)
-            self.transport.fs.invalidate_cache(prefix)
-            try:
-                with self.transport.failing(f"list {prefix}", FileNotFoundError):
-                    infos = self.transport.fs.ls(prefix, detail=True)
-            except FileNotFoundError:
-                infos = []
-            found += [Leftover(str(info["name"]), modified(info), int(info.get("size") or 0)) for info in infos]
-        return sorted(found)
-
-    def adopt(self, pack_id: str, leftover: Leftover) -> bool:
-        """Put the index of a whole pack of objects that a push cut short left without one (a pack's index is its
-        last bytes: read back, checked), so a resumed push does not send its objects again. False, changing
-        nothing, for a pack that is not whole or holds anything but objects (its entries would wait on others)."""
-        where = f"remote {self.url} pack {pack_id}"
-        if leftover.size <= TRAILER.size:
-            return False
-        try:
-            with self.transport.failing(f"read {leftover.key}", FileNotFoundError):
-                trailer = bytes(self.transport.fs.cat_file(leftover.key, start=leftover.size - TRAILER.size, end=leftover.size))
-                sealed = decode_trailer(trailer, leftover.size)
-                if sealed is None or leftover.size - sealed[0] > MAX_INDEX:
-                    return False
-                data = bytes(self.transport.fs.cat_file(leftover.key, start=sealed[0], end=leftover.size))
-            _size, entries = decode_pack_index(data, pack_id, where)
-        except (FileNotFoundError, FormatError):
-            return False
-        if any(entry.kind != kinds.OBJECT for entry in entries):
-            return False
-        self.transport.create(self.transport.key(*keys.pack_index_key(pack_id)), data)
-        self.keep_index(pack_id, data)
-        self.learn(pack_id, entries)
-        self.unindexed.pop(pack_id, None)
-        return True
 
     def keep_index(self, pack_id: str, data: bytes) -> None:
         """Keep the index of a pack this process pushed, as if read: confirming what the remote holds never fetches it."""

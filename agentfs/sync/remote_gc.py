@@ -45,7 +45,7 @@ from ..format.walk import Children, reach
 from ..ids import new_id
 from ..names import ID, check_id, check_name
 from .index import PushIndex
-from .outgoing import adopt_young
+from .leftovers import adopt_young, list_leftovers
 from .pack_gc import packs_holding, repack
 from .pack_remote import PackRemote
 from .remote import Remote
@@ -218,7 +218,7 @@ def remote_gc(
             remote.pack_ids()
             adopted = adopt_young(remote)
             listed = remote.list_objects()
-            leftovers = remote.leftovers()
+            leftovers = list_leftovers(remote)
         except BaseException as exc:
             _put_json(remote.transport, f"{gc_id}.done", {"format": 1, "aborted": f"{type(exc).__name__}: {exc}"[:500]})
             raise
