@@ -28,6 +28,7 @@ from agentfs.format import keys, kinds
 from agentfs.format.pack import encode_pack
 from agentfs.format.segment import Record
 from agentfs.sync.pack_remote import PackRemote
+from agentfs.sync.remote import Remote
 from tests.helpers import raw, remote_raw
 from tests.helpers.byte_counter import ByteCounter
 from tests.servers import MotoServer, RemoteSpec, make_file_spec, make_s3_spec, s3_storage_options
@@ -162,10 +163,10 @@ def leftover_pack(spec: RemoteSpec, mtime: float | None = None) -> str:
     """What a push killed between a pack and its index leaves: a whole pack that no index names."""
     remote = PackRemote(spec.url, spec.storage_options)
     pack = encode_pack([Record(kinds.OBJECT, os.urandom(32), os.urandom(1000))], os.urandom(16))
-    key = remote.key(*keys.pack_key(pack.pack_id))
-    remote.create(key, pack.data)
+    key = remote.transport.key(*keys.pack_key(pack.pack_id))
+    remote.transport.create(key, pack.data)
     if mtime is not None:
-        os.utime(remote.fs._strip_protocol(key), (mtime, mtime))
+        os.utime(remote.transport.fs._strip_protocol(key), (mtime, mtime))
     return pack.pack_id
 
 
@@ -177,7 +178,7 @@ def test_verify_remote_reports_a_pack_without_an_index_and_gc_removes_it_only_pa
     assert cli("sync", spec.url, "--storage-options", options, store=tmp_path / "a").returncode == 0
     young = leftover_pack(spec)
     old = leftover_pack(spec, mtime=time.time() - 7200)
-    partial = Path(PackRemote(spec.url, spec.storage_options).key(keys.TMP, "cut.partial"))
+    partial = Path(Remote(spec.url, spec.storage_options).key(keys.TMP, "cut.partial"))
     partial.write_bytes(b"half a pack")
     os.utime(partial, (time.time() - 7200, time.time() - 7200))
 
@@ -225,8 +226,8 @@ def delete_packs_holding(spec: RemoteSpec, oids: set[bytes]) -> int:
     remote.load_all()
     doomed = {pack_id for pack_id, frames in remote.pack_frames().items() if any(f.key in oids for f in frames)}
     for pack_id in doomed:
-        remote.delete(remote.key(*keys.pack_index_key(pack_id)))
-        remote.delete(remote.key(*keys.pack_key(pack_id)))
+        remote.transport.delete(remote.transport.key(*keys.pack_index_key(pack_id)))
+        remote.transport.delete(remote.transport.key(*keys.pack_key(pack_id)))
     return len(doomed)
 
 
@@ -294,7 +295,7 @@ def test_a_whole_pack_left_without_its_index_is_indexed_by_the_next_push_not_sen
     kept = {f"{keys.PACKS}/{pack_id}{keys.PACK_SUFFIX}" for pack_id in object_packs}
     for key in remote_keys(spec):
         if key.startswith((f"{keys.HEADS}/", f"{keys.PACKS}/")) and key not in kept:
-            remote.delete(remote.key(key))
+            remote.transport.delete(remote.transport.key(key))
     for state in (source / "remotes").iterdir():  # nor did the killed push note what it sent
         shutil.rmtree(state)
 

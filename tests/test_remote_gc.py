@@ -46,7 +46,7 @@ def test_retired_checkpoints_and_their_objects_leave_the_remote(tmp_path: Path, 
         assert set(rem.list_objects()) < objects_before
         check = verify_remote(rem, deep=True)
         assert check.ok, str(check)
-        assert {kinds for kinds in (frozenset(k) for k in list_markers(rem).values())} == {frozenset({"intent", "plan", "done"})}
+        assert {kinds for kinds in (frozenset(k) for k in list_markers(rem.transport).values())} == {frozenset({"intent", "plan", "done"})}
 
     with agentfs.open(tmp_path / "b", remote=remote.url, storage_options=remote.storage_options) as other:
         latest = other.run("agent").latest()
@@ -89,19 +89,19 @@ def test_the_barrier_waits_for_a_running_gc_and_ignores_an_abandoned_one(tmp_pat
         pusher = Pusher(store.engine, rem, workers=2)
         pusher.push()
         stale = {"format": 1, "created": time.time() - 10_000, "settle": 30, "slack": 120}
-        rem.create(rem.key("gc", "01J000000000000000000000AA.intent"), json.dumps(stale).encode())
+        rem.transport.create(rem.transport.key("gc", "01J000000000000000000000AA.intent"), json.dumps(stale).encode())
         started = time.monotonic()
         assert GcBarrier(rem, pusher.index).check(force=True) is False
         assert time.monotonic() - started < 2, "an abandoned gc (no plan long after settling) must not block pushes"
         running = {"format": 1, "created": time.time(), "settle": 30, "slack": 120}
-        rem.create(rem.key("gc", "01J000000000000000000000AB.intent"), json.dumps(running).encode())
+        rem.transport.create(rem.transport.key("gc", "01J000000000000000000000AB.intent"), json.dumps(running).encode())
         oid = next(iter(pusher.index.objects), None)
         plan = {"format": 1, "deadline": time.time() + 60, "objects": [oid.hex()] if oid else [], "entries": []}
 
         def finish() -> None:
             time.sleep(1.0)
-            rem.create(rem.key("gc", "01J000000000000000000000AB.plan"), json.dumps(plan).encode())
-            rem.create(rem.key("gc", "01J000000000000000000000AB.done"), b"{}")
+            rem.transport.create(rem.transport.key("gc", "01J000000000000000000000AB.plan"), json.dumps(plan).encode())
+            rem.transport.create(rem.transport.key("gc", "01J000000000000000000000AB.done"), b"{}")
 
         import threading
 

@@ -199,7 +199,7 @@ def test_file_remote_lists_its_head_keys_once(tmp_path: Path) -> None:
             newest = run.commit({"step": step})
         Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()
     remote = open_remote(spec.url, spec.storage_options)
-    (Path(remote.key(*keys.head_dir_key("r"))) / "0-stray").write_bytes(b"x")
+    (Path(remote.transport.key(*keys.head_dir_key("r"))) / "0-stray").write_bytes(b"x")
     assert remote.head_id("r") == newest.id
 
 

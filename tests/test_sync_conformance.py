@@ -39,6 +39,7 @@ from agentfs.names import ID
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher, PushStats
+from agentfs.sync.remote import Remote
 from tests.helpers import remote_raw
 from tests.servers import RemoteSpec, make_file_spec
 
@@ -267,8 +268,8 @@ class Stopped(Exception):
     """Raised by StopAfter: the pusher "dies" before its (k+1)-th remote write."""
 
 
-class StopAfter(PackRemote):
-    """A remote that accepts `allowed` writes, then refuses every further one (a crash, seen from the remote)."""
+class StoppingTransport(Remote):
+    """A transport that accepts `allowed` writes, then refuses every further one (a crash, seen from the remote)."""
 
     def __init__(self, url: str, storage_options: dict[str, Any], allowed: int) -> None:
         super().__init__(url, storage_options)
@@ -284,7 +285,16 @@ class StopAfter(PackRemote):
         return super().create(key, data, compare=compare)
 
 
-class CountingRemote(PackRemote):
+class StopAfter(PackRemote):
+    """A remote whose transport accepts `allowed` writes, then refuses every further one."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any], allowed: int) -> None:
+        super().__init__(url, storage_options)
+        self.transport = stopping = StoppingTransport(url, storage_options, allowed)
+        self.writes = stopping.writes
+
+
+class CountingTransport(Remote):
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
         super().__init__(url, storage_options)
         self.creates: list[str] = []
@@ -292,6 +302,15 @@ class CountingRemote(PackRemote):
     def create(self, key: str, data: bytes, *, compare: bool = True) -> bool:
         self.creates.append(key)
         return super().create(key, data, compare=compare)
+
+
+class CountingRemote(PackRemote):
+    """A remote whose transport notes the keys it creates."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
+        super().__init__(url, storage_options)
+        self.transport = counting = CountingTransport(url, storage_options)
+        self.creates = counting.creates
 
 
 def commit_steps(run: agentfs.Run, count: int, model: bytes, memory: bytes) -> None:
@@ -313,8 +332,8 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
     calls: Counter[str] = Counter()
 
     def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(self: PackRemote, *args: Any, **kwargs: Any) -> Any:
-            if name == "read":
+        def wrapper(self: PackRemote | Remote, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(self, Remote):  # the transport's read: of a head key, a pack index or another key
                 relative = args[0][len(self.root) + 1 :]
                 kind = "head" if relative.startswith(keys.HEADS) else "index" if relative.startswith(keys.PACKS) else "other"
                 calls[f"read {kind}"] += 1
@@ -332,11 +351,12 @@ def count_resume(path: Path, spec: RemoteSpec, run: str, monkeypatch: pytest.Mon
         return wrapper
 
     with monkeypatch.context() as patch:
-        for name in ("read", "list_ids", "list_runs", "list_all_entries", "read_body"):
+        patch.setattr(Remote, "read", counted("read", Remote.read))
+        for name in ("list_ids", "list_runs", "list_all_entries", "read_body"):
             patch.setattr(PackRemote, name, counted(name, getattr(PackRemote, name)))
         with open_remote_store(path, spec) as store:
             assert isinstance(store.engine.source, PackRemote)
-            fs = store.engine.source.fs
+            fs = store.engine.source.transport.fs
             for name in ("ls", "find", "cat_file"):
                 patch.setattr(fs, name, counted_fs(f"fs.{name}", getattr(fs, name)))
             cp = store.run(run).latest()
@@ -421,7 +441,7 @@ class TestRemoteConformance:
             again = first.push()
             assert (again.entries, again.objects, again.bytes) == (0, 0, 0)
 
-            index = store.engine.remotes_dir / remote_of(remote).name
+            index = store.engine.remotes_dir / remote_of(remote).transport.name
             assert (index / "objects").is_file() and (index / "entries").is_file()
             restarted_remote = CountingRemote(remote.url, remote.storage_options)
             restarted = Pusher(store.engine, restarted_remote, workers=workers(remote)).push()
@@ -435,11 +455,12 @@ class TestRemoteConformance:
             assert stats.entries == 1 and stats.objects == 0
             new = store.run("agent/main").latest()
             assert new is not None
-            pack, index, head = [key for key in counting.creates if key != counting.key("config")]  # one pack, its index, one head
+            config = counting.transport.key("config")
+            pack, index, head = [key for key in counting.creates if key != config]  # one pack, its index, one head
             assert pack.endswith(keys.PACK_SUFFIX) and index == pack[: -len(keys.PACK_SUFFIX)] + keys.PACK_INDEX_SUFFIX
-            assert head == counting.key(*keys.head_key("agent/main", new.id))
+            assert head == counting.transport.key(*keys.head_key("agent/main", new.id))
             pack_id = pack.rsplit("/", 1)[-1][: -len(keys.PACK_SUFFIX)]
-            held = decode_pack_index(bytes(counting.fs.cat_file(index)), pack_id, index)[1]
+            held = decode_pack_index(bytes(counting.transport.fs.cat_file(index)), pack_id, index)[1]
             assert [(entry.kind, entry.key) for entry in held] == [(kinds.ENTRY, kinds.pair_key("agent/main", new.id))]
 
     def test_push_after_pull_uploads_nothing(self, remote: RemoteSpec, tmp_path: Path) -> None:
@@ -453,7 +474,7 @@ class TestRemoteConformance:
             counting = CountingRemote(remote.url, remote.storage_options)
             stats = Pusher(pulled.engine, counting, workers=workers(remote)).push()
             assert raw_files(remote) == before
-            uploads = [key for key in counting.creates if key != counting.key("config")]
+            uploads = [key for key in counting.creates if key != counting.transport.key("config")]
             assert (stats.entries, stats.objects, stats.bytes) == (0, 0, 0), stats
             assert uploads == [], f"{len(uploads)} keys the remote already holds were sent again"
 
@@ -500,8 +521,8 @@ class TestRemoteConformance:
             assert {key.rsplit(".", 1)[-1] for key in taken if key.startswith(keys.PACKS)} == {"pack", "idx"}
             for key in taken:  # other bytes under a taken key are an error, never taken for ours
                 with pytest.raises(agentfs.RemoteError, match="already exists with other bytes"):
-                    r.create(r.key(*key.split("/")), b"someone else's bytes")
-                assert r.create(r.key(*key.split("/")), after[key]) is False  # the same bytes: already there
+                    r.transport.create(r.transport.key(*key.split("/")), b"someone else's bytes")
+                assert r.transport.create(r.transport.key(*key.split("/")), after[key]) is False  # the same bytes: already there
             assert raw_files(remote) == after
 
     def test_resume_reads_do_not_grow_with_history(
@@ -643,7 +664,7 @@ def test_a_push_stopped_after_any_write_never_exposes_an_entry_without_its_data(
 
 def test_file_remote_partial_upload_leaves_no_complete_looking_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = make_file_spec(tmp_path)
-    remote = PackRemote(spec.url, spec.storage_options)
+    remote = Remote(spec.url, spec.storage_options)
     data = codec.encode(b"payload " * 1000)
     key = remote.key(*keys.pack_key("0123456789abcdef"))
     real_pipe = remote.fs.pipe_file
@@ -664,8 +685,8 @@ def test_file_remote_partial_upload_leaves_no_complete_looking_key(tmp_path: Pat
 def test_file_remote_create_never_replaces_a_key_created_meanwhile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two machines create the same key: between one's existence check and its rename, the other creates it."""
     spec = make_file_spec(tmp_path)
-    first = PackRemote(spec.url, spec.storage_options)
-    second = PackRemote(spec.url, spec.storage_options)
+    first = Remote(spec.url, spec.storage_options)
+    second = Remote(spec.url, spec.storage_options)
     key = first.key(*keys.head_key("shared", new_id()))
     real_link = first.fs.link
     results: dict[str, bool] = {}

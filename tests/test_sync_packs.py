@@ -26,14 +26,15 @@ from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from agentfs.sync.reconcile import recheck
+from agentfs.sync.remote import Remote
 from agentfs.sync.remote_gc import MIN_SETTLE, remote_gc
 from tests.helpers import raw
 from tests.servers import MotoServer, make_s3_spec
 from tests.test_cli import cli
 
 
-class Recorder(PackRemote):
-    """A real PackRemote that notes the keys it creates, in order."""
+class RecordingTransport(Remote):
+    """A real Remote that notes the keys it creates, in order."""
 
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
         super().__init__(url, storage_options)
@@ -43,6 +44,24 @@ class Recorder(PackRemote):
         created = super().create(key, data, compare=compare)
         self.created.append(posixpath.relpath(key, self.root))
         return created
+
+
+class Recorder(PackRemote):
+    """A real PackRemote whose transport notes the keys it creates, in order."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
+        super().__init__(url, storage_options)
+        self.transport = recording = RecordingTransport(url, storage_options)
+        self.created = recording.created
+
+
+def test_a_pack_remote_holds_its_transport_rather_than_being_one(tmp_path: Path) -> None:
+    """What a remote's keys mean (PackRemote) and how bytes move (Remote, the fsspec plumbing) stay apart:
+    a PackRemote shares no member with its transport but the URL its messages name."""
+    remote = PackRemote(str(tmp_path / "remote"), {})
+    assert isinstance(remote.transport, Remote) and not isinstance(remote, Remote)
+    shared = {name for name in dir(remote.transport) if not name.startswith("_")} & set(dir(remote))
+    assert shared == {"url"} and remote.url == remote.transport.url
 
 
 def commit_history(store: agentfs.Store) -> dict[str, Any]:
@@ -108,7 +127,7 @@ def test_a_store_opened_on_the_remote_resumes_every_run_by_ranged_reads(tmp_path
     assert resumed.run("b").latest().artifacts["blob.bin"].read_bytes() == artifact
     assert resumed.run("agent/a").head_id() == source.run("agent/a").head_id()
     assert resumed.runs() == source.runs()
-    cached = resumed.engine.remote_state_dir(resumed.engine.source.name) / keys.PACKS
+    cached = resumed.engine.remote_state_dir(resumed.engine.source.transport.name) / keys.PACKS
     assert sorted(p.name for p in cached.glob("*.idx")) == sorted(p.name for p in (tmp_path / "remote" / "packs").glob("*.idx"))
 
 
@@ -146,9 +165,9 @@ def test_a_head_key_that_exists_with_other_content_is_refused(tmp_path: Path) ->
     store = agentfs.open(tmp_path / "a")
     cp = store.run("r").commit({"r": 1})
     remote = PackRemote(str(tmp_path / "remote"), {})
-    taken = remote.key(*keys.head_key("r", cp.id))
-    remote.fs.makedirs(posixpath.dirname(taken), exist_ok=True)
-    remote.fs.pipe_file(taken, b'{"format": 2, "run": "other", "id": "x", "packs": []}')
+    taken = remote.transport.key(*keys.head_key("r", cp.id))
+    remote.transport.fs.makedirs(posixpath.dirname(taken), exist_ok=True)
+    remote.transport.fs.pipe_file(taken, b'{"format": 2, "run": "other", "id": "x", "packs": []}')
     with pytest.raises(FormatError, match="not the checkpoint its key names"):
         Pusher(store.engine, remote).push()
 
@@ -167,13 +186,13 @@ def test_resume_of_an_artifact_on_s3_costs_requests_by_range_not_by_chunk(tmp_pa
     assert isinstance(reader.engine.source, PackRemote)
     requests: list[str] = []
     for name in ("cat_file", "ls", "call_s3", "exists"):
-        real = getattr(reader.engine.source.fs, name)
+        real = getattr(reader.engine.source.transport.fs, name)
 
         def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
             requests.append(_name)
             return _real(*args, **kwargs)
 
-        setattr(reader.engine.source.fs, name, counting)
+        setattr(reader.engine.source.transport.fs, name, counting)
     latest = reader.run("r").latest()
     assert latest.id == cp.id and latest.artifacts["big.bin"].read_bytes() == blob
     assert len(requests) <= 60 < chunks, f"{len(requests)} requests for {chunks} objects: {requests}"
@@ -343,7 +362,7 @@ def test_resume_reads_no_pack_index_but_those_its_head_key_names(tmp_path: Path,
     monkeypatch.setattr(reader.engine.source, "pack_ids", lambda: pytest.fail("resume listed every pack"))
     latest = reader.run("r").latest()
     assert latest is not None and latest.state == {"step": 29}
-    assert len(list((reader.engine.remote_state_dir(reader.engine.source.name) / keys.PACKS).glob("*.idx"))) <= 2
+    assert len(list((reader.engine.remote_state_dir(reader.engine.source.transport.name) / keys.PACKS).glob("*.idx"))) <= 2
     monkeypatch.undo()
     assert reader.run("r").ids() == store.run("r").ids()  # retired ids stay hidden
 

@@ -21,7 +21,7 @@ import agentfs
 from ..core.store_copy import copy_store
 from ..engine.keyslots import Encryption, new_slot, read_slots, remove_slot, write_slot
 from ..errors import AgentFSError, FormatError, WrongKey
-from ..format import crypto, keys
+from ..format import crypto
 from ..sync.index import synced_dirs
 from ..sync.pack_remote import PackRemote
 from . import output
@@ -132,7 +132,7 @@ def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[st
             for slot in added:
                 remote.put_slot(slot)
             for slot_id in removed:
-                remote.delete(remote.key(*keys.key_slot_key(slot_id)))
+                remote.remove_slot(slot_id)
         except (AgentFSError, OSError) as exc:
             print(f"agentfs: error: key slots not changed on {url}: {exc}", file=sys.stderr)
             failed = 1

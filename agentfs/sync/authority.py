@@ -40,8 +40,10 @@ _refused_lock = threading.Lock()  # pull checks retirement records from several 
 class Holder(Protocol):
     """A remote as this check sees it (PackRemote is one)."""
 
-    url: str
     index: PushIndex | None
+
+    @property
+    def url(self) -> str: ...
 
     def list_ids(self, run: str, kind: str = ...) -> list[str]: ...
     def known_head_id(self, run: str) -> str | None: ...

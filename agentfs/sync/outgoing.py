@@ -8,15 +8,13 @@ pushes the rest.
 from __future__ import annotations
 
 import threading
-import time
 
 from ..format import codec, kinds
 from ..format.entries import Entry, decode_entry_at
 from ..format.refs import EntryAddress
 from .index import PushIndex
+from .leftovers import adopt_young
 from .pack_remote import PackRemote
-
-ADOPT_AGE = 600.0  # a pack without an index younger than this is indexed by the next push (or by a remote gc)
 
 
 def check_object(oid: bytes, blob: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> None:
@@ -53,19 +51,6 @@ class Refusals:
     def record(self, reason: str) -> None:
         with self.lock:
             self.reasons.append(reason)
-
-
-def adopt_young(remote: PackRemote) -> list[str]:
-    """Index each whole pack of objects that a push cut short left without an index less than ADOPT_AGE ago (as
-    of the remote's last listing of packs/); the packs adopted. A pusher does it so as not to send them again,
-    and a remote gc before it lists leftovers (remote_gc.py), so that it never deletes a pack a pusher may be
-    adopting that moment, whatever its grace period."""
-    now = time.time()
-    return [
-        pack_id
-        for pack_id, leftover in list(remote.unindexed.items())
-        if now - leftover.modified < ADOPT_AGE and remote.adopt(pack_id, leftover)
-    ]
 
 
 class Holdings:

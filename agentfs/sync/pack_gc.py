@@ -79,9 +79,9 @@ def repack(
 
 def _repack_one(remote: PackRemote, pack_id: str, doomed: set[Key], writer: bytes, stop_at: float) -> tuple[str, list[str], int]:
     """(pack id, the new pack's id if any, bytes freed; -1 if the pack was left whole)."""
-    key = remote.key(*keys.pack_key(pack_id))
-    with remote.failing(f"read {key}"):
-        data = bytes(remote.fs.cat_file(key))
+    key = remote.transport.key(*keys.pack_key(pack_id))
+    with remote.transport.failing(f"read {key}"):
+        data = bytes(remote.transport.fs.cat_file(key))
     frames = remote.pack_frames().get(pack_id, [])
     live: list[Record] = []
     for frame in frames:
@@ -95,14 +95,14 @@ def _repack_one(remote: PackRemote, pack_id: str, doomed: set[Key], writer: byte
     freed = len(data)
     if live:
         pack = encode_pack(live, writer)
-        remote.create(remote.key(*keys.pack_key(pack.pack_id)), pack.data)
-        remote.create(remote.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
+        remote.transport.create(remote.transport.key(*keys.pack_key(pack.pack_id)), pack.data)
+        remote.transport.create(remote.transport.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
         remote.learn(pack.pack_id, pack.entries)
         made.append(pack.pack_id)
         freed -= len(pack.data)
-    for old in (remote.key(*keys.pack_index_key(pack_id)), key):  # the index first: no reader is sent to a missing pack
+    for old in (remote.transport.key(*keys.pack_index_key(pack_id)), key):  # the index first: no reader is sent to a missing pack
         if time.time() > stop_at:
             raise RemoteError(f"remote gc of {remote.url} passed its deadline; the rest is left for the next gc")
-        remote.delete(old)
+        remote.transport.delete(old)
     remote.forget(pack_id)
     return pack_id, made, freed

@@ -25,14 +25,15 @@ from typing import Any, NamedTuple
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteDataMissing, RemoteError, WrongKey
 from ..format import codec, crypto, keys, kinds
-from ..format.config import encrypted
-from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
+from ..format.config import MAX_CONFIG, check_remote_config, encode_config, encrypted
+from ..format.keys import CONFIG, JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from ..format.pack import MAX_HEAD, PACK_ID, Head, decode_head, decode_pack_index
 from ..format.retirement import Retirement
-from ..format.segment import KEYED_FRAME, TRAILER, IndexEntry, decode_record, decode_trailer
+from ..format.segment import KEYED_FRAME, IndexEntry, decode_record
 from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .authority import admit
+from .index import PushIndex, remember_url
 from .remote import Remote, modified
 
 MAX_INDEX = 64 << 20
@@ -57,12 +58,21 @@ class Leftover(NamedTuple):
     size: int
 
 
-class PackRemote(Remote):
-    """A format-2 remote; as a store's `Source`, it fetches what the store lacks by ranged reads."""
+class PackRemote:
+    """A format-2 remote; as a store's `Source`, it fetches what the store lacks by ranged reads.
+
+    It holds its `transport`, a Remote (sync/remote.py): the fsspec plumbing that moves bytes to and
+    from the URL (create-only puts, bounded reads, listings, errors with secrets redacted) and knows
+    nothing of what the keys mean. This class gives them their meaning: the config, packs, pack
+    indexes, head keys, retirement keys and what the store has fetched (`index`), as restic's
+    Repository holds its backend rather than being one.
+    """
 
     def __init__(self, url: str, storage_options: dict[str, Any], *, workers: int = 8) -> None:
-        super().__init__(url, storage_options)
+        self.transport = Remote(url, storage_options)
         self.workers = workers
+        self.index: PushIndex | None = None  # what the attached store fetched from here (attach)
+        self.config: dict[str, Any] | None = None  # set once identify() has read and checked it
         self.places: dict[tuple[int, bytes], Place] = {}
         self.ids: dict[tuple[int, str], set[str]] = {}  # (kind, run) -> record ids in the packs loaded
         self._frames: dict[str, list[IndexEntry]] = {}  # pack id -> its records, by offset
@@ -83,6 +93,29 @@ class PackRemote(Remote):
         self.heads: dict[str, Head] = {}  # run -> what its newest head key said, when head_id last read it
         self.skipped: list[str] = []  # pack records and indexes refused while learning (each logged once)
         self.sealer: crypto.Sealer | None = None
+
+    def __repr__(self) -> str:
+        return f"<PackRemote {self.url}>"
+
+    @property
+    def url(self) -> str:
+        """The remote's URL, credentials redacted: what every message about it names."""
+        return self.transport.url
+
+    def identify(self) -> dict[str, Any]:
+        """The remote's config, checked: a URL with none (a typo, a missing bucket) is refused, never read as empty."""
+        if self.config is None:
+            data = self.transport.read(self.transport.key(CONFIG), MAX_CONFIG)
+            if data is None:
+                raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path (a push creates one)")
+            self.config = check_remote_config(data, f"remote {self.url} config")
+        return self.config
+
+    def ensure_config(self, config: dict[str, Any]) -> None:
+        """For a pusher: create the remote's config on the first push, else check that this agentfs can write its format."""
+        if self.transport.read(self.transport.key(CONFIG), MAX_CONFIG) is None:
+            self.transport.create(self.transport.key(CONFIG), encode_config(config), compare=False)
+        self.identify()
 
     def use_keys(self, sealer: crypto.Sealer | None) -> None:
         """Read and write this remote with the store's keys (None: plaintext); refused unless the remote's
@@ -111,27 +144,34 @@ class PackRemote(Remote):
     def key_slots(self) -> list[crypto.Slot]:
         """An encrypted remote's key slots (keys/<slot id>): how a machine resuming from it unlocks it."""
         found = []
-        for name in self.list_names(self.key(keys.KEY_SLOTS)):
-            data = self.read(self.key(*keys.key_slot_key(name)), MAX_HEAD)
+        for name in self.transport.list_names(self.transport.key(keys.KEY_SLOTS)):
+            data = self.transport.read(self.transport.key(*keys.key_slot_key(name)), MAX_HEAD)
             if data is not None:
                 with contextlib.suppress(FormatError):  # a damaged slot opens nothing; the others may
                     found.append(crypto.decode_slot(data, f"remote {self.url} key slot {name}"))
         return found
 
     def put_slot(self, slot: crypto.Slot) -> None:
-        self.create(self.key(*keys.key_slot_key(slot.slot_id)), slot.to_bytes())
+        self.transport.create(self.transport.key(*keys.key_slot_key(slot.slot_id)), slot.to_bytes())
+
+    def remove_slot(self, slot_id: str) -> None:
+        self.transport.delete(self.transport.key(*keys.key_slot_key(slot_id)))
 
     def attach(self, store: Repository) -> None:
+        """Record what is fetched from here in the store's index for this remote; check the remote's format and keys."""
         if self.index is not None:
             return
-        super().attach(store)
+        self.identify()
+        self.index = PushIndex(store.remote_state_dir(self.transport.name), store.sealer)
+        remember_url(self.index.directory, self.url)
+        (self.index.directory / "pulled").touch()
         self.use_keys(store.sealer)
         self.keep_indexes(store)
 
     def keep_indexes(self, store: Repository) -> None:
         """Keep the pack indexes read (and pushed) under the store's state directory for this remote."""
         self._store = store
-        self._cache = store.remote_state_dir(self.name) / keys.PACKS
+        self._cache = store.remote_state_dir(self.transport.name) / keys.PACKS
         make_dirs(self._cache / "tmp", sync=False)
 
     # pack indexes
@@ -143,7 +183,7 @@ class PackRemote(Remote):
         cached = None if self._cache is None else self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}"
         data = cached.read_bytes() if cached is not None and cached.is_file() else None
         if data is None:
-            data = self.read(self.key(*keys.pack_index_key(pack_id)), MAX_INDEX)
+            data = self.transport.read(self.transport.key(*keys.pack_index_key(pack_id)), MAX_INDEX)
             if data is None:
                 return False
         _size, entries = decode_pack_index(data, pack_id, f"remote {self.url} pack index {pack_id}")
@@ -206,11 +246,11 @@ class PackRemote(Remote):
         """Every pack with an index on the remote (a pack without one is still being pushed, or was cut short);
         notes when each index was written, in `pack_times`."""
         suffix = keys.PACK_INDEX_SUFFIX
-        prefix = self.key(keys.PACKS)
-        self.fs.invalidate_cache(prefix)
+        prefix = self.transport.key(keys.PACKS)
+        self.transport.fs.invalidate_cache(prefix)
         try:
-            with self.failing(f"list {prefix}", FileNotFoundError):
-                infos = self.fs.ls(prefix, detail=True)
+            with self.transport.failing(f"list {prefix}", FileNotFoundError):
+                infos = self.transport.fs.ls(prefix, detail=True)
         except FileNotFoundError:
             return []
         times = {}
@@ -227,47 +267,6 @@ class PackRemote(Remote):
         self.pack_times = times
         self.unindexed = {pack_id: leftover for pack_id, leftover in packs.items() if pack_id not in times}
         return sorted(times)
-
-    def leftovers(self) -> list[Leftover]:
-        """Packs without an index and (file-like remotes) temporary keys: what pushes cut short left; a pusher
-        still writing one puts its index (or links it) within seconds of finishing it. Lists packs/ (and tmp/)."""
-        self.pack_ids()
-        found = list(self.unindexed.values())
-        if self.file_like:
-            prefix = self.key(keys.TMP)
-            self.fs.invalidate_cache(prefix)
-            try:
-                with self.failing(f"list {prefix}", FileNotFoundError):
-                    infos = self.fs.ls(prefix, detail=True)
-            except FileNotFoundError:
-                infos = []
-            found += [Leftover(str(info["name"]), modified(info), int(info.get("size") or 0)) for info in infos]
-        return sorted(found)
-
-    def adopt(self, pack_id: str, leftover: Leftover) -> bool:
-        """Put the index of a whole pack of objects that a push cut short left without one (a pack's index is its
-        last bytes: read back, checked), so a resumed push does not send its objects again. False, changing
-        nothing, for a pack that is not whole or holds anything but objects (its entries would wait on others)."""
-        where = f"remote {self.url} pack {pack_id}"
-        if leftover.size <= TRAILER.size:
-            return False
-        try:
-            with self.failing(f"read {leftover.key}", FileNotFoundError):
-                trailer = bytes(self.fs.cat_file(leftover.key, start=leftover.size - TRAILER.size, end=leftover.size))
-                sealed = decode_trailer(trailer, leftover.size)
-                if sealed is None or leftover.size - sealed[0] > MAX_INDEX:
-                    return False
-                data = bytes(self.fs.cat_file(leftover.key, start=sealed[0], end=leftover.size))
-            _size, entries = decode_pack_index(data, pack_id, where)
-        except (FileNotFoundError, FormatError):
-            return False
-        if any(entry.kind != kinds.OBJECT for entry in entries):
-            return False
-        self.create(self.key(*keys.pack_index_key(pack_id)), data)
-        self.keep_index(pack_id, data)
-        self.learn(pack_id, entries)
-        self.unindexed.pop(pack_id, None)
-        return True
 
     def keep_index(self, pack_id: str, data: bytes) -> None:
         """Keep the index of a pack this process pushed, as if read: confirming what the remote holds never fetches it."""
@@ -367,11 +366,11 @@ class PackRemote(Remote):
         frames = self._following(kind, key, place) if reads_ahead else [IndexEntry(kind, key, offset, length)]
         end = frames[-1].offset + frames[-1].length
         where = f"remote {self.url} pack {pack_id}"
-        pack = self.key(*keys.pack_key(pack_id))
+        pack = self.transport.key(*keys.pack_key(pack_id))
         if end - offset > MAX_FRAME + READ_AHEAD or (kind == kinds.OBJECT and length > MAX_OBJECT_FRAME):
             raise RemoteError(f"{where}: a record at offset {offset} says it is {length} bytes; refused")
         try:
-            with self.failing(f"read {pack}", FileNotFoundError):
+            with self.transport.failing(f"read {pack}", FileNotFoundError):
                 data = self._cat_range(pack, offset, end, where)
         except FileNotFoundError:
             return None  # removed by a remote gc since its index was read
@@ -389,7 +388,7 @@ class PackRemote(Remote):
 
     def _cat_range(self, pack: str, start: int, end: int, where: str) -> bytes:
         try:
-            return bytes(self.fs.cat_file(pack, start=start, end=end))
+            return bytes(self.transport.fs.cat_file(pack, start=start, end=end))
         except FileNotFoundError:
             raise
         except OSError as exc:
@@ -439,7 +438,7 @@ class PackRemote(Remote):
         a pack index lists it) and its bytes are gone: a resuming reader must not start over, nor from an
         older checkpoint (tests/test_hostile_remote.py::test_a_head_key_naming_a_missing_checkpoint_is_an_error_never_the_older_one)."""
         head = self.heads.get(run)
-        head_key = self.key(*keys.head_key(run, checkpoint_id))
+        head_key = self.transport.key(*keys.head_key(run, checkpoint_id))
         named = "" if head is None or head.checkpoint_id != checkpoint_id else f"; head key {head_key} names it"
         try:
             data = self.read_body(kinds.ENTRY, kinds.pair_key(check_name(run), check_id(checkpoint_id)))
@@ -458,7 +457,7 @@ class PackRemote(Remote):
         data = None
         if kind == RETIRED_RECORDS:  # its own key first: no pack index needed
             stored = self.stored_run(check_name(run))
-            data = self.read(self.key(*keys.retired_key(stored, check_id(record_id))), MAX_FRAME)
+            data = self.transport.read(self.transport.key(*keys.retired_key(stored, check_id(record_id))), MAX_FRAME)
             if data is not None and self.sealer is not None:
                 key = kinds.pair_key(stored, record_id)
                 data = self.sealer.open(kinds.RETIRED, key, data, f"remote {self.url} retirement key {run} {record_id}")
@@ -482,8 +481,8 @@ class PackRemote(Remote):
     def list_ids(self, run: str, kind: str = LOG_RECORDS) -> list[str]:
         """The run's ids of `kind`; retirement records by one listing of their own keys, the rest from every pack index."""
         if kind == RETIRED_RECORDS:
-            directory = self.key(*keys.retired_dir_key(self.stored_run(check_name(run))))
-            return sorted(name for name in self.list_names(directory) if ID.fullmatch(name))
+            directory = self.transport.key(*keys.retired_dir_key(self.stored_run(check_name(run))))
+            return sorted(name for name in self.transport.list_names(directory) if ID.fullmatch(name))
         self.load_all(force=False)
         return sorted(self.ids.get((kinds.KIND_OF[kind], check_name(run)), ()))
 
@@ -508,10 +507,10 @@ class PackRemote(Remote):
             return keys.head_id_of(name)
 
         stored = self.stored_run(run)
-        checkpoint_id = self.first_name(self.key(*keys.head_dir_key(stored)), "", head_of)
+        checkpoint_id = self.transport.first_name(self.transport.key(*keys.head_dir_key(stored)), "", head_of)
         if checkpoint_id is None:
             return None
-        data = self.read(self.key(*keys.head_key(stored, checkpoint_id)), MAX_HEAD)
+        data = self.transport.read(self.transport.key(*keys.head_key(stored, checkpoint_id)), MAX_HEAD)
         if data is None:
             raise RemoteError(f"{where} head key {checkpoint_id} vanished while read")
         head = decode_head(data, stored, checkpoint_id, f"{where} head key {checkpoint_id}")

@@ -89,7 +89,7 @@ class Pusher:
         self.writer = ULID.from_str(store.id).bytes
         remote.sealer = store.sealer  # checked against the remote's config by _ensure_config
         # one index per remote and process: what a resume fetched counts as already there
-        self.index = remote.index or PushIndex(store.remote_state_dir(remote.name), store.sealer)
+        self.index = remote.index or PushIndex(store.remote_state_dir(remote.transport.name), store.sealer)
         remote.index = self.index
         remote.keep_indexes(store)
         remember_url(self.index.directory, remote.url)
@@ -355,7 +355,7 @@ class Pusher:
         a push cut short later does not upload them again. A pack holding entries is indexed by _put_indexes."""
         pack = encode_pack(self.store.sealed(records), self.writer)  # an encrypted store's packs hold what its segments do
         records.clear()  # the pack holds the bytes now: memory bound
-        self.remote.create(self.remote.key(*keys.pack_key(pack.pack_id)), pack.data)
+        self.remote.transport.create(self.remote.transport.key(*keys.pack_key(pack.pack_id)), pack.data)
         with self._stats_lock:
             stats.bytes += len(pack.data)
         if self._bar is not None:
@@ -369,7 +369,7 @@ class Pusher:
         return pack
 
     def _put_index(self, pack: Pack) -> None:
-        self.remote.create(self.remote.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
+        self.remote.transport.create(self.remote.transport.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
         self.remote.keep_index(pack.pack_id, pack.footer)  # never fetched back by this store's confirmations
 
     def _put_indexes(self, pool: ThreadPoolExecutor, packs: list[Pack]) -> list[tuple[str, list[IndexEntry]]]:
@@ -403,7 +403,7 @@ class Pusher:
         except AgentFSError:
             return  # refused (and reported) as its pack was made, or removed since
         body = self.store.sealed([Record(kinds.RETIRED, kinds.pair_key(run, record_id), data or b"")])[0].body
-        self.remote.create(self.remote.key(*keys.retired_key(self.remote.stored_run(run), record_id)), body)
+        self.remote.transport.create(self.remote.transport.key(*keys.retired_key(self.remote.stored_run(run), record_id)), body)
 
     def _put_head(self, run: str, checkpoint_id: str, entry: Entry) -> None:
         """The head key, last: it names the packs holding the entry and its closure, where this index knows them."""
@@ -412,9 +412,9 @@ class Pusher:
         needed += [self._place_key(kinds.OBJECT, oid) for oid in self._closure((run, checkpoint_id), entry, set())]
         packs = {self.index.places[key] for key in needed if key in self.index.places}
         stored = self.remote.stored_run(run)  # an encrypted store's head keys name no run
-        key = self.remote.key(*keys.head_key(stored, checkpoint_id))
-        if not self.remote.create(key, encode_head(stored, checkpoint_id, sorted(packs)), compare=False):
-            held = self.remote.read(key, MAX_HEAD)  # pushed before (a recheck): any valid head key for it will do
+        key = self.remote.transport.key(*keys.head_key(stored, checkpoint_id))
+        if not self.remote.transport.create(key, encode_head(stored, checkpoint_id, sorted(packs)), compare=False):
+            held = self.remote.transport.read(key, MAX_HEAD)  # pushed before (a recheck): any valid head key for it will do
             named = f"{run}@{checkpoint_id}" if self.store.sealer is None else key  # an encrypted store's errors name no run
             decode_head(held or b"", stored, checkpoint_id, f"remote {self.remote.url} head key {named}")
 

@@ -51,7 +51,7 @@ def recheck(pusher: Pusher, *, progress: bool = False, stop: threading.Event | N
     """
     started = time.monotonic()
     remote, index, store = pusher.remote, pusher.index, pusher.store
-    config_recreated = remote.read(remote.key(CONFIG), 1 << 20) is None
+    config_recreated = remote.transport.read(remote.transport.key(CONFIG), 1 << 20) is None
     held = remote.list_all_records()
     held_entries = {(run, record_id) for kind, run, record_id in held if kind == LOG_RECORDS}
     held_records = {record for record in held if record[0] != LOG_RECORDS}

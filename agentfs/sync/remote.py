@@ -1,6 +1,6 @@
 """A remote's plumbing: any fsspec URL, create-only puts, reads and listings. Everything read from it is untrusted.
 
-What its keys hold (packs, pack indexes, head keys) is pack_remote.py's.
+What its keys hold (the config, packs, pack indexes, head keys) is pack_remote.py's: a PackRemote holds a Remote.
 """
 
 from __future__ import annotations
@@ -18,14 +18,10 @@ from typing import Any
 
 import fsspec
 
-from ..engine.repository import Repository
 from ..errors import AgentFSError, RemoteError
 from ..extras import needs_protocol
 from ..format import keys
-from ..format.config import check_remote_config, encode_config
-from ..format.keys import CONFIG
 from ..redaction import Redactor, redact_url
-from .index import PushIndex, remember_url
 
 FILE_LIKE = {"file", "local"}
 OBJECT_STORES = {"s3", "gs"}
@@ -73,8 +69,6 @@ class Remote:
         self.protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.file_like = bool(FILE_LIKE.intersection(self.protocols))
         self.object_store = bool(OBJECT_STORES.intersection(self.protocols))  # listed by their own requests (_pages)
-        self.index: PushIndex | None = None
-        self.config: dict[str, Any] | None = None  # set once identify() has read and checked it
 
     def __repr__(self) -> str:
         return f"<Remote {self.url}>"
@@ -95,21 +89,6 @@ class Remote:
         except Exception as exc:
             raise RemoteError(self.redactor.text(f"remote {self.url}: {operation} failed: {type(exc).__name__}: {exc}")) from None
 
-    def identify(self) -> dict[str, Any]:
-        """The remote's config, checked: a URL with none (a typo, a missing bucket) is refused, never read as empty."""
-        if self.config is None:
-            data = self.read(self.key(CONFIG), 1 << 20)
-            if data is None:
-                raise RemoteError(f"remote {self.url} holds no agentfs store (no config): check the bucket and path (a push creates one)")
-            self.config = check_remote_config(data, f"remote {self.url} config")
-        return self.config
-
-    def ensure_config(self, config: dict[str, Any]) -> None:
-        """For a pusher: create the remote's config on the first push, else check that this agentfs can write its format."""
-        if self.read(self.key(CONFIG), 1 << 20) is None:
-            self.create(self.key(CONFIG), encode_config(config), compare=False)
-        self.identify()
-
     # keys
 
     def key(self, *parts: str) -> str:
@@ -126,15 +105,6 @@ class Remote:
         if len(data) > limit:
             raise RemoteError(f"remote key {key} is over the {limit}-byte limit; refused")
         return data
-
-    def attach(self, store: Repository) -> None:
-        """Record what is fetched from here in the store's index for this remote; check the remote's format."""
-        if self.index is not None:
-            return
-        self.identify()
-        self.index = PushIndex(store.remote_state_dir(self.name), store.sealer)
-        remember_url(self.index.directory, self.url)
-        (self.index.directory / "pulled").touch()
 
     def list_names(self, prefix: str) -> list[str]:
         """The names of the keys directly under `prefix`; none if it does not exist. On S3 and GCS one

@@ -45,7 +45,7 @@ from ..format.walk import Children, reach
 from ..ids import new_id
 from ..names import ID, check_id, check_name
 from .index import PushIndex
-from .outgoing import adopt_young
+from .leftovers import adopt_young, list_leftovers
 from .pack_gc import packs_holding, repack
 from .pack_remote import PackRemote
 from .remote import Remote
@@ -202,7 +202,7 @@ def remote_gc(
     report = RemoteGcReport(gc_id)
     started = time.time()
     writer = {"host": HOST, "pid": os.getpid()}
-    _put_json(remote, f"{gc_id}.intent", {"format": 1, "created": started, "settle": settle, "slack": slack, **writer})
+    _put_json(remote.transport, f"{gc_id}.intent", {"format": 1, "created": started, "settle": settle, "slack": slack, **writer})
     with ThreadPoolExecutor(workers, thread_name_prefix="agentfs-gc") as pool:
         try:
             marks = Marks(remote, store, pool)
@@ -218,9 +218,9 @@ def remote_gc(
             remote.pack_ids()
             adopted = adopt_young(remote)
             listed = remote.list_objects()
-            leftovers = remote.leftovers()
+            leftovers = list_leftovers(remote)
         except BaseException as exc:
-            _put_json(remote, f"{gc_id}.done", {"format": 1, "aborted": f"{type(exc).__name__}: {exc}"[:500]})
+            _put_json(remote.transport, f"{gc_id}.done", {"format": 1, "aborted": f"{type(exc).__name__}: {exc}"[:500]})
             raise
         report.leftovers_adopted = adopted
         doomed_entries = sorted(marks.entries - marks.kept)
@@ -231,7 +231,7 @@ def remote_gc(
         report.entries, report.objects = len(marks.entries), len(listed)
         report.kept_young = len(unmarked) - len(doomed_objects)
         if time.time() > started + settle + slack:
-            _put_json(remote, f"{gc_id}.done", {"format": 1, "aborted": "marking took longer than the slack"})
+            _put_json(remote.transport, f"{gc_id}.done", {"format": 1, "aborted": "marking took longer than the slack"})
             raise RemoteError(f"remote gc of {remote.url} took over {slack:.0f}s to mark after settling; nothing deleted")
         stop_at = time.time() + deadline
         plan = {
@@ -250,18 +250,18 @@ def remote_gc(
         # a pusher puts a pack's index (or links a temporary key) right after it: one this old was abandoned
         abandoned = [leftover for leftover in leftovers if leftover.modified < cutoff]
         plan["leftovers"] = [leftover.key for leftover in abandoned]
-        _put_json(remote, f"{gc_id}.plan", plan)
+        _put_json(remote.transport, f"{gc_id}.plan", plan)
         repacked = repack(remote, holding, doomed, ULID.from_str(gc_id).bytes, pool, stop_at, progress=progress)
         for leftover in abandoned:
             if time.time() > stop_at:
                 raise RemoteError(f"remote gc of {remote.url} passed its deadline; the rest is left for the next gc")
-            remote.delete(leftover.key)
+            remote.transport.delete(leftover.key)
             report.leftovers_deleted.append(leftover.key)
             repacked.bytes_freed += leftover.size
         report.bytes_freed, report.packs_deleted, report.packs_made = repacked.bytes_freed, repacked.deleted, repacked.made
         report.journal_deleted, report.entries_deleted = len(doomed_journal), len(doomed_entries)
         report.objects_deleted = len(doomed_objects)
-    _put_json(remote, f"{gc_id}.done", {"format": 1, "created": time.time(), **dataclasses.asdict(report)})
+    _put_json(remote.transport, f"{gc_id}.done", {"format": 1, "created": time.time(), **dataclasses.asdict(report)})
     return report
 
 
@@ -293,7 +293,7 @@ class GcBarrier:
         changed = waited = False
         while True:
             looked = time.monotonic()
-            pending = {g: kinds for g, kinds in list_markers(self.remote).items() if g not in self.index.gc_seen}
+            pending = {g: kinds for g, kinds in list_markers(self.remote.transport).items() if g not in self.index.gc_seen}
             running = []
             for gc_id, markers in sorted(pending.items()):
                 try:
@@ -323,8 +323,8 @@ class GcBarrier:
             return True
         now = time.time()
         if "plan" in kinds:
-            return now > float(_get_json(self.remote, f"{gc_id}.plan").get("deadline", 0)) + CLOCK_MARGIN
-        intent = _get_json(self.remote, f"{gc_id}.intent")  # no plan in time: that gc gave up or died, deleting nothing
+            return now > float(_get_json(self.remote.transport, f"{gc_id}.plan").get("deadline", 0)) + CLOCK_MARGIN
+        intent = _get_json(self.remote.transport, f"{gc_id}.intent")  # no plan in time: that gc gave up or died, deleting nothing
         abandoned_at = float(intent.get("created", 0)) + float(intent.get("settle", SETTLE)) + float(intent.get("slack", SLACK))
         return now > abandoned_at + CLOCK_MARGIN
 
@@ -332,7 +332,7 @@ class GcBarrier:
         objects: set[bytes] = set()
         entries: set[EntryAddress] = set()
         if "plan" in kinds:
-            plan = _get_json(self.remote, f"{gc_id}.plan")
+            plan = _get_json(self.remote.transport, f"{gc_id}.plan")
             try:
                 objects = {bytes.fromhex(h) for h in plan.get("objects", []) if isinstance(h, str) and OID_HEX.fullmatch(h)}
                 entries = {(self.remote.run_name(check_name(run)), check_id(cid)) for run, cid in plan.get("entries", [])}

@@ -15,6 +15,7 @@ from ..format.entries import Entry, decode_entry_at
 from ..format.keys import LOG_RECORDS
 from ..format.refs import PACKED, EntryAddress, parse_node
 from ..format.walk import NODE, Children, Reached, reach
+from .leftovers import list_leftovers
 from .pack_remote import PackRemote
 from .pull import check_record
 
@@ -102,7 +103,7 @@ def verify_remote(remote: PackRemote, *, deep: bool = False, workers: int = 16, 
     objects = {oid: length for oid, (_when, length) in remote.list_objects().items()}
     report = VerifyReport(objects=len(objects), entries=len(entries))
     now = time.time()
-    for leftover in remote.leftovers():
+    for leftover in list_leftovers(remote):
         report.problems.append(
             Problem(
                 "leftover",
