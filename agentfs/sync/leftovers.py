@@ -26,13 +26,7 @@ def list_leftovers(remote: PackRemote) -> list[Leftover]:
     found = list(remote.unindexed.values())
     transport = remote.transport
     if transport.file_like:
-        prefix = transport.key(keys.TMP)
-        transport.fs.invalidate_cache(prefix)
-        try:
-            with transport.failing(f"list {prefix}", FileNotFoundError):
-                infos = transport.fs.ls(prefix, detail=True)
-        except FileNotFoundError:
-            infos = []
+        infos = transport.list_infos(transport.key(keys.TMP)) or []
         found += [Leftover(str(info["name"]), modified(info), int(info.get("size") or 0)) for info in infos]
     return sorted(found)
 

@@ -112,10 +112,14 @@ class PackRemote:
         return self.config
 
     def ensure_config(self, config: dict[str, Any]) -> None:
-        """For a pusher: create the remote's config on the first push, else check that this agentfs can write its format."""
-        if self.transport.read(self.transport.key(CONFIG), MAX_CONFIG) is None:
+        """For a pusher: create the remote's config on the first push, else check that this agentfs can write its format
+        (the config read here is the one checked: one request, not a second read by identify())."""
+        data = self.transport.read(self.transport.key(CONFIG), MAX_CONFIG)
+        if data is None:
             self.transport.create(self.transport.key(CONFIG), encode_config(config), compare=False)
-        self.identify()
+            self.identify()  # read back: another pusher's config may have been put first
+        else:
+            self.config = check_remote_config(data, f"remote {self.url} config")
 
     def use_keys(self, sealer: crypto.Sealer | None) -> None:
         """Read and write this remote with the store's keys (None: plaintext); refused unless the remote's
@@ -246,12 +250,8 @@ class PackRemote:
         """Every pack with an index on the remote (a pack without one is still being pushed, or was cut short);
         notes when each index was written, in `pack_times`."""
         suffix = keys.PACK_INDEX_SUFFIX
-        prefix = self.transport.key(keys.PACKS)
-        self.transport.fs.invalidate_cache(prefix)
-        try:
-            with self.transport.failing(f"list {prefix}", FileNotFoundError):
-                infos = self.transport.fs.ls(prefix, detail=True)
-        except FileNotFoundError:
+        infos = self.transport.list_infos(self.transport.key(keys.PACKS))
+        if infos is None:
             return []
         times = {}
         packs: dict[str, Leftover] = {}

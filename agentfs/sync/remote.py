@@ -121,6 +121,17 @@ class Remote:
         except FileNotFoundError:
             return []
 
+    def list_infos(self, prefix: str) -> list[dict[str, Any]] | None:
+        """fsspec's info dict (name, size, modification time) of each key directly under `prefix`, listed afresh
+        (no cached listing); None if `prefix` does not exist. One `ls` of the whole prefix (list_names lists names
+        only: on a local remote the info dicts cost a stat per key)."""
+        self.fs.invalidate_cache(prefix)
+        try:
+            with self.failing(f"list {prefix}", FileNotFoundError):
+                return list(self.fs.ls(prefix, detail=True))
+        except FileNotFoundError:
+            return None
+
     def first_name(self, directory: str, after: str, decode: Callable[[str], str | None]) -> str | None:
         """decode(name) of the first name, in ascending order, directly under the key `directory` that
         sorts after `after` and that `decode` accepts (not None); None if there is none.
