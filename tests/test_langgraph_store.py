@@ -36,6 +36,10 @@ class TestSqliteStore(StoreConformance):
     # sqlite-vec is loaded as an SQLite extension: this Python's sqlite3 may be built without extension loading
     supports_vector = hasattr(sqlite3.Connection, "enable_load_extension")
     supports_async = False  # its async twin is AsyncSqliteStore
+    # SqliteStore.put is INSERT OR REPLACE with created_at = CURRENT_TIMESTAMP (whole seconds): an update
+    # sets created_at anew, which looks kept only while both puts fall in one second. CI failed this
+    # assertion once (the second ticked between the two puts), so it is the peer's behaviour, not ours.
+    keeps_created_at = False
 
     @contextmanager
     def make_store(
