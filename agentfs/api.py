@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from .core import retention
 from .core.run import Run
@@ -29,6 +29,8 @@ from .sync.daemon import SyncDaemon
 from .sync.pack_remote import open_remote
 from .sync.status import RemoteStats, remote_stats
 
+P = ParamSpec("P")
+T = TypeVar("T")
 STORE_ENV = "AGENTFS_STORE"  # the store agentfs.open() and the CLI use when given no path
 DEFAULT_STORE = ".agentfs"
 
@@ -69,6 +71,13 @@ class Store:
     def id(self) -> str:
         """The store's id: chosen at creation, kept by copies and clones of it."""
         return self.engine.id
+
+    @property
+    def remote(self) -> str | None:
+        """The URL of the remote this store was opened with (`agentfs.open(path, remote=URL)`), from which it fetches
+        what it lacks; None for a store opened without one."""
+        source = self.engine.source
+        return None if source is None else source.url
 
     def run(self, name: str, *, schema: Schema | None = None) -> Run:
         """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
@@ -130,6 +139,13 @@ class Store:
         return repr(self.engine)
 
     # async twins (aio.py): the same calls, run off the event loop
+
+    async def to_thread(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """`await store.to_thread(fn, *args, **kwargs)`: asyncio.to_thread on this store's bounded pool, for async
+        code that makes several blocking store calls in one hop (the `a` methods use the same pool: at most 4
+        calls of one store run at once, the rest wait their turn). Cancelling the awaiting task does not stop a
+        call that has started: it runs to its end."""
+        return await self.engine.offload(fn, *args, **kwargs)
 
     async def aruns(self) -> list[str]:
         """runs() for async code."""

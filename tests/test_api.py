@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import agentfs
+from agentfs.core.engine_api import EngineAPI
 from tests.helpers import raw
 
 ULID_CHARS = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
@@ -40,10 +41,11 @@ def _records_of(store: agentfs.Store, run: str) -> dict[tuple[str, str, str], by
 # --- the Store's surface ------------------------------------------------------------------------------
 
 # what README.md, docs/ and examples/ show users calling on a Store: the Store holds its engine
-# (engine/repository.py) in `store.engine` instead of being one, so help(agentfs.Store) lists these only
+# (engine/repository.py) in `store.engine` instead of being one, so help(agentfs.Store) lists these only.
+# `remote` and `to_thread` are what the front-ends (ui/, integrations/) asked of the engine before.
 STORE_API = {
-    "run", "runs", "verify", "gc", "set_retention", "watch", "stats", "sync", "close", "root", "id",
-    "aruns", "averify", "agc", "aset_retention", "astats", "awatch", "async_sync",
+    "run", "runs", "verify", "gc", "set_retention", "watch", "stats", "sync", "close", "root", "id", "remote",
+    "aruns", "averify", "agc", "aset_retention", "astats", "awatch", "async_sync", "to_thread",
 }  # fmt: skip
 
 
@@ -55,6 +57,26 @@ def test_store_shows_only_the_documented_api_each_with_a_docstring(tmp_path: Pat
     shown = pydoc.render_doc(agentfs.Store, renderer=pydoc.plaintext)
     assert all(f"{name}(" in shown or f"{name}\n" in shown for name in STORE_API)
     assert not [name for name in ("read_entry", "append_entry", "writing", "excluding_writers", "offload") if name in shown]
+
+
+# everything core/ uses of the engine (core/engine_api.py, a Protocol the Repository satisfies: mypy checks it
+# where api.py hands its engine to core/): an engine member that core/ starts to use is added here on purpose
+ENGINE_API = {
+    "id", "source", "hasher", "db", "pool", "offload", "writer", "object_writer", "watcher",
+    "writing", "excluding_writers", "appending", "journal_lock",
+    "heads", "index_generation", "ids", "id_slice", "head", "local_runs", "local_ids", "local_entries", "has_entry",
+    "knew_entry", "read_entry", "local_entry", "read_packed", "cache_entry", "append_entry",
+    "readable", "run_parents", "run_heads", "damaged_entries",
+    "note_fork", "forks_of", "fork_relations", "retirements", "retired_ids", "retire",
+    "record_ids", "poll_record_ids", "local_records", "read_record", "record_size", "append_record",
+    "make_records_durable", "where_stored", "read_config", "rewrite_config",
+}  # fmt: skip
+
+
+def test_core_reaches_the_engine_through_the_members_its_protocol_names(tmp_path: Path) -> None:
+    assert {name for name in vars(EngineAPI) if not name.startswith("_")} == ENGINE_API
+    with agentfs.open(tmp_path / ".agentfs") as store:
+        assert [name for name in sorted(ENGINE_API) if not hasattr(store.engine, name)] == []
 
 
 # --- open -----------------------------------------------------------------------------------------------

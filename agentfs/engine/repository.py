@@ -51,10 +51,12 @@ from ..format.keys import RETIRED_RECORDS
 from ..format.refs import EntryAddress
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
+from . import lineage
 from .index import IdSlice
 from .keyslots import Encryption, Unlocked, new_slot, read_slots, unlock, write_slot
 from .locks import EXCLUSIVE, flock
-from .object_store import ObjectStore
+from .notify import Watcher
+from .object_store import ObjectStore, ObjectWriter
 from .segment_store import SegmentStore
 from .segment_writer import DURABILITY, Durability
 
@@ -75,6 +77,8 @@ __all__ = ["DURABILITY", "Durability", "Repository", "Source"]
 class Source(Protocol):
     """Where a store fetches what it lacks: a remote, read as untrusted."""
 
+    @property
+    def url(self) -> str: ...
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None: ...
     def fetch_object(self, oid: bytes) -> bytes | None: ...
     def list_ids(self, run: str, kind: str = ...) -> list[str]: ...
@@ -401,6 +405,37 @@ class Repository(SegmentStore):
 
     def read_packed(self, oid: bytes, location: EntryAddress) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
+
+    # for core/ (core/engine_api.py names all it uses): a run's shape (engine/lineage.py), new objects, change hints
+
+    def readable(self, run: str, checkpoint_id: str) -> Entry | None:
+        """The entry; None (logged) if the local copy is damaged or was pruned since it was listed (lineage.readable)."""
+        return lineage.readable(self, run, checkpoint_id)
+
+    def run_parents(self, run: str, ids: list[str]) -> dict[str, str | None]:
+        """Checkpoint id -> its parent, for each of `ids` that can be read (lineage.parents)."""
+        return lineage.parents(self, run, ids)
+
+    def run_heads(self, run: str, ids: list[str]) -> list[str]:
+        """Ids among `ids` (the run's, oldest first) where a line of the run ends (lineage.heads)."""
+        return lineage.heads(self, run, ids)
+
+    def damaged_entries(self, run: str, ids: list[str]) -> list[tuple[str, str]]:
+        """(id, why) of each entry among `ids` that cannot be read (lineage.damaged)."""
+        return lineage.damaged(self, run, ids)
+
+    def fork_relations(self) -> list[tuple[str, str]]:
+        """(source, target) of every fork noted here (note_fork), sorted."""
+        self.index.refresh()
+        return sorted((source, target) for source, targets in self.index.forks.items() for target in targets)
+
+    def object_writer(self) -> ObjectWriter:
+        """A writer of one commit's new objects (loose ones written on the pool; see ObjectWriter)."""
+        return ObjectWriter(self.db, self.pool)
+
+    def watcher(self, run: str | None = None, on_hint: Callable[[], None] | None = None) -> Watcher:
+        """Reports each local checkpoint of `run` (default: every run) committed from now on (engine/notify.py)."""
+        return Watcher(self, run, on_hint)
 
     # for sync
 

@@ -17,7 +17,7 @@ class StoreView:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._local = store.engine.source is None
+        self._local = store.remote is None
         if self._local:
             store.engine.refresh_index()
 
