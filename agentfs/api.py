@@ -13,11 +13,13 @@ from .core import retention
 from .core.run import Run
 from .core.schema import Schema
 from .core.stats import LocalStats, local_stats
+from .core.store_copy import CopyReport
+from .core.store_copy import copy_store as copy_engine
 from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
 from .engine.keyslots import PASSWORD_ENV as PASSWORD_ENV  # re-exported: the CLI's passphrase prompt names it
 from .engine.keyslots import PASSWORD_FILE_ENV as PASSWORD_FILE_ENV  # (the front-ends import the public API, pyproject)
-from .engine.keyslots import Encryption, EncryptionArg, Unlocked, as_encryption, unlock
+from .engine.keyslots import Encryption, EncryptionArg, StoreKeys, Unlocked, as_encryption, unlock
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.maintenance import Problem as Problem  # re-exported: `agentfs verify` adds problems to a report
 from .engine.repository import Durability, Repository, Source
@@ -103,6 +105,11 @@ class Store:
         """Store-wide retention that `gc` applies to every run (LangGraph threads and Strands sessions excepted); no argument clears it."""
         return retention.set_policy(self.engine, keep_last, keep_within)
 
+    def retention(self) -> dict[str, Any] | None:
+        """The store-wide retention policy gc applies (`{"keep_last": ..., "keep_within": seconds}`, as set by
+        `set_retention`), read from the config now; None if there is none."""
+        return retention.policy(self.engine)
+
     def watch(self, run: str | None = None, *, timeout: float | None = None) -> Watch:
         """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.
 
@@ -123,6 +130,12 @@ class Store:
         daemon = SyncDaemon(self.engine, url, storage_options or {}, **options)
         daemon.start()
         return daemon
+
+    @property
+    def keys(self) -> StoreKeys:
+        """The key slots of an encrypted store (what `agentfs key add/remove/passwd` change): `master` (None for a
+        plaintext store), `slots()`, `add(slot)`, `remove(slot_id)`."""
+        return StoreKeys(self.engine.root, self.engine.tmp_dir, self.engine.sealer, sync=self.engine.sync_writes)
 
     def close(self) -> None:
         """Close the store, from any thread at any time: writes in flight finish first (others then raise
@@ -177,6 +190,12 @@ class Store:
     def async_sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
         """`async with store.async_sync(url) as daemon:` sync() for async code: starts on entry, drains on exit."""
         return SyncDaemon(self.engine, url, storage_options or {}, **options)
+
+
+def copy_store(source: Store, dest: Store) -> CopyReport:
+    """Copy every run of `source` into `dest`, a new empty store, keeping ids, parents, forks, journals and the
+    retention policy; the bytes are written again under `dest`'s keys (`agentfs copy`, core/store_copy.py)."""
+    return copy_engine(source.engine, dest.engine)
 
 
 def open_store(

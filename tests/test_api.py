@@ -42,10 +42,11 @@ def _records_of(store: agentfs.Store, run: str) -> dict[tuple[str, str, str], by
 
 # what README.md, docs/ and examples/ show users calling on a Store: the Store holds its engine
 # (engine/repository.py) in `store.engine` instead of being one, so help(agentfs.Store) lists these only.
-# `remote` and `to_thread` are what the front-ends (ui/, integrations/) asked of the engine before.
+# `remote`, `retention`, `keys` and `to_thread` are what the front-ends (cli/, ui/, integrations/) asked of the
+# engine before (docs/DESIGN.md, "Layers").
 STORE_API = {
-    "run", "runs", "verify", "gc", "set_retention", "watch", "stats", "sync", "close", "root", "id", "remote",
-    "aruns", "averify", "agc", "aset_retention", "astats", "awatch", "async_sync", "to_thread",
+    "run", "runs", "verify", "gc", "set_retention", "retention", "watch", "stats", "sync", "close", "root", "id",
+    "remote", "keys", "aruns", "averify", "agc", "aset_retention", "astats", "awatch", "async_sync", "to_thread",
 }  # fmt: skip
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import agentfs
 
-from ..core.store_copy import copy_store
-from ..engine.keyslots import Encryption, new_slot, read_slots, remove_slot, write_slot
+from ..api import copy_store
+from ..engine.keyslots import Encryption, new_slot
 from ..errors import AgentFSError, FormatError, WrongKey
 from ..format import crypto
 from ..sync.index import synced_dirs
@@ -86,15 +86,16 @@ def _new_key_file(path: Path) -> Encryption:
 
 
 def _master(store: agentfs.Store) -> bytes:
-    if store.engine.sealer is None:
+    master = store.keys.master
+    if master is None:
         raise FormatError(f"{store.root} is not encrypted: it has no key slots (copy it with 'agentfs copy --encrypt')")
-    return store.engine.sealer.master
+    return master
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         _master(store)
-        slots = [slot.describe() for slot in read_slots(store.root)]
+        slots = [slot.describe() for slot in store.keys.slots()]
     if args.json:
         output.emit_json(slots)
     else:
@@ -114,7 +115,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         else:
             how = Encryption(passphrase=_new_passphrase())
         slot = new_slot(master, how, label=args.label)
-        write_slot(store.root, store.engine.tmp_dir, slot, sync=store.engine.sync_writes)
+        store.keys.add(slot)
         failed = _on_remotes(store, [slot], [], storage_options(args.storage_options))
     output.line(f"added key slot {slot.slot_id} ({slot.type})")
     return FAILED if failed else OK
@@ -125,7 +126,7 @@ def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[st
     push puts the local slots a remote lacks, and never deletes one): a removed passphrase must not unlock a
     remote either. A remote that cannot be reached is named; 1 if any."""
     failed = 0
-    for directory in synced_dirs(store.engine):
+    for directory in synced_dirs(store.engine):  # store.engine: each remote's sync state (sync/index.py) names its URL
         url = (directory / "url").read_text()
         try:
             remote = PackRemote(url, options)
@@ -142,7 +143,7 @@ def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[st
 def cmd_remove(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         _master(store)
-        remove_slot(store.root, args.slot, sync=store.engine.sync_writes)
+        store.keys.remove(args.slot)
         failed = _on_remotes(store, [], [args.slot], storage_options(args.storage_options))
     output.line(f"removed key slot {args.slot}")
     return FAILED if failed else OK
@@ -155,11 +156,11 @@ def cmd_passwd(args: argparse.Namespace) -> int:
         master = _master(store)
         found = (current or Encryption()).secret()
         assert found is not None
-        old = [s for s in read_slots(root) if s.type == "passphrase" and crypto.open_slot(s, found[1], s.slot_id) == master]
+        old = [s for s in store.keys.slots() if s.type == "passphrase" and crypto.open_slot(s, found[1], s.slot_id) == master]
         slot = new_slot(master, Encryption(passphrase=_new_passphrase()), label="passwd")
-        write_slot(root, store.engine.tmp_dir, slot, sync=store.engine.sync_writes)  # the new slot is durable before any old one goes
+        store.keys.add(slot)  # the new slot is durable before any old one goes
         for gone in old:
-            remove_slot(root, gone.slot_id, sync=store.engine.sync_writes)
+            store.keys.remove(gone.slot_id)
         failed = _on_remotes(store, [slot], [gone.slot_id for gone in old], storage_options(args.storage_options))
     output.line(f"passphrase changed: added key slot {slot.slot_id}, removed {len(old)}, here and on the remotes")
     return FAILED if failed else OK
@@ -176,7 +177,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
         agentfs.open(source_root, create=False, encryption=cli_encryption(args, source_root)) as source,
         agentfs.open(target, encryption=encryption) as dest,
     ):
-        report = copy_store(source.engine, dest.engine)
+        report = copy_store(source, dest)
     for skipped in report.skipped:
         output.line(f"skipped {skipped}")
     records = f"{output.count(report.journal_records, 'journal record')}, {output.count(report.retirements, 'retirement')}"

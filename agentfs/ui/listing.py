@@ -139,6 +139,7 @@ class RunsPage:
     def _remotes(self) -> list[tuple[str, PushIndex]]:
         if self.store.remote is not None:
             return []
+        # store.engine: the per-run count of checkpoints not yet pushed reads each remote's push index (sync/index.py)
         return [((directory / "url").read_text().strip(), PushIndex(directory)) for directory in synced_dirs(self.store.engine)]
 
     def row(self, entry: Entry, remotes: list[tuple[str, PushIndex]]) -> Row:
