@@ -3,7 +3,8 @@
 The engine's one interface to what is stored; features (core/) and sync (sync/) both build on it,
 and the public Store (api.py) holds one (`store.engine`) and adds the features.
 
-The engine API: all core/ may use (a forbidden import contract keeps it off fsutil and the locks).
+The engine API: core/ sees it as core/engine_api.py's EngineAPI, a Protocol of the members below that it uses
+(import contracts keep core/ off every other engine module, fsutil and the locks).
 "Durable" means it survives power loss once the call returns, with durability="power" (with
 "process", a killed process only).
 
@@ -22,6 +23,8 @@ The engine API: all core/ may use (a forbidden import contract keeps it off fsut
 - config: `read_config`, `rewrite_config` (durable, under the config lock).
 - objects: `db` (an ObjectStore; new objects through ObjectWriter), `pool`.
 - `where_stored` names where an entry or record lies, for messages; `writer()`, `id`, `source`.
+- for core: `readable`, `run_parents`, `run_heads`, `damaged_entries` (engine/lineage.py), `fork_relations`,
+  `object_writer()`, `watcher(run, on_hint)` (engine/notify.py).
 - for sync: `remote_state_dir(name)` and `remote_state_names()` (a remote's private state: caches,
   not truth), `repair_record` (a damaged local record gets a verified copy beside it), `watched_dir()`
   (every commit makes a file-system event under it: a hint, never the truth).
