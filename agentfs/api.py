@@ -134,7 +134,7 @@ class Store:
     @property
     def keys(self) -> StoreKeys:
         """The key slots of an encrypted store (what `agentfs key add/remove/passwd` change): `master` (None for a
-        plaintext store), `slots()`, `add(slot)`, `remove(slot_id)`."""
+        plaintext store), `slots()`, `new_slot(encryption)`, `add(slot)`, `remove(slot_id)`."""
         return StoreKeys(self.engine.root, self.engine.tmp_dir, self.engine.sealer, sync=self.engine.sync_writes)
 
     def close(self) -> None:

@@ -22,7 +22,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import agentfs
 from agentfs.api import copy_store
 from agentfs.core.engine_api import EngineAPI
-from agentfs.engine.keyslots import new_slot
 from tests.helpers import raw
 from tests.servers import make_file_spec
 
@@ -136,10 +135,12 @@ def test_run_forks_and_retired_name_what_retention_keeps_and_removed(store: agen
 def test_keys_add_and_remove_slots_of_an_encrypted_store_only(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "plain") as plain:
         assert plain.keys.master is None and plain.keys.slots() == []
+        with pytest.raises(agentfs.FormatError, match="not encrypted"):
+            plain.keys.new_slot(agentfs.Encryption(passphrase="p"))
     with agentfs.open(tmp_path / "secret", encryption=agentfs.Encryption(passphrase="one", scrypt_n=2**4)) as store:
         master = store.keys.master
         assert master is not None and len(store.keys.slots()) == 1
-        added = new_slot(master, agentfs.Encryption(passphrase="two", scrypt_n=2**4), label="test")
+        added = store.keys.new_slot(agentfs.Encryption(passphrase="two", scrypt_n=2**4), label="test")
         store.keys.add(added)
         first = next(slot.slot_id for slot in store.keys.slots() if slot.slot_id != added.slot_id)
         store.keys.remove(first)

@@ -19,7 +19,6 @@ from typing import Any
 import agentfs
 
 from ..api import copy_store
-from ..engine.keyslots import Encryption, new_slot
 from ..errors import AgentFSError, FormatError, WrongKey
 from ..format import crypto
 from ..sync.index import synced_dirs
@@ -75,14 +74,14 @@ def _new_passphrase() -> str:
     return first
 
 
-def _new_key_file(path: Path) -> Encryption:
+def _new_key_file(path: Path) -> agentfs.Encryption:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise WrongKey(f"{path} exists: --new-key-file writes a new file") from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(crypto.new_key_file())
-    return Encryption(key_file=path)
+    return agentfs.Encryption(key_file=path)
 
 
 def _master(store: agentfs.Store) -> bytes:
@@ -107,14 +106,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_add(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
-        master = _master(store)
+        _master(store)  # a plaintext store is refused before a passphrase is asked for
         if args.new_key_file:
             how = _new_key_file(Path(args.new_key_file))
         elif args.add_key_file:
-            how = Encryption(key_file=args.add_key_file)
+            how = agentfs.Encryption(key_file=args.add_key_file)
         else:
-            how = Encryption(passphrase=_new_passphrase())
-        slot = new_slot(master, how, label=args.label)
+            how = agentfs.Encryption(passphrase=_new_passphrase())
+        slot = store.keys.new_slot(how, label=args.label)
         store.keys.add(slot)
         failed = _on_remotes(store, [slot], [], storage_options(args.storage_options))
     output.line(f"added key slot {slot.slot_id} ({slot.type})")
@@ -154,10 +153,10 @@ def cmd_passwd(args: argparse.Namespace) -> int:
     current = cli_encryption(args, root)
     with open_existing(args) as store:
         master = _master(store)
-        found = (current or Encryption()).secret()
+        found = (current or agentfs.Encryption()).secret()
         assert found is not None
         old = [s for s in store.keys.slots() if s.type == "passphrase" and crypto.open_slot(s, found[1], s.slot_id) == master]
-        slot = new_slot(master, Encryption(passphrase=_new_passphrase()), label="passwd")
+        slot = store.keys.new_slot(agentfs.Encryption(passphrase=_new_passphrase()), label="passwd")
         store.keys.add(slot)  # the new slot is durable before any old one goes
         for gone in old:
             store.keys.remove(gone.slot_id)
@@ -172,7 +171,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
     source_root, target = Path(args.source).absolute(), Path(args.target).absolute()
     if (target / "config").exists():
         raise FormatError(f"{target} is a store already: copy makes a new one")
-    encryption = Encryption(passphrase=_new_passphrase()) if args.encrypt else None
+    encryption = agentfs.Encryption(passphrase=_new_passphrase()) if args.encrypt else None
     with (
         agentfs.open(source_root, create=False, encryption=cli_encryption(args, source_root)) as source,
         agentfs.open(target, encryption=encryption) as dest,

@@ -152,6 +152,12 @@ class StoreKeys:
         """The unlocked master key, which every slot wraps; None for a plaintext store."""
         return None if self._sealer is None else self._sealer.master
 
+    def new_slot(self, encryption: Encryption, *, label: str = "") -> crypto.Slot:
+        """A new slot wrapping the master key, opened by `encryption`'s passphrase or key file; `add` writes it."""
+        if self._sealer is None:
+            raise FormatError(f"{self.root} is not encrypted: it has no key slots")
+        return new_slot(self._sealer.master, encryption, label=label)
+
     def slots(self) -> list[crypto.Slot]:
         """Every slot in keys/, in slot id order."""
         return read_slots(self.root)
