@@ -208,3 +208,18 @@ def test_an_encryption_format_1_store_keeps_sealing_records_alone_and_its_remote
     assert kinds.GROUP not in frame_kinds(root) and kinds.ENTRY in frame_kinds(root)
     remote_config = json.loads((Path(spec.url.removeprefix("file://")) / "config").read_text())
     assert remote_config["encryption"]["format"] == 1  # packs hold records sealed alone: older readers read them
+
+
+def test_a_record_its_group_does_not_hold_is_an_integrity_error_naming_where_and_key(tmp_path: Path) -> None:
+    """An index row (a footer's, a forged one) placing a record in a group that lacks it: refused, never another record."""
+    with agentfs.open(tmp_path / "store", encryption=encryption()) as store:
+        commit_steps(store, 1)
+        head = store.run(RUN).head_id()
+        assert head is not None
+        location = store.engine.index.location(kinds.ENTRY, RUN, head)
+        assert location is not None
+        other = kinds.pair_key(RUN, "01JD0000000000000000000000")
+        where = f"{fmt.segment_name(location.segment_id)} offset {location.offset}"
+        with pytest.raises(agentfs.IntegrityError, match=rf"{where}: its group of records holds no entry record .*01JD0{{21}}"):
+            store.engine.index.read(location, kinds.ENTRY, other)
+        assert store.engine.index.read(location, kinds.ENTRY, kinds.pair_key(RUN, head)).key == kinds.pair_key(RUN, head)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, StorageError
-from ..format import groups, kinds
+from ..format import kinds
 from ..format import segment as fmt
 from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
@@ -75,7 +75,6 @@ class Index:
         self.directory = directory
         self.sealer = sealer
         self.expand = None if sealer is None else sealer.group_members  # opens an encrypted store's groups as scans meet them
-        self._group: tuple[bytes, list[groups.Member]] | None = None  # the last group read: its frame, its records
         self._directory = os.fspath(directory)
         # the last listing of the directory, its segment ids and their set
         self._listed: tuple[list[str], list[int], frozenset[int]] = ([], [], frozenset())
@@ -536,7 +535,7 @@ class Index:
         data = self.use(location.segment_id, "reading segment", _read_within, location, where)
         record = fmt.decode_record(data, where)
         if self.sealer is not None and record.kind == kinds.GROUP:
-            return self._member(data, record, kind, key, where)
+            return _member(self.sealer, record, kind, key, where)
         if self.sealer is None or record.kind not in kinds.KNOWN:
             return record
         body = self.sealer.open(record.kind, record.key, record.body, where)  # authenticated before anything decodes it
@@ -544,23 +543,6 @@ class Index:
 
     def _largest_group(self) -> int:
         return 0 if self.sealer is None else fmt.max_record_frame(kinds.GROUP)
-
-    def _member(self, data: bytes, group: fmt.Record, kind: int | None, key: bytes | None, where: str) -> fmt.Record:
-        """The record (kind, plain key) of the GROUP record `group` (whose frame is `data`), the group authenticated
-        and checked first; the last group opened is kept, so a commit's records read one after the other open it once."""
-        kept = self._group
-        if kept is not None and kept[0] == data:
-            members = kept[1]
-        else:
-            assert self.sealer is not None
-            members = self.sealer.open_group(group.key, group.body, where)
-            self._group = (data, members)
-        if kind is None or key is None:
-            raise IntegrityError(f"{where}: a group of records, read without naming which of its records")
-        for member in members:
-            if member.kind == kind and member.key == key:
-                return fmt.Record(member.kind, member.key, member.body)
-        raise IntegrityError(f"{where}: its group of records holds no {kinds.NAMES.get(kind, kind)} record {key[:80]!r}")
 
     def read_body(self, kind: int, key: bytes, first: FrameLocation, check: Callable[[bytes], object] | None = None) -> bytes:
         """The body of the record `key` whose first copy lies at `first`, and where it lies now if its
@@ -620,6 +602,20 @@ class Index:
 
     def where(self, location: FrameLocation) -> str:
         return f"{self._where(location.segment_id)} offset {location.offset}"
+
+
+def _member(sealer: Sealer, group: fmt.Record, kind: int | None, key: bytes | None, where: str) -> fmt.Record:
+    """The record (kind, plain key) of the GROUP record `group`, the group authenticated and checked first.
+
+    Each read opens the group again: keeping the last one opened saved a third of the openings of a
+    conversation's history read (1,374 -> 905 for 300 steps) and no measurable time (1.3-1.6 s either way)."""
+    members = sealer.open_group(group.key, group.body, where)
+    if kind is None or key is None:
+        raise IntegrityError(f"{where}: a group of records, read without naming which of its records")
+    for member in members:
+        if member.kind == kind and member.key == key:
+            return fmt.Record(member.kind, member.key, member.body)
+    raise IntegrityError(f"{where}: its group of records holds no {kinds.NAMES.get(kind, kind)} record {key[:80]!r}")
 
 
 def _read_within(fd: int, location: FrameLocation, where: str) -> bytes:
