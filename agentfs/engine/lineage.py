@@ -65,7 +65,7 @@ def parents(store: EntryReads, run: str, ids: list[str]) -> dict[str, str | None
         location = located.get(checkpoint_id)
         if location is not None:
             try:
-                record = store.index.read(location, kinds.ENTRY)
+                record = store.index.read(location, kinds.ENTRY, kinds.pair_key(run, checkpoint_id))
                 if record.kind == kinds.ENTRY and record.key == kinds.pair_key(run, checkpoint_id):
                     decoded = decode_entry_at(record.body, run, checkpoint_id, f"{run}@{checkpoint_id}", store.hasher)
                     found[checkpoint_id] = decoded.manifest.parent

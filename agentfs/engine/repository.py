@@ -45,7 +45,7 @@ from ..aio import Offloader
 from ..errors import FormatError, IntegrityError, NotFound, RetirementRefused, StoreClosed
 from ..format import keys, kinds
 from ..format import segment as fmt
-from ..format.config import ENCRYPTED_HASH, check_store_config, encode_config, encrypted, encryption_config, new_config
+from ..format.config import ENCRYPTED_HASH, GROUPS_FROM, check_store_config, encode_config, encrypted, encryption_config, new_config
 from ..format.crypto import Sealer, new_master
 from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
@@ -136,7 +136,8 @@ class Repository(SegmentStore):
         self.root = root
         self.sync_writes = durability == "power"
         config, sealer = self._open_config(encryption, adopt)
-        super().__init__(root, durability, sealer)
+        field = encrypted(config)
+        super().__init__(root, durability, sealer, group_records=field is not None and field["format"] >= GROUPS_FROM)
         self.config = config
         self.source = source
         self.db = ObjectStore(self.index, self._append, self.make_durable, sync_writes=self.sync_writes, hasher=self.hasher)

@@ -244,7 +244,8 @@ class Pusher:
 
     def _sizes(self, oids: list[bytes]) -> int:
         """About how many bytes `oids` are here (their frames): the progress bar's total."""
-        return sum(location.length for oid in oids if (location := self.store.db.location(oid)) is not None)
+        frames = {location for oid in oids if (location := self.store.db.location(oid)) is not None}  # a group's frame once
+        return sum(location.length for location in frames)
 
     def _entries(self, batch: list[EntryAddress], held: Holdings) -> dict[EntryAddress, tuple[bytes, Entry]]:
         """The batch's entries, checked, with any entry they borrow from that the remote does not hold."""
