@@ -33,7 +33,7 @@ from agentfs.format.config import REMOTE_FORMAT
 from agentfs.format.entries import Entry, decode_entry
 from agentfs.format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from agentfs.format.pack import decode_pack_index
-from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
+from agentfs.format.refs import InlineRef, LooseRef, PackedRef, Ref
 from agentfs.ids import new_id
 from agentfs.names import ID
 from agentfs.sync.pack_remote import PackRemote
@@ -214,23 +214,21 @@ def tree_missing(files: dict[str, bytes], oid: bytes, depth: int, where: str) ->
 
 def ref_missing(files: dict[str, bytes], home: Location, entry: Entry, ref: Ref, where: str) -> list[str]:
     """What the remote lacks (`files`: its records, read raw) for one ref of the entry at `home`."""
-    kind = ref[0]
-    if kind == INLINE:
+    if isinstance(ref, InlineRef):
         return []
-    if kind == PACKED:
-        if len(ref) == 3 or (ref[3], ref[4]) == home:
-            entry.packed(ref[1], where)
+    if isinstance(ref, PackedRef):
+        if ref.entry is None or ref.entry == home:
+            entry.packed(ref.oid, where)
             return []
-        key = f"runs/{ref[3]}/log/{ref[4]}"
+        key = f"runs/{ref.entry[0]}/log/{ref.entry[1]}"
         if key not in files:
             return [f"{where}: borrows from {key}, which is not on the remote"]
-        decode_entry(files[key], key).packed(ref[1], where)
+        decode_entry(files[key], key).packed(ref.oid, where)
         return []
-    if kind == LOOSE:
-        key = f"objects/{ref[1].hex()[:2]}/{ref[1].hex()[2:]}"
+    if isinstance(ref, LooseRef):
+        key = f"objects/{ref.oid.hex()[:2]}/{ref.oid.hex()[2:]}"
         return [] if key in files else [f"{where}: object {key} is not on the remote"]
-    assert kind == TREE
-    return tree_missing(files, ref[1], ref[3], where)
+    return tree_missing(files, ref.oid, ref.depth, where)
 
 
 def assert_every_remote_entry_is_complete(spec: RemoteSpec, suffix: str, reader_dir: Path) -> int:

@@ -15,20 +15,19 @@ from ..errors import FormatError, SerializationError
 from ..format import chunking, codec
 from ..format.manifest import MAX_VALUE
 from ..format.refs import (
-    INLINE,
     INLINE_MAX,
-    LOOSE,
     MAX_DEPTH,
     PACK_MAX,
-    PACKED,
-    TREE,
     EntryAddress,
+    InlineRef,
+    LooseRef,
+    PackedRef,
     ReadPacked,
     Ref,
+    TreeRef,
     encode_node,
     node_ends,
     parse_node,
-    ref_size,
 )
 from ..format.segment import Record
 
@@ -63,14 +62,14 @@ class BlobWriter:
 
     def put(self, data: bytes, params: chunking.ChunkParams | None = None) -> Ref:
         if len(data) <= INLINE_MAX:
-            return [INLINE, bytes(data)]
+            return InlineRef(bytes(data))
         if len(data) <= PACK_MAX:
             oid = self.hasher(data)
             if oid in self.reuse:
                 return self.reuse[oid]
             if oid not in self.pack:
                 self.pack[oid] = codec.encode(data, in_entry=True)
-            return [PACKED, oid, len(data)]
+            return PackedRef(oid, len(data))
         if params is None:
             params = chunking.LARGE if len(data) > chunking.LARGE_VALUE else chunking.SMALL
         return self._tree(chunking.cut_bytes(params, data))
@@ -86,7 +85,7 @@ class BlobWriter:
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunking.cut_bytes(params, tail)]
         leaves = kept + [[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending]
         ref = self._root(leaves)
-        self.trees.append((ref[1], leaves))
+        self.trees.append((ref.oid, leaves))
         return ref
 
     def put_stream(self, stream: IO[Any]) -> Ref:
@@ -131,11 +130,11 @@ class BlobWriter:
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
         return self._root([[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending])
 
-    def _root(self, level: list[list[Any]]) -> Ref:
+    def _root(self, level: list[list[Any]]) -> LooseRef | TreeRef:
         """The ref of a blob whose chunks are `level` ([id, size] each, in order): LOOSE or a tree above them."""
         size = sum(child[1] for child in level)
         if len(level) == 1:
-            return [LOOSE, level[0][0], size]
+            return LooseRef(level[0][0], size)
         depth = 0
         while len(level) > 1:
             depth += 1
@@ -145,7 +144,7 @@ class BlobWriter:
                     f"({len(level):,} nodes at depth {MAX_DEPTH})"
                 )
             level = self._group(level)
-        return [TREE, level[0][0], size, depth]
+        return TreeRef(level[0][0], size, depth)
 
     def _group(self, children: list[list[Any]]) -> list[list[Any]]:
         nodes: list[list[Any]] = []
@@ -269,23 +268,22 @@ class BlobReader:
         total = 0
         for chunk in self._chunks(ref, home, where):
             total += len(chunk)
-            if total > ref_size(ref):
-                raise FormatError(f"{where}: blob holds over {total} bytes, its reference says {ref_size(ref)}")
+            if total > ref.size:
+                raise FormatError(f"{where}: blob holds over {total} bytes, its reference says {ref.size}")
             yield chunk
-        if total != ref_size(ref):
-            raise FormatError(f"{where}: blob holds {total} bytes, its reference says {ref_size(ref)}")
+        if total != ref.size:
+            raise FormatError(f"{where}: blob holds {total} bytes, its reference says {ref.size}")
 
     def _chunks(self, ref: Ref, home: EntryAddress, where: str) -> Iterator[bytes]:
-        kind = ref[0]
-        if kind == INLINE:
-            yield ref[1]
-        elif kind == PACKED:
-            location = (ref[3], ref[4]) if len(ref) == 5 else home
-            yield self.db.cache.get(ref[1], lambda oid: self.read_packed(oid, location))
-        elif kind == LOOSE:
-            yield self.db.cache.get(ref[1], self.db.read)
+        if isinstance(ref, InlineRef):
+            yield ref.data
+        elif isinstance(ref, PackedRef):
+            entry = home if ref.entry is None else ref.entry
+            yield self.db.cache.get(ref.oid, lambda oid: self.read_packed(oid, entry))
+        elif isinstance(ref, LooseRef):
+            yield self.db.cache.get(ref.oid, self.db.read)
         else:
-            yield from self._read_ahead(self._leaves(ref[1], ref[3], ref[2], where), where)
+            yield from self._read_ahead(self._leaves(ref.oid, ref.depth, ref.size, where), where)
 
     def _leaves(self, oid: bytes, depth: int, size: int, where: str) -> Iterator[tuple[bytes, int]]:
         """(id, size) of a tree's chunks, in order; the node `oid` must hold `size` bytes in all."""
@@ -329,8 +327,8 @@ class BlobReader:
     def read(self, ref: Ref, home: EntryAddress, where: str) -> bytes:
         """A value's bytes, whole: refused before a byte is read if its reference claims more than the largest
         value (MAX_VALUE), which a tree repeating one chunk can claim at the cost of a few objects."""
-        if ref_size(ref) > MAX_VALUE:
-            raise FormatError(f"{where}: its reference claims {ref_size(ref)} bytes, over the largest value ({MAX_VALUE})")
+        if ref.size > MAX_VALUE:
+            raise FormatError(f"{where}: its reference claims {ref.size} bytes, over the largest value ({MAX_VALUE})")
         return b"".join(self.chunks(ref, home, where))
 
 
