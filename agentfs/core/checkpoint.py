@@ -116,7 +116,7 @@ class Checkpoint:
 
     @property
     def state_kind(self) -> str:
-        """"map" for a mapping state stored key by key, "value" for any other state, stored whole as key ""."""
+        """MAP_STATE ("map"): a mapping stored key by key; VALUE_STATE ("value"): any other state, stored whole as key ""."""
         return self.manifest.state_kind
 
     def has_value(self, key: str) -> bool:

@@ -17,7 +17,6 @@ MAP_STATE = "map"  # a mapping stored key by key
 VALUE_STATE = "value"  # any other value, stored whole
 
 
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class ValueRef:
     """A state value: how its bytes encode it (`format`, `count`: see serialization.values) and where they are.

@@ -33,7 +33,6 @@ MAX_DEPTH = 8
 _MIX = 0x9E3779B97F4A7C15  # 2^64 / the golden ratio, odd (Fibonacci hashing): a product's top bits depend on every bit
 
 
-
 EntryAddress = tuple[str, str]  # (run, checkpoint id) of a log entry (not engine/segments.py's FrameLocation, a place in a file)
 
 
