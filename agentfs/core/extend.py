@@ -17,7 +17,7 @@ from ..engine.repository import Repository
 from ..errors import FormatError, SerializationError
 from ..format import chunking
 from ..format.manifest import MAX_VALUE, ValueRef
-from ..format.refs import PACK_MAX, EntryAddress, LooseRef, TreeRef, parse_node
+from ..format.refs import PACK_MAX, EntryAddress, LooseRef, TreeChild, TreeRef, parse_node
 from ..objects.blobs import BlobWriter, blob_reader
 from ..serialization import encode_body
 from ..serialization.values import LIST_BODY
@@ -77,7 +77,7 @@ def extended_ref(store: Repository, blobs: BlobWriter, base: ValueRef | None, ho
     kept, following = len(leaves), 0
     while kept > 0 and following < params.max_size:
         kept -= 1
-        following += leaves[kept][1]
+        following += leaves[kept].size
     if following >= params.max_size:
         kept += 1
     reader = blob_reader(store)
@@ -92,9 +92,9 @@ def _params(size: int) -> chunking.ChunkParams:
     return chunking.LARGE if size > chunking.LARGE_VALUE else chunking.SMALL
 
 
-def _leaves(store: Repository, ref: LooseRef | TreeRef, where: str) -> list[list[Any]]:
-    """[id, size] of each chunk of a LOOSE or TREE blob, in order, from its verified tree nodes."""
-    level: list[list[Any]] = [[ref.oid, ref.size]]
+def _leaves(store: Repository, ref: LooseRef | TreeRef, where: str) -> list[TreeChild]:
+    """Each chunk of a LOOSE or TREE blob, in order, from its verified tree nodes."""
+    level = [TreeChild(ref.oid, ref.size)]
     if isinstance(ref, LooseRef):
         return level
     for _ in range(ref.depth):

@@ -14,8 +14,8 @@ On disk a ref is a msgpack array whose first item is its kind; in memory it is o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -74,6 +74,14 @@ class TreeRef:
 
 
 Ref = InlineRef | PackedRef | LooseRef | TreeRef
+
+
+class TreeChild(NamedTuple):
+    """One child of a tree node: a chunk's id (the node at depth 1) or a node's one level down, and the bytes
+    below it. A tuple, so a node's children pack as msgpack arrays [[oid, size], ...] as they are."""
+
+    oid: bytes
+    size: int
 ReadPacked = Callable[[bytes, EntryAddress], bytes]
 
 
@@ -125,7 +133,7 @@ def located(ref: Ref, home: EntryAddress) -> Ref:
     return ref
 
 
-def parse_node(data: bytes, oid: bytes, where: str) -> list[list[Any]]:
+def parse_node(data: bytes, oid: bytes, where: str) -> list[TreeChild]:
     """A tree node's children [[oid, size], ...], from its verified bytes."""
     try:
         children = msgpack.unpackb(data, raw=False, use_list=True)
@@ -137,7 +145,7 @@ def parse_node(data: bytes, oid: bytes, where: str) -> list[list[Any]]:
     )
     if not valid or not children:
         raise FormatError(f"{where}: tree node {oid.hex()} is malformed")
-    return children
+    return [TreeChild(child, size) for child, size in children]
 
 
 def node_ends(count: int, size: int, previous_size: int) -> bool:
@@ -172,6 +180,6 @@ def node_ends(count: int, size: int, previous_size: int) -> bool:
     return mixed < (1 << 32) // (NODE_LATE if count >= NODE_TARGET else NODE_BOUNDARY)
 
 
-def encode_node(children: list[list[Any]]) -> bytes:
+def encode_node(children: Sequence[TreeChild]) -> bytes:
     """A tree node's bytes: its children [[oid, size], ...] as a msgpack array."""
     return msgpack.packb(children, use_bin_type=True)

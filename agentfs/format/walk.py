@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 from ..errors import AgentFSError
-from .refs import LooseRef, Ref, TreeRef
+from .refs import LooseRef, Ref, TreeChild, TreeRef
 
 OBJECT, NODE, CHUNK = "object", "node", "chunk"
 
-Children = list[list[Any]]  # a tree node's [[oid, size], ...]
+Children = list[TreeChild]  # a tree node's
 ReadNodes = Callable[[list["Reached"]], list["Children | AgentFSError"]]
 
 

@@ -24,6 +24,7 @@ from ..format.refs import (
     PackedRef,
     ReadPacked,
     Ref,
+    TreeChild,
     TreeRef,
     encode_node,
     node_ends,
@@ -48,7 +49,7 @@ class BlobWriter:
         self._writer: ObjectWriter | None = None
         self.reuse = reuse  # oid -> located ref already in the store (the parent's values)
         self.pack: dict[bytes, bytes] = {}
-        self.trees: list[tuple[bytes, list[list[Any]]]] = []  # (root, chunks) of the trees put_after made
+        self.trees: list[tuple[bytes, list[TreeChild]]] = []  # (root, chunks) of the trees put_after made
 
     @property
     def writer(self) -> ObjectWriter:
@@ -78,12 +79,12 @@ class BlobWriter:
         """Whether the store holds every object of `oids` (each made durable, as add() does): a blob may refer to them unwritten."""
         return all(self.writer.reuse(oid) for oid in oids)
 
-    def put_after(self, kept: list[list[Any]], tail: bytes, params: chunking.ChunkParams) -> Ref:
+    def put_after(self, kept: list[TreeChild], tail: bytes, params: chunking.ChunkParams) -> Ref:
         """The ref of a blob whose first chunks are `kept` ([id, size] each, which the store `holds`) and whose
         remaining bytes, `tail`, are cut with `params`: that of the whole blob when `kept` are its chunks up to
         a final cut (core/extend.py)."""
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunking.cut_bytes(params, tail)]
-        leaves = kept + [[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending]
+        leaves = kept + [TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending]
         ref = self._root(leaves)
         self.trees.append((ref.oid, leaves))
         return ref
@@ -96,8 +97,8 @@ class BlobWriter:
             return self.put(head, chunking.LARGE)
         return self._root(self._stream_chunks(stream, head))
 
-    def _stream_chunks(self, stream: IO[Any], head: bytes) -> list[list[Any]]:
-        """[id, size] of each chunk of `stream` (whose first bytes, `head`, were read from it already).
+    def _stream_chunks(self, stream: IO[Any], head: bytes) -> list[TreeChild]:
+        """(id, size) of each chunk of `stream` (whose first bytes, `head`, were read from it already).
 
         It is read into STREAM_BLOCKS blocks in turn; each block's chunks are stored on the pool, in
         jobs of STREAM_GROUP bytes or more, straight from the block (never copied), and the block is
@@ -123,18 +124,18 @@ class BlobWriter:
             carry, previous = block.view[covered:filled], block
         if previous is not None:
             previous.release()
-        return [[oid, size] for future, sizes in stored for oid, size in zip(future.result(), sizes, strict=True)]
+        return [TreeChild(oid, size) for future, sizes in stored for oid, size in zip(future.result(), sizes, strict=True)]
 
     def _tree(self, chunks: Iterator[memoryview]) -> Ref:
         """A chunk tree of views of immutable bytes (cut_bytes): handed to the pool uncopied."""
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
-        return self._root([[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending])
+        return self._root([TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending])
 
-    def _root(self, level: list[list[Any]]) -> LooseRef | TreeRef:
-        """The ref of a blob whose chunks are `level` ([id, size] each, in order): LOOSE or a tree above them."""
-        size = sum(child[1] for child in level)
+    def _root(self, level: list[TreeChild]) -> LooseRef | TreeRef:
+        """The ref of a blob whose chunks are `level` (in order): LOOSE or a tree above them."""
+        size = sum(child.size for child in level)
         if len(level) == 1:
-            return LooseRef(level[0][0], size)
+            return LooseRef(level[0].oid, size)
         depth = 0
         while len(level) > 1:
             depth += 1
@@ -144,16 +145,16 @@ class BlobWriter:
                     f"({len(level):,} nodes at depth {MAX_DEPTH})"
                 )
             level = self._group(level)
-        return TreeRef(level[0][0], size, depth)
+        return TreeRef(level[0].oid, size, depth)
 
-    def _group(self, children: list[list[Any]]) -> list[list[Any]]:
-        nodes: list[list[Any]] = []
-        current: list[list[Any]] = []
+    def _group(self, children: list[TreeChild]) -> list[TreeChild]:
+        nodes: list[TreeChild] = []
+        current: list[TreeChild] = []
         previous_size = -1
         for child in children:
             current.append(child)
-            ends = node_ends(len(current), child[1], previous_size)
-            previous_size = child[1]
+            ends = node_ends(len(current), child.size, previous_size)
+            previous_size = child.size
             if ends:
                 nodes.append(self._node(current))
                 current = []
@@ -161,8 +162,8 @@ class BlobWriter:
             nodes.append(self._node(current))
         return nodes
 
-    def _node(self, children: list[list[Any]]) -> list[Any]:
-        return [self.writer.add(encode_node(children)), sum(child[1] for child in children)]
+    def _node(self, children: list[TreeChild]) -> TreeChild:
+        return TreeChild(self.writer.add(encode_node(children)), sum(child.size for child in children))
 
 
 # a stream is read STREAM_BLOCK bytes at a time into one of STREAM_BLOCKS blocks, and its chunks stored in
