@@ -92,7 +92,7 @@ def test_a_packed_ref_borrowing_from_a_bad_name_is_refused(run: str, checkpoint_
 )
 def test_a_value_ref_round_trips(raw: list[Any]) -> None:
     value = decode_value_ref(raw, "test")
-    assert (value.format, value.count, value.blob) == (raw[0], raw[1], decode_ref(raw[2], "test"))
+    assert (value.format, value.items, value.blob) == (raw[0], raw[1], decode_ref(raw[2], "test"))
     assert encode_value_ref(value) == raw
 
 

@@ -270,7 +270,7 @@ def outside_cases(pushed: Pushed) -> dict[str, tuple[str, str, bytes, str]]:
     assert not isinstance(system.blob, InlineRef)
     oid, size = system.blob.oid, system.blob.size
     ids = [new_id() for _ in range(6)]
-    borrowed_outside = [system.format, system.count, [PACKED, oid, size, "../x", pushed.good]]
+    borrowed_outside = [system.format, system.items, [PACKED, oid, size, "../x", pushed.good]]
     return {
         "manifest run outside the store": ("evil1", ids[0], craft(entry, run="../../etc", id=ids[0]), "../../etc"),
         "manifest run differs from its key": ("evil2", ids[1], craft(entry, run="good", id=ids[1]), f"good@{ids[1]}"),

@@ -99,7 +99,7 @@ class Checkpoint:
         stored = self._value_ref(key)
         where = f"{self} state[{key!r}]"
         data = blob_reader(self._store).read(stored.blob, self.address, where)
-        return decode_body(stored.format, stored.count, data, where)
+        return decode_body(stored.format, stored.items, data, where)
 
     def _value_ref(self, key: str) -> ValueRef:
         stored = self.manifest.state.get(key)

@@ -56,7 +56,7 @@ def extended_ref(store: Repository, blobs: BlobWriter, base: ValueRef | None, ho
     """The ValueRef of the list `base` (the parent's value of this key, at `home`) extended by `added`."""
     if base is None:
         return ValueRef(LIST_BODY, added.items, blobs.put(added.data))
-    count, ref = base.count, base.blob
+    count, ref = base.items, base.blob
     if base.format != LIST_BODY:
         raise SerializationError(f"{where}: Extend appends to a list, but checkpoint {home[0]}@{home[1]} holds another value there")
     size = ref.size

@@ -85,7 +85,7 @@ def _copy_entry(source: Repository, dest: Repository, reader: BlobReader, run: s
         state: dict[str, ValueRef] = {}
         for key, value in old.state.items():
             blob = blobs.put(reader.read(value.blob, home, f"{run}@{checkpoint_id} state key {key!r}"))
-            state[key] = ValueRef(value.format, value.count, blob)
+            state[key] = ValueRef(value.format, value.items, blob)
         artifacts: dict[str, Ref] = {}
         checkpoint = Checkpoint(source, old)
         for name, ref in old.artifacts.items():

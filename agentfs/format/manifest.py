@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -17,24 +17,23 @@ MAP_STATE = "map"  # a mapping stored key by key
 VALUE_STATE = "value"  # any other value, stored whole
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ValueRef:
-    """A state value: how its bytes encode it (`format`, `count`: see serialization.values) and where they are.
-
-    On disk the msgpack array [format, count, blob ref] (decode_value_ref, encode_value_ref)."""
+class ValueRef(NamedTuple):
+    """A state value: how its bytes encode it (`format`, and `items`, the item count: see serialization.values)
+    and where they are. On disk the msgpack array [format, count, blob ref] (decode_value_ref, encode_value_ref);
+    a named tuple as the refs are (format/refs.py), its count named `items` as tuple.count is taken."""
 
     format: int
-    count: int
+    items: int
     blob: Ref
 
     def same_value(self, other: ValueRef) -> bool:
         """Whether both hold the same encoded value, nothing read (refs.same_bytes, and its hazard)."""
-        return (self.format, self.count) == (other.format, other.count) and same_bytes(self.blob, other.blob)
+        return (self.format, self.items) == (other.format, other.items) and same_bytes(self.blob, other.blob)
 
     def located(self, home: EntryAddress) -> ValueRef:
         """The same value ref, valid from any entry (refs.located)."""
         blob = located(self.blob, home)
-        return self if blob is self.blob else ValueRef(self.format, self.count, blob)
+        return self if blob is self.blob else ValueRef(self.format, self.items, blob)
 
 
 # The largest value (one state key's, or a whole state's) in bytes, encoded: a writer refuses a larger one at
@@ -104,7 +103,7 @@ def decode_value_ref(raw: Any, where: str) -> ValueRef:
 
 def encode_value_ref(value: ValueRef) -> list[Any]:
     """The msgpack array of a value ref (decode_value_ref's inverse)."""
-    return [value.format, value.count, encode_ref(value.blob)]
+    return [value.format, value.items, encode_ref(value.blob)]
 
 
 def _named(check: Callable[[], object], field: str, where: str) -> None:
