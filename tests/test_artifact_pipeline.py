@@ -22,7 +22,7 @@ from pyfastcdc.cy import FastCDC
 import agentfs
 from agentfs.engine.object_store import ObjectWriter
 from agentfs.format import chunking, codec
-from agentfs.format.refs import TREE, Ref
+from agentfs.format.refs import Ref, TreeRef
 from agentfs.objects import blobs
 from tests.helpers import raw
 
@@ -50,7 +50,7 @@ def expected_chunks(data: bytes) -> list[bytes]:
 
 def leaves(store: agentfs.Store, ref: Ref) -> list[bytes]:
     """The ids of the chunks of a chunked blob, in order, read from its stored tree."""
-    assert ref[0] == TREE, f"expected a chunk tree, got kind {ref[0]}"
+    assert isinstance(ref, TreeRef), f"expected a chunk tree, got {ref}"
 
     def walk(oid: bytes, depth: int) -> list[bytes]:
         children = store.engine.db.read_node(oid, "test")
@@ -58,7 +58,7 @@ def leaves(store: agentfs.Store, ref: Ref) -> list[bytes]:
             return [child for child, _size in children]
         return [leaf for child, _size in children for leaf in walk(child, depth - 1)]
 
-    return walk(ref[1], ref[3])
+    return walk(ref.oid, ref.depth)
 
 
 def assert_stored_as_one_thread_would(store: agentfs.Store, ref: Ref, data: bytes) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import agentfs
 from agentfs.engine.object_store import ObjectWriter
-from agentfs.format.refs import TREE, ref_size
+from agentfs.format.refs import TreeRef
 from tests.helpers import raw
 
 AGENTFS = shutil.which("agentfs", path=str(Path(sys.executable).parent))
@@ -172,7 +172,7 @@ def test_cat_streams_a_multi_chunk_artifact_byte_exact(store: agentfs.Store) -> 
     data = os.urandom(3 << 20)
     old = store.run("r").commit({}, artifacts={"blob.bin": data})
     store.run("r").commit({}, artifacts={"blob.bin": b"newer"})
-    assert old.manifest.artifacts["blob.bin"][0] == TREE  # several chunks
+    assert isinstance(old.manifest.artifacts["blob.bin"], TreeRef)  # several chunks
     result = subprocess.run(
         [*COMMAND, "--store", str(store.root), "cat", f"r@{old.id}", "blob.bin"], capture_output=True, env=ENV, check=False
     )
@@ -207,7 +207,7 @@ def test_diff_compares_state_keys_and_artifacts(store: agentfs.Store) -> None:
     b = store.run("r").commit(
         {"keep": keep, "changed": "y" * 150, "tiny": 1, "new": 2}, artifacts={"same.txt": b"same" * 100, "new.txt": b"new!"}
     )
-    assert a.manifest.state["keep"][2] != b.manifest.state["keep"][2]  # same bytes, refs differ in location only
+    assert a.manifest.state["keep"].blob != b.manifest.state["keep"].blob  # same bytes, refs differ in location only
     document = json_of(cli("diff", f"r@{a.id}", "r", "--json", store=store.root))
     gone, old_size, new_size = (value_size(cp, key) for cp, key in ((a, "gone"), (a, "changed"), (b, "changed")))
     assert document == {
@@ -239,7 +239,7 @@ def test_diff_compares_state_keys_and_artifacts(store: agentfs.Store) -> None:
 
 def value_size(checkpoint: agentfs.Checkpoint, key: str) -> int:
     """Bytes of one serialized state value, as the manifest records it."""
-    return ref_size(checkpoint.manifest.state[key][2])
+    return checkpoint.manifest.state[key].blob.size
 
 
 def test_verify_exits_1_naming_a_corrupt_object(store: agentfs.Store) -> None:

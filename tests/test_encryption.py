@@ -16,7 +16,7 @@ import agentfs
 from agentfs.engine.segments import FrameLocation, open_segment, segment_ids
 from agentfs.format import kinds
 from agentfs.format import segment as fmt
-from agentfs.format.refs import TREE
+from agentfs.format.refs import TreeRef
 
 PASSPHRASE = "correct horse battery staple"
 FAST = 1 << 10  # scrypt's N for the slots these tests make (the default costs 0.1 s an open)
@@ -231,8 +231,8 @@ def _shapes(root: Path, key: agentfs.Encryption | None) -> list[list[Any]]:
             if step % 100 == 99:
                 entry = store.engine.read_entry("shapes", run.commit(state, artifacts={"a.bin": rng.randbytes(5_000_000)}).id)
                 for ref in entry.blob_refs():
-                    if ref[0] == TREE:
-                        shapes.append(_tree_shape(store, ref[1], ref[3]))
+                    if isinstance(ref, TreeRef):
+                        shapes.append(_tree_shape(store, ref.oid, ref.depth))
     return shapes
 
 

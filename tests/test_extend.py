@@ -9,7 +9,7 @@ import pytest
 
 import agentfs
 from agentfs.format import chunking
-from agentfs.format.refs import parse_node
+from agentfs.format.refs import TreeRef, parse_node
 
 from .helpers.raw import corrupt_object
 
@@ -32,7 +32,7 @@ def test_extend_stores_what_the_whole_list_stores(tmp_path: Path) -> None:
         theirs = whole.commit({"items": items, "step": step})
         assert mine.manifest.state == theirs.manifest.state, f"step {step}"
         head = mine.id
-    assert mine.manifest.state["items"][2][0] == 3  # a chunk tree
+    assert isinstance(mine.manifest.state["items"].blob, TreeRef)  # a chunk tree
     latest = agentfs.open(tmp_path / "extended").run("r").latest()
     assert latest is not None and latest.state == {"items": items, "step": 249}
 
@@ -111,7 +111,9 @@ def test_a_damaged_kept_chunk_is_refused_by_a_fresh_store(tmp_path: Path) -> Non
     for step in range(40, 45):
         head = run.commit({"items": agentfs.Extend(_items(rng, step))}, parent=head).id
     checkpoint = agentfs.open(tmp_path).run("r").get(head)
-    oid, depth = checkpoint.manifest.state["items"][2][1], checkpoint.manifest.state["items"][2][3]
+    tree = checkpoint.manifest.state["items"].blob
+    assert isinstance(tree, TreeRef)
+    oid, depth = tree.oid, tree.depth
     for _level in range(depth):  # down the first children to the list's first chunk, a kept one since
         oid = parse_node(checkpoint._store.db.read(oid), oid, "test")[0][0]
     corrupt_object(tmp_path, oid)

@@ -152,8 +152,8 @@ def _artifact_store(root: Path) -> tuple[agentfs.Store, bytes]:
     data = bytes(range(256)) * 200  # 51 KB: one chunk (chunking.LARGE's smallest is 64 KiB)
     head = store.run("r").commit({"step": 1}, artifacts={"a.bin": data})
     ref = head.manifest.artifacts["a.bin"]
-    assert ref[0] == refs.LOOSE
-    return store, ref[1]
+    assert isinstance(ref, refs.LooseRef)
+    return store, ref.oid
 
 
 def test_a_bomb_on_a_remote_is_refused_naming_the_remote_and_pack(tmp_path: Path, hostile_remote: HostileRemote) -> None:

@@ -33,7 +33,7 @@ from agentfs.format.config import REMOTE_FORMAT
 from agentfs.format.entries import Entry, decode_entry
 from agentfs.format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from agentfs.format.pack import decode_pack_index
-from agentfs.format.refs import INLINE, LOOSE, PACKED, TREE, Ref
+from agentfs.format.refs import EntryAddress, InlineRef, LooseRef, PackedRef, Ref
 from agentfs.ids import new_id
 from agentfs.names import ID
 from agentfs.sync.pack_remote import PackRemote
@@ -43,7 +43,6 @@ from agentfs.sync.remote import Remote
 from tests.helpers import remote_raw
 from tests.servers import RemoteSpec, make_file_spec
 
-Location = tuple[str, str]
 OBJECT_KEY = r"objects/[0-9a-f]{2}/[0-9a-f]{62}"
 REMOTE_KEY = r"config|packs/[0-9a-f]{16}\.(pack|idx)|heads/[0-9a-f]{64}/[R-TV-Z][0-9A-HJKMNP-TV-Z]{25}"  # keys.head_name
 ENTRY_KEY = r"runs/[A-Za-z0-9._/-]+/log/[0-9A-HJKMNP-TV-Z]{26}"
@@ -126,12 +125,12 @@ def entry_keys(files: dict[str, bytes]) -> set[str]:
     return {key for key in files if key.startswith("runs/")}
 
 
-def build_workload(store: agentfs.Store) -> dict[Location, Expected]:
+def build_workload(store: agentfs.Store) -> dict[EntryAddress, Expected]:
     """Three runs: packed, inline and chunked values, a small (packed) and a >1 MB (multi-chunk) artifact, a fork."""
     rng = random.Random(7)
     big = rng.randbytes(1_100_000)
     memory = rng.randbytes(40_000)  # a state value over the pack limit: a tree of small chunks
-    expected: dict[Location, Expected] = {}
+    expected: dict[EntryAddress, Expected] = {}
 
     def commit(run: agentfs.Run, state: Any, artifacts: dict[str, bytes], metadata: dict[str, Any]) -> agentfs.Checkpoint:
         cp = run.commit(state, artifacts=artifacts, metadata=metadata)
@@ -177,7 +176,7 @@ def build_workload(store: agentfs.Store) -> dict[Location, Expected]:
     return expected
 
 
-def assert_store_matches(store: agentfs.Store, expected: dict[Location, Expected]) -> None:
+def assert_store_matches(store: agentfs.Store, expected: dict[EntryAddress, Expected]) -> None:
     """Runs, latest, history, exact state, metadata and artifacts are what was committed."""
     runs = sorted({run for run, _ in expected})
     assert store.runs() == runs
@@ -212,25 +211,23 @@ def tree_missing(files: dict[str, bytes], oid: bytes, depth: int, where: str) ->
     return missing
 
 
-def ref_missing(files: dict[str, bytes], home: Location, entry: Entry, ref: Ref, where: str) -> list[str]:
+def ref_missing(files: dict[str, bytes], home: EntryAddress, entry: Entry, ref: Ref, where: str) -> list[str]:
     """What the remote lacks (`files`: its records, read raw) for one ref of the entry at `home`."""
-    kind = ref[0]
-    if kind == INLINE:
+    if isinstance(ref, InlineRef):
         return []
-    if kind == PACKED:
-        if len(ref) == 3 or (ref[3], ref[4]) == home:
-            entry.packed(ref[1], where)
+    if isinstance(ref, PackedRef):
+        if ref.entry is None or ref.entry == home:
+            entry.packed(ref.oid, where)
             return []
-        key = f"runs/{ref[3]}/log/{ref[4]}"
+        key = f"runs/{ref.entry[0]}/log/{ref.entry[1]}"
         if key not in files:
             return [f"{where}: borrows from {key}, which is not on the remote"]
-        decode_entry(files[key], key).packed(ref[1], where)
+        decode_entry(files[key], key).packed(ref.oid, where)
         return []
-    if kind == LOOSE:
-        key = f"objects/{ref[1].hex()[:2]}/{ref[1].hex()[2:]}"
+    if isinstance(ref, LooseRef):
+        key = f"objects/{ref.oid.hex()[:2]}/{ref.oid.hex()[2:]}"
         return [] if key in files else [f"{where}: object {key} is not on the remote"]
-    assert kind == TREE
-    return tree_missing(files, ref[1], ref[3], where)
+    return tree_missing(files, ref.oid, ref.depth, where)
 
 
 def assert_every_remote_entry_is_complete(spec: RemoteSpec, suffix: str, reader_dir: Path) -> int:

@@ -22,9 +22,9 @@ import agentfs
 import agentfs.sync.pack_remote as pack_remote
 from agentfs.format import codec, keys, kinds
 from agentfs.format.entries import Entry, encode_entry
-from agentfs.format.manifest import Manifest
+from agentfs.format.manifest import Manifest, encode_value_ref
 from agentfs.format.pack import encode_head
-from agentfs.format.refs import LOOSE, PACKED, TREE
+from agentfs.format.refs import LOOSE, PACKED, TREE, InlineRef, LooseRef, TreeRef
 from agentfs.ids import new_id
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
@@ -70,11 +70,11 @@ def push_writer(path: Path, spec: RemoteSpec) -> Pushed:
         other = store.run("other").commit({"system": SYSTEM, "step": 1})
         Pusher(store.engine, PackRemote(spec.url, spec.storage_options)).push()
         entry = store.engine.read_entry("good", good.id)
-        _fmt, _count, doc_ref = entry.manifest.state["doc"]
+        doc_ref = entry.manifest.state["doc"].blob
         artifact_ref = entry.manifest.artifacts["small.bin"]
-        assert doc_ref[0] == TREE and doc_ref[3] == 1 and artifact_ref[0] == LOOSE
-        children = msgpack.unpackb(store.engine.db.read(doc_ref[1]), raw=False)
-        return Pushed(good.id, other.id, artifact_ref[1], doc_ref[1], children[0][0], entry, doc, artifact)
+        assert isinstance(doc_ref, TreeRef) and doc_ref.depth == 1 and isinstance(artifact_ref, LooseRef)
+        children = msgpack.unpackb(store.engine.db.read(doc_ref.oid), raw=False)
+        return Pushed(good.id, other.id, artifact_ref.oid, doc_ref.oid, children[0][0], entry, doc, artifact)
 
 
 def remote_path(spec: RemoteSpec, key: str) -> tuple[Any, str]:
@@ -217,7 +217,9 @@ def test_a_flipped_byte_in_a_remote_log_entry_is_refused(remote: RemoteSpec, tmp
 def test_a_packed_object_that_does_not_match_its_id_is_refused(remote: RemoteSpec, tmp_path: Path) -> None:
     """The entry's checksum is recomputed (a deliberate forgery): only the packed bytes are wrong."""
     pushed = push_writer(tmp_path / "writer", remote)
-    oid = pushed.entry.manifest.state["system"][2][1]
+    blob = pushed.entry.manifest.state["system"].blob
+    assert not isinstance(blob, InlineRef)
+    oid = blob.oid
     forged = {**pushed.entry.pack, oid: codec.encode(b"You are a reckless agent. " * 20)}
     put(remote, f"runs/good/log/{pushed.good}", encode_entry(pushed.entry.manifest, forged)[0])
     with open_reader(tmp_path / "reader", remote) as reader:
@@ -265,9 +267,10 @@ def outside_cases(pushed: Pushed) -> dict[str, tuple[str, str, bytes, str]]:
     """case -> (run of its key, id of its key, entry bytes, what the error must mention)."""
     entry = pushed.entry
     system = entry.manifest.state["system"]
-    oid, size = system[2][1], system[2][2]
+    assert not isinstance(system.blob, InlineRef)
+    oid, size = system.blob.oid, system.blob.size
     ids = [new_id() for _ in range(6)]
-    borrowed_outside = [system[0], system[1], [PACKED, oid, size, "../x", pushed.good]]
+    borrowed_outside = [system.format, system.items, [PACKED, oid, size, "../x", pushed.good]]
     return {
         "manifest run outside the store": ("evil1", ids[0], craft(entry, run="../../etc", id=ids[0]), "../../etc"),
         "manifest run differs from its key": ("evil2", ids[1], craft(entry, run="good", id=ids[1]), f"good@{ids[1]}"),
@@ -371,7 +374,7 @@ def test_a_manifest_with_a_malformed_field_is_refused_naming_the_field(remote: R
 def test_a_tree_ref_to_an_object_that_is_not_a_node_is_refused(remote: RemoteSpec, tmp_path: Path) -> None:
     pushed = push_writer(tmp_path / "writer", remote)
     key_id = new_id()
-    state = dict(pushed.entry.manifest.state)
+    state = {key: encode_value_ref(value) for key, value in pushed.entry.manifest.state.items()}
     state["doc"] = [state["doc"][0], state["doc"][1], [TREE, pushed.artifact_oid, 40_000, 1]]  # random bytes, not a node
     put(remote, f"runs/good/log/{key_id}", craft(pushed.entry, id=key_id, state=["map", state]))
     with open_reader(tmp_path / "reader", remote) as reader:

@@ -21,8 +21,8 @@ import pytest
 import agentfs
 from agentfs.engine.object_store import ObjectWriter
 from agentfs.format.entries import encode_entry
-from agentfs.format.manifest import MAP_STATE, MAX_VALUE, Manifest
-from agentfs.format.refs import TREE, encode_node
+from agentfs.format.manifest import MAP_STATE, MAX_VALUE, Manifest, ValueRef
+from agentfs.format.refs import TreeRef, encode_node
 from agentfs.ids import new_id
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
@@ -57,8 +57,8 @@ def craft(store: agentfs.Store) -> str:
             writer=store.engine.writer(),
             metadata=b"\x80",
             state_kind=MAP_STATE,
-            state={"big": [0, 1, [TREE, top, WHOLE, 2]]},
-            artifacts={"lies.bin": [TREE, top, 2 * CHUNK, 2], "short.bin": [TREE, short, 4 * (CHUNK + 1), 1]},
+            state={"big": ValueRef(0, 1, TreeRef(top, WHOLE, 2))},
+            artifacts={"lies.bin": TreeRef(top, 2 * CHUNK, 2), "short.bin": TreeRef(short, 4 * (CHUNK + 1), 1)},
         )
         data, _entry = encode_entry(manifest, {}, store.engine.hasher)
         with store.engine.appending("r"):

@@ -20,6 +20,7 @@ import pytest
 import agentfs
 from agentfs.format import keys, kinds
 from agentfs.format.pack import encode_head
+from agentfs.format.refs import LooseRef
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
 from tests.clock import skewed_env
@@ -117,7 +118,9 @@ def test_a_corrupt_local_object_is_refused_by_name_and_the_rest_is_pushed(tmp_pa
     with agentfs.open(source) as store:
         bad = store.run("bad").commit({"step": 1}, artifacts={"blob.bin": os.urandom(50_000)})
         good = store.run("good").commit({"step": 1}, artifacts={"blob.bin": os.urandom(50_000)})
-        oid = store.engine.read_entry("bad", bad.id).manifest.artifacts["blob.bin"][1]
+        ref = store.engine.read_entry("bad", bad.id).manifest.artifacts["blob.bin"]
+        assert isinstance(ref, LooseRef)
+        oid = ref.oid
     original = raw.corrupt_object(source, oid)
     flipped = raw.object_bytes(source, oid)
 

@@ -13,8 +13,6 @@ import agentfs
 from ..api import Problem, VerifyReport
 from ..errors import NotFound
 from ..format.config import encrypted
-from ..format.manifest import ValueRef
-from ..format.refs import INLINE, Ref, ref_size
 from ..integrations.langgraph_threads import DEFAULT_PREFIX
 from ..integrations.tool_pairs import openai_agents_problems
 from ..names import check_name
@@ -210,7 +208,6 @@ def _forked_from(checkpoint: agentfs.Checkpoint) -> dict[str, str] | None:
 def cmd_show(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         cp = resolve(store, args.target)
-        manifest = cp.manifest
         document: dict[str, Any] = {
             "run": cp.run,
             "id": cp.id,
@@ -219,9 +216,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             "writer": cp.writer,
             "forked_from": _forked_from(cp),
             "metadata": cp.metadata,
-            "state_kind": manifest.state_kind,
-            "state": {key: {"size": ref_size(ref)} for key, (_fmt, _count, ref) in manifest.state.items()},
-            "artifacts": {name: {"size": ref_size(ref)} for name, ref in manifest.artifacts.items()},
+            "state_kind": cp.state_kind,
+            "state": {key: {"size": size} for key, size in cp.value_sizes().items()},
+            "artifacts": {name: {"size": artifact.size} for name, artifact in cp.artifacts.items()},
         }
         if args.state:
             document["value"] = cp.state
@@ -264,8 +261,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         a, b = resolve(store, args.a), resolve(store, args.b)
-        state = _compare(a.manifest.state, b.manifest.state, _value_content, _value_size)
-        artifacts = _compare(a.manifest.artifacts, b.manifest.artifacts, _content, ref_size)
+        state = _compare(a.value_sizes(), b.value_sizes(), lambda key: a.same_value(key, b))
+        artifacts = _compare(_artifact_sizes(a), _artifact_sizes(b), lambda name: a.artifacts[name].same_content(b.artifacts[name]))
         values = [] if args.json or args.stat else value_view(a, b, state)
     same = not any(changes for section in (state, artifacts) for changes in section.values())
     if args.json:
@@ -290,32 +287,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return OK if same else DIFFERENT
 
 
-def _content(ref: Ref) -> tuple[bool, bytes]:
-    # hazard: the same bytes cut with other chunking parameters get another tree id, and show as changed
-    return ref[0] == INLINE, ref[1]
+def _artifact_sizes(checkpoint: agentfs.Checkpoint) -> dict[str, int]:
+    return {name: artifact.size for name, artifact in checkpoint.artifacts.items()}
 
 
-def _value_content(value: ValueRef) -> tuple[Any, ...]:
-    fmt, count, ref = value
-    return (fmt, count, *_content(ref))
-
-
-def _value_size(value: ValueRef) -> int:
-    return ref_size(value[2])
-
-
-def _compare(
-    a: Mapping[str, Any], b: Mapping[str, Any], identity: Callable[[Any], Any], size: Callable[[Any], int]
-) -> dict[str, list[dict[str, Any]]]:
-    """Names only in b, only in a, and in both with other content (refs compared; nothing is read)."""
+def _compare(a: Mapping[str, int], b: Mapping[str, int], same: Callable[[str], bool]) -> dict[str, list[dict[str, Any]]]:
+    """Names (with their sizes) only in b, only in a, and in both with other content by `same` (nothing is read;
+    the same bytes cut with other chunking parameters show as changed: Checkpoint.same_value)."""
     return {
-        "added": [{"name": name, "size": size(b[name])} for name in sorted(b.keys() - a.keys())],
-        "removed": [{"name": name, "size": size(a[name])} for name in sorted(a.keys() - b.keys())],
-        "changed": [
-            {"name": name, "size_a": size(a[name]), "size_b": size(b[name])}
-            for name in sorted(a.keys() & b.keys())
-            if identity(a[name]) != identity(b[name])
-        ],
+        "added": [{"name": name, "size": b[name]} for name in sorted(b.keys() - a.keys())],
+        "removed": [{"name": name, "size": a[name]} for name in sorted(a.keys() - b.keys())],
+        "changed": [{"name": name, "size_a": a[name], "size_b": b[name]} for name in sorted(a.keys() & b.keys()) if not same(name)],
     }
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NotFound
-from ..format.manifest import VALUE_STATE, Manifest
-from ..format.refs import Ref, ref_size
+from ..format.manifest import VALUE_STATE, Manifest, ValueRef
+from ..format.refs import EntryAddress, InlineRef, PackedRef, Ref, same_bytes
 from ..names import check_name
 from ..objects.blobs import blob_reader
 from ..serialization import decode_body, decode_value
@@ -96,12 +96,55 @@ class Checkpoint:
         return self._stored_value(key)
 
     def _stored_value(self, key: str) -> Any:
-        if key not in self.manifest.state:
-            raise NotFound(f"state key {key!r} not found in checkpoint {self}")
-        fmt, count, ref = self.manifest.state[key]
+        stored = self._value_ref(key)
         where = f"{self} state[{key!r}]"
-        data = blob_reader(self._store).read(ref, (self.run, self.id), where)
-        return decode_body(fmt, count, data, where)
+        data = blob_reader(self._store).read(stored.blob, self.address, where)
+        return decode_body(stored.format, stored.items, data, where)
+
+    def _value_ref(self, key: str) -> ValueRef:
+        stored = self.manifest.state.get(key)
+        if stored is None:
+            raise NotFound(f"state key {key!r} not found in checkpoint {self}")
+        return stored
+
+    @property
+    def address(self) -> EntryAddress:
+        """(run, id): where this checkpoint's log entry is."""
+        return (self.run, self.id)
+
+    # what front-ends show and compare of a checkpoint, from its manifest alone (nothing read)
+
+    @property
+    def state_kind(self) -> str:
+        """MAP_STATE ("map"): a mapping stored key by key; VALUE_STATE ("value"): any other state, stored whole as key ""."""
+        return self.manifest.state_kind
+
+    def has_value(self, key: str) -> bool:
+        """Whether the state has `key` ("" for a non-mapping state), nothing read."""
+        return key in self.manifest.state
+
+    def value_keys(self) -> list[str]:
+        """The state's keys, in stored order, nothing read ([""] for a non-mapping state)."""
+        return list(self.manifest.state)
+
+    def value_sizes(self) -> dict[str, int]:
+        """The stored (encoded) size in bytes of each state key's value ("" for a non-mapping state)."""
+        return {key: stored.blob.size for key, stored in self.manifest.state.items()}
+
+    @property
+    def stored_size(self) -> int:
+        """The bytes of all its values and artifacts (encoded, before deduplication or compression)."""
+        return sum(ref.size for ref in self.manifest.blob_refs())
+
+    def same_value(self, key: str, other: Checkpoint) -> bool:
+        """Whether `key` holds the same encoded value here and in `other`, nothing read. Hazard: the same bytes
+        cut with other chunking parameters (another store's, an older writer's) compare different."""
+        return self._value_ref(key).same_value(other._value_ref(key))
+
+    def value_in_entry(self, key: str) -> bool:
+        """Whether `key`'s value is held in a log entry (inline or packed: at most PACK_MAX bytes), not in
+        chunk objects: cheap to read, and small enough to keep in memory."""
+        return isinstance(self._value_ref(key).blob, (InlineRef, PackedRef))
 
     @cached_property
     def artifacts(self) -> Artifacts:
@@ -152,11 +195,15 @@ class Artifact:
 
     @property
     def size(self) -> int:
-        return ref_size(self.ref)
+        return self.ref.size
+
+    def same_content(self, other: Artifact) -> bool:
+        """Whether both hold the same bytes, nothing read (with Checkpoint.same_value's hazard)."""
+        return same_bytes(self.ref, other.ref)
 
     def _chunks(self) -> Iterator[bytes]:
         where = f"artifact {self.name!r} of {self.checkpoint}"
-        return blob_reader(self.checkpoint._store).chunks(self.ref, (self.checkpoint.run, self.checkpoint.id), where)
+        return blob_reader(self.checkpoint._store).chunks(self.ref, self.checkpoint.address, where)
 
     def read_bytes(self) -> bytes:
         return b"".join(self._chunks())

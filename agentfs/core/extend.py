@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from ..errors import FormatError, SerializationError
 from ..format import chunking
 from ..format.manifest import MAX_VALUE, ValueRef
-from ..format.refs import INLINE, LOOSE, PACK_MAX, PACKED, TREE, EntryAddress, parse_node, ref_size
+from ..format.refs import PACK_MAX, EntryAddress, LooseRef, TreeChild, TreeRef, parse_node
 from ..objects.blobs import BlobWriter, blob_reader
 from ..serialization import encode_body
 from ..serialization.values import LIST_BODY
@@ -55,19 +55,19 @@ def encode_extension(value: Extend, where: str) -> Extension:
 def extended_ref(store: EngineAPI, blobs: BlobWriter, base: ValueRef | None, home: EntryAddress, added: Extension, where: str) -> ValueRef:
     """The ValueRef of the list `base` (the parent's value of this key, at `home`) extended by `added`."""
     if base is None:
-        return [LIST_BODY, added.items, blobs.put(added.data)]
-    fmt, count, ref = base
-    if fmt != LIST_BODY:
+        return ValueRef(LIST_BODY, added.items, blobs.put(added.data))
+    count, ref = base.items, base.blob
+    if base.format != LIST_BODY:
         raise SerializationError(f"{where}: Extend appends to a list, but checkpoint {home[0]}@{home[1]} holds another value there")
-    size = ref_size(ref)
+    size = ref.size
     total = size + len(added.data)
     if total > MAX_VALUE:  # as for a whole value (commit_input._sized): every reader refuses a larger one
         raise SerializationError(f"{where} would be {total} bytes encoded, over the largest value ({MAX_VALUE}): make it an artifact")
     params = _params(total)
-    if ref[0] in (INLINE, PACKED) or total <= PACK_MAX or _params(size) != params:
+    if not isinstance(ref, (LooseRef, TreeRef)) or total <= PACK_MAX or _params(size) != params:
         # a small list (read whole for little), or one whose chunk sizes change at this commit: stored whole
-        return [LIST_BODY, count + added.items, blobs.put(blob_reader(store).read(ref, home, where) + added.data)]
-    held = store.db.held_trees.get(ref[1])  # a tree this process committed: its chunks are held
+        return ValueRef(LIST_BODY, count + added.items, blobs.put(blob_reader(store).read(ref, home, where) + added.data))
+    held = store.db.held_trees.get(ref.oid)  # a tree this process committed: its chunks are held
     leaves = held if held is not None else _leaves(store, ref, where)
     if held is None and sum(length for _oid, length in leaves) != size:
         raise FormatError(f"{where}: the chunks of checkpoint {home[0]}@{home[1]}'s list add up to another size than its reference's")
@@ -77,14 +77,14 @@ def extended_ref(store: EngineAPI, blobs: BlobWriter, base: ValueRef | None, hom
     kept, following = len(leaves), 0
     while kept > 0 and following < params.max_size:
         kept -= 1
-        following += leaves[kept][1]
+        following += leaves[kept].size
     if following >= params.max_size:
         kept += 1
     reader = blob_reader(store)
     if held is None and not blobs.holds(oid for oid, _length in leaves[:kept]):  # a store resumed from a remote may not hold them yet
-        return [LIST_BODY, count + added.items, blobs.put(reader.read(ref, home, where) + added.data)]
-    tail = b"".join(reader.read([LOOSE, oid, length], home, where) for oid, length in leaves[kept:]) + added.data
-    return [LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], tail, params)]
+        return ValueRef(LIST_BODY, count + added.items, blobs.put(reader.read(ref, home, where) + added.data))
+    tail = b"".join(reader.read(LooseRef(oid, length), home, where) for oid, length in leaves[kept:]) + added.data
+    return ValueRef(LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], tail, params))
 
 
 def _params(size: int) -> chunking.ChunkParams:
@@ -92,12 +92,11 @@ def _params(size: int) -> chunking.ChunkParams:
     return chunking.LARGE if size > chunking.LARGE_VALUE else chunking.SMALL
 
 
-def _leaves(store: EngineAPI, ref: list[Any], where: str) -> list[list[Any]]:
-    """[id, size] of each chunk of a LOOSE or TREE blob, in order, from its verified tree nodes."""
-    if ref[0] == LOOSE:
-        return [[ref[1], ref[2]]]
-    assert ref[0] == TREE
-    level: list[list[Any]] = [[ref[1], ref[2]]]
-    for _ in range(ref[3]):
+def _leaves(store: EngineAPI, ref: LooseRef | TreeRef, where: str) -> list[TreeChild]:
+    """Each chunk of a LOOSE or TREE blob, in order, from its verified tree nodes."""
+    level = [TreeChild(ref.oid, ref.size)]
+    if isinstance(ref, LooseRef):
+        return level
+    for _ in range(ref.depth):
         level = [child for oid, _size in level for child in parse_node(store.db.cache.get(oid, store.db.read), oid, where)]
     return level

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from ..errors import Conflict, NotFound, SerializationError
 from ..format.entries import encode_entry
 from ..format.manifest import Manifest, ValueRef
-from ..format.refs import PACKED, Ref, located
+from ..format.refs import PackedRef, Ref, located
 from ..format.segment import Record
 from ..ids import new_id
 from ..names import check_id, check_name
@@ -245,7 +245,7 @@ class Run:
             target._append(
                 None,
                 source.state_kind,
-                {key: [fmt, count, located(ref, home)] for key, (fmt, count, ref) in source.state.items()},
+                {key: value.located(home) for key, value in source.state.items()},
                 {art: located(ref, home) for art, ref in source.artifacts.items()},
                 source.metadata,
                 {},
@@ -361,8 +361,8 @@ class Run:
 
     def _value_ref(self, blobs: BlobWriter, head: str | None, key: str, value: EncodedValue) -> ValueRef:
         if not isinstance(value, Extension):
-            fmt, count, data = value
-            return [fmt, count, blobs.put(data)]
+            value_format, count, data = value
+            return ValueRef(value_format, count, blobs.put(data))
         base = None if head is None else self.store.read_entry(self.name, head).manifest.state.get(key)
         return extended_ref(self.store, blobs, base, (self.name, head or ""), value, f"state[{key!r}] of a commit to run {self.name!r}")
 
@@ -376,10 +376,8 @@ class Run:
         entry = self.store.readable(self.name, head)
         if entry is None:
             return {}
-        manifest = entry.manifest
         home = (self.name, head)
-        refs = [ref for _fmt, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())
-        return {ref[1]: located(ref, home) for ref in refs if ref[0] == PACKED}
+        return {ref.oid: located(ref, home) for ref in entry.blob_refs() if isinstance(ref, PackedRef)}
 
     def _head_artifacts(self, head: str | None) -> dict[str, Ref]:
         if head is None:

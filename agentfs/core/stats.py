@@ -11,7 +11,6 @@ import datetime as dt
 
 from ..format.entries import decode_entry_at
 from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS
-from ..format.refs import ref_size
 from .engine_api import EngineAPI
 
 
@@ -78,7 +77,7 @@ def local_stats(store: EngineAPI) -> LocalStats:
         row.first = created if row.first is None else min(row.first, created)  # clocks of two writers may disagree
         row.last = created if row.last is None else max(row.last, created)
         row.entry_bytes += len(data)
-        row.logical_bytes += sum(ref_size(ref) for _label, ref in entry.refs())
+        row.logical_bytes += sum(ref.size for ref in entry.blob_refs())
     for run, record_id in store.local_records(JOURNAL_RECORDS):
         size = store.record_size(run, JOURNAL_RECORDS, record_id)
         if size is None:

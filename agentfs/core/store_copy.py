@@ -23,7 +23,7 @@ import logging
 from ..format.entries import encode_entry
 from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
 from ..format.manifest import ValueRef
-from ..format.refs import PACKED, EntryAddress, Ref, located
+from ..format.refs import EntryAddress, PackedRef, Ref, located
 from ..objects.blobs import BlobReader, BlobWriter, blob_reader
 from .checkpoint import Artifact, Checkpoint
 from .commit_input import put_artifact
@@ -78,8 +78,9 @@ def _copy_entry(source: EngineAPI, dest: EngineAPI, reader: BlobReader, run: str
         borrow_from = (run, old.parent) if old.parent is not None else old.forked_from  # a fork's first entry: its origin
         blobs = BlobWriter(dest.object_writer, _reusable(dest, borrow_from), dest.hasher)
         state: dict[str, ValueRef] = {}
-        for key, (value_format, count, ref) in old.state.items():
-            state[key] = [value_format, count, blobs.put(reader.read(ref, home, f"{run}@{checkpoint_id} state key {key!r}"))]
+        for key, value in old.state.items():
+            blob = blobs.put(reader.read(value.blob, home, f"{run}@{checkpoint_id} state key {key!r}"))
+            state[key] = ValueRef(value.format, value.items, blob)
         artifacts: dict[str, Ref] = {}
         checkpoint = Checkpoint(source, old)
         for name, ref in old.artifacts.items():
@@ -99,6 +100,4 @@ def _reusable(dest: EngineAPI, home: EntryAddress | list[str] | None) -> dict[by
     if home is None or not dest.has_entry(home[0], home[1]):
         return {}
     where = (home[0], home[1])
-    manifest = dest.read_entry(*where).manifest
-    refs = [ref for _format, _count, ref in manifest.state.values()] + list(manifest.artifacts.values())
-    return {ref[1]: located(ref, where) for ref in refs if ref[0] == PACKED}
+    return {ref.oid: located(ref, where) for ref in dest.read_entry(*where).blob_refs() if isinstance(ref, PackedRef)}

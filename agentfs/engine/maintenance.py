@@ -13,7 +13,7 @@ from ..format import segment as fmt
 from ..format.entries import Entry
 from ..format.journal import decode_record
 from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
-from ..format.refs import PACKED, EntryAddress
+from ..format.refs import EntryAddress, PackedRef
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
 from ..fsutil import fsync_dir
@@ -154,13 +154,13 @@ def _check_refs(
     """Problems with what `entry` needs: its borrowed packed objects, and every object file its refs reach."""
     problems: list[Problem] = []
     for label, ref in entry.refs():
-        if ref[0] != PACKED:
+        if not isinstance(ref, PackedRef):
             continue
-        location = (ref[3], ref[4]) if len(ref) == 5 else home
-        if location != home and partial and not store.has_entry(*location):
+        packing = home if ref.entry is None else ref.entry
+        if packing != home and partial and not store.has_entry(*packing):
             continue  # not pulled yet
         try:
-            store.read_packed(ref[1], location)
+            store.read_packed(ref.oid, packing)
         except AgentFSError as exc:
             problems.append(Problem("missing", f"{where} {label}", str(exc)))
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+
+from ..format.refs import TreeChild
 
 
 class ObjectCache:
@@ -58,17 +59,17 @@ class HeldTrees:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._held: OrderedDict[bytes, list[list[Any]]] = OrderedDict()
+        self._held: OrderedDict[bytes, list[TreeChild]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, root: bytes) -> list[list[Any]] | None:
+    def get(self, root: bytes) -> list[TreeChild] | None:
         with self._lock:
             leaves = self._held.get(root)
             if leaves is not None:
                 self._held.move_to_end(root)
             return leaves
 
-    def add(self, trees: list[tuple[bytes, list[list[Any]]]]) -> None:
+    def add(self, trees: list[tuple[bytes, list[TreeChild]]]) -> None:
         with self._lock:
             for root, leaves in trees:
                 self._held[root] = leaves

@@ -48,7 +48,6 @@ OBJECTS, RUNS, FORKS = "objects", "runs", "forks"
 FORMAT1_NAMES = ((OBJECTS,), (RUNS,), (FORKS,), (LOCKS, "runs"), (LOCKS, "pruned"))
 GC_LOCK = (LOCKS, "gc.lock")  # format 1's writers hold it shared around every commit and prune
 FORKS_INDEXED = "indexed"
-RUN_DIRS = {"log": kinds.ENTRY, "journal": kinds.JOURNAL, "retired": kinds.RETIRED}
 BATCH_BYTES = 8 << 20  # records appended (and fdatasynced) together: bounds the memory the upgrade holds
 
 
@@ -194,7 +193,7 @@ def _records(root: Path, damaged: list[str]) -> Iterator[Record]:
     runs: set[str] = set()
     for run, directory in _run_dirs(root / RUNS):
         runs.add(run)
-        for subdir, kind in RUN_DIRS.items():
+        for subdir, kind in kinds.KIND_OF.items():  # format 1 kept each kind of record in a directory of its name
             for record_id in _record_ids(directory / subdir):
                 record = _run_record(directory / subdir / record_id, kind, run, record_id, damaged)
                 if record is not None:

@@ -14,7 +14,7 @@ import msgpack
 from ..errors import FormatError
 from . import codec
 from .manifest import Manifest
-from .refs import PACKED, EntryAddress, Ref
+from .refs import EntryAddress, PackedRef, Ref
 from .sealed import seal, unseal
 
 MAGIC = b"AFL"
@@ -30,18 +30,18 @@ class Entry:
 
     def refs(self) -> Iterator[tuple[str, Ref]]:
         """(label, blob ref) for every value and artifact of the checkpoint."""
-        for key, (_fmt, _count, ref) in self.manifest.state.items():
-            yield f"state[{key!r}]", ref
+        for key, value in self.manifest.state.items():
+            yield f"state[{key!r}]", value.blob
         for name, ref in self.manifest.artifacts.items():
             yield f"artifact {name!r}", ref
 
     def blob_refs(self) -> list[Ref]:
         """refs() without the labels, which cost a commit more than the refs (each one an f-string)."""
-        return [ref for _fmt, _count, ref in self.manifest.state.values()] + list(self.manifest.artifacts.values())
+        return self.manifest.blob_refs()
 
     def borrowed(self) -> set[EntryAddress]:
         """Other entries whose packed objects this checkpoint uses."""
-        return {(ref[3], ref[4]) for ref in self.blob_refs() if ref[0] == PACKED and len(ref) == 5}
+        return {ref.entry for ref in self.blob_refs() if isinstance(ref, PackedRef) and ref.entry is not None}
 
     def packed(self, oid: bytes, where: str) -> bytes:
         blob = self.pack.get(oid)

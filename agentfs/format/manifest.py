@@ -4,19 +4,38 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
 from ..errors import FormatError
 from ..names import check_id, check_name
-from .refs import Ref, check_ref
+from .refs import EntryAddress, Ref, decode_ref, encode_ref, located, same_bytes
 
 FORMAT = 1
 MAP_STATE = "map"  # a mapping stored key by key
 VALUE_STATE = "value"  # any other value, stored whole
 
-ValueRef = list[Any]  # [format, count, blob ref]: see serialization.values
+
+class ValueRef(NamedTuple):
+    """A state value: how its bytes encode it (`format`, and `items`, the item count: see serialization.values)
+    and where they are. On disk the msgpack array [format, count, blob ref] (decode_value_ref, encode_value_ref);
+    a named tuple as the refs are (format/refs.py), its count named `items` as tuple.count is taken."""
+
+    format: int
+    items: int
+    blob: Ref
+
+    def same_value(self, other: ValueRef) -> bool:
+        """Whether both hold the same encoded value, nothing read (refs.same_bytes, and its hazard)."""
+        return (self.format, self.items) == (other.format, other.items) and same_bytes(self.blob, other.blob)
+
+    def located(self, home: EntryAddress) -> ValueRef:
+        """The same value ref, valid from any entry (refs.located)."""
+        blob = located(self.blob, home)
+        return self if blob is self.blob else ValueRef(self.format, self.items, blob)
+
+
 # The largest value (one state key's, or a whole state's) in bytes, encoded: a writer refuses a larger one at
 # commit and a reader refuses a ref claiming more before reading it, so a value is never assembled past it
 # (a tree repeating one chunk can claim any size at the cost of a few objects). Large data goes in artifacts.
@@ -37,6 +56,10 @@ class Manifest:
     forked_from: list[str] | None = None
     schema: int | None = None  # the schema version the state was written with (absent: unversioned)
 
+    def blob_refs(self) -> list[Ref]:
+        """The blob ref of every value and artifact."""
+        return [value.blob for value in self.state.values()] + list(self.artifacts.values())
+
     def to_bytes(self) -> bytes:
         record = {
             "format": FORMAT,
@@ -46,8 +69,8 @@ class Manifest:
             "created": self.created,
             "writer": self.writer,
             "metadata": self.metadata,
-            "state": [self.state_kind, self.state],
-            "artifacts": self.artifacts,
+            "state": [self.state_kind, {key: encode_value_ref(value) for key, value in self.state.items()}],
+            "artifacts": {name: encode_ref(ref) for name, ref in self.artifacts.items()},
         }
         if self.forked_from is not None:
             record["forked_from"] = self.forked_from
@@ -71,11 +94,16 @@ def _field(record: dict[str, Any], name: str, kinds: type | tuple[type, ...], wh
     return value
 
 
-def check_value_ref(ref: Any, where: str) -> ValueRef:
-    if not (isinstance(ref, list) and len(ref) == 3 and isinstance(ref[0], int) and isinstance(ref[1], int)):
-        raise FormatError(f"{where}: malformed value reference {str(ref)[:120]}")
-    check_ref(ref[2], where)
-    return ref
+def decode_value_ref(raw: Any, where: str) -> ValueRef:
+    """The typed value ref of the msgpack array `raw`, refused unless well formed (as decode_ref)."""
+    if not (isinstance(raw, list) and len(raw) == 3 and isinstance(raw[0], int) and isinstance(raw[1], int)):
+        raise FormatError(f"{where}: malformed value reference {str(raw)[:120]}")
+    return ValueRef(raw[0], raw[1], decode_ref(raw[2], where))
+
+
+def encode_value_ref(value: ValueRef) -> list[Any]:
+    """The msgpack array of a value ref (decode_value_ref's inverse)."""
+    return [value.format, value.items, encode_ref(value.blob)]
 
 
 def _named(check: Callable[[], object], field: str, where: str) -> None:
@@ -107,14 +135,14 @@ def _validate(record: Any, where: str) -> Manifest:
         state = _field(record, "state", list, where)
         if len(state) != 2 or state[0] not in (MAP_STATE, VALUE_STATE) or not isinstance(state[1], dict):
             raise FormatError(f"{where}: manifest field 'state' is malformed")
-        for key, ref in state[1].items():
+        values: dict[str, ValueRef] = {}
+        for key, raw in state[1].items():
             if not isinstance(key, str):
                 raise FormatError(f"{where}: state key {key!r} is not a string")
-            check_value_ref(ref, f"{where} state[{key!r}]")
-        artifacts = _field(record, "artifacts", dict, where)
-        for name, ref in artifacts.items():
-            check_name(name, "artifact")
-            check_ref(ref, f"{where} artifact {name!r}")
+            values[key] = decode_value_ref(raw, f"{where} state[{key!r}]")
+        artifacts: dict[str, Ref] = {}
+        for name, raw in _field(record, "artifacts", dict, where).items():
+            artifacts[check_name(name, "artifact")] = decode_ref(raw, f"{where} artifact {name!r}")
     except FormatError:
         raise
     except ValueError as exc:  # InvalidName from a tampered record
@@ -127,7 +155,7 @@ def _validate(record: Any, where: str) -> Manifest:
         writer=_field(record, "writer", dict, where),
         metadata=_field(record, "metadata", bytes, where),
         state_kind=state[0],
-        state=state[1],
+        state=values,
         artifacts=artifacts,
         forked_from=forked_from,
         schema=schema,

@@ -1,18 +1,20 @@
 """Blob references: how a manifest points at bytes.
 
-A ref is a msgpack array whose first item is its kind:
-  [INLINE, data]                      the bytes themselves (tiny values)
-  [PACKED, oid, size]                 an object packed inside the same log entry
-  [PACKED, oid, size, run, id]        an object packed inside another log entry
-  [LOOSE, oid, size]                  objects/<oid>
-  [TREE, oid, size, depth]            objects/<oid> is a tree node: [[oid, size], ...] of chunks
-                                      (depth 1) or of nodes one level down
+On disk a ref is a msgpack array whose first item is its kind; in memory it is one of four typed values:
+  [INLINE, data]                      InlineRef(data): the bytes themselves (tiny values)
+  [PACKED, oid, size]                 PackedRef(oid, size): an object packed inside the same log entry
+  [PACKED, oid, size, run, id]        PackedRef(oid, size, (run, id)): inside another log entry
+  [LOOSE, oid, size]                  LooseRef(oid, size): an OBJECT record (objects/<oid> in format 1)
+  [TREE, oid, size, depth]            TreeRef(oid, size, depth): oid is a tree node: [[oid, size], ...] of
+                                      chunks (depth 1) or of nodes one level down
+`decode_ref` is the one place an array becomes a typed ref (checked: it may come from a tampered file),
+`encode_ref` the one place a typed ref becomes an array again; the bytes are the same both ways.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -29,47 +31,110 @@ NODE_BOUNDARY, NODE_LATE = 16, 2
 MAX_DEPTH = 8
 _MIX = 0x9E3779B97F4A7C15  # 2^64 / the golden ratio, odd (Fibonacci hashing): a product's top bits depend on every bit
 
-Ref = list[Any]
+
 EntryAddress = tuple[str, str]  # (run, checkpoint id) of a log entry (not engine/segments.py's FrameLocation, a place in a file)
+
+# The typed refs are named tuples, not frozen dataclasses: a manifest decodes two per value (its ValueRef and
+# blob ref), and a tuple is made in about half the time; with frozen dataclasses Manifest.from_bytes of 30
+# values took twice as long as with lists. Hazards: a tuple packs as a msgpack array without its kind, so a
+# ref reaches msgpack only through encode_ref (Manifest.to_bytes); and tuples compare by their items, so a
+# LooseRef equals a TreeChild of the same oid and size: compare refs with refs (same_bytes).
+
+
+class InlineRef(NamedTuple):
+    """The blob's bytes themselves, at most INLINE_MAX."""
+
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+class PackedRef(NamedTuple):
+    """An object packed inside a log entry: `entry`'s, or (None) the entry holding this ref."""
+
+    oid: bytes
+    size: int
+    entry: EntryAddress | None = None
+
+
+class LooseRef(NamedTuple):
+    """An object in one piece, its own OBJECT record."""
+
+    oid: bytes
+    size: int
+
+
+class TreeRef(NamedTuple):
+    """A chunk tree: `oid` is its root node, `depth` levels above the chunks (1: its children are chunks)."""
+
+    oid: bytes
+    size: int
+    depth: int
+
+
+Ref = InlineRef | PackedRef | LooseRef | TreeRef
+
+
+class TreeChild(NamedTuple):
+    """One child of a tree node: a chunk's id (the node at depth 1) or a node's one level down, and the bytes
+    below it. A tuple, so a node's children pack as msgpack arrays [[oid, size], ...] as they are."""
+
+    oid: bytes
+    size: int
 ReadPacked = Callable[[bytes, EntryAddress], bytes]
 
 
-def check_ref(ref: Any, where: str) -> Ref:
-    """`ref` if well formed; refs come from files that may have been tampered with."""
-    ok = isinstance(ref, list) and ref and isinstance(ref[0], int)
-    if ok and ref[0] == INLINE:
-        ok = len(ref) == 2 and isinstance(ref[1], bytes) and len(ref[1]) <= INLINE_MAX
-    elif ok and ref[0] in (PACKED, LOOSE, TREE):
-        ok = len(ref) >= 3 and isinstance(ref[1], bytes) and len(ref[1]) == 32
-        ok = ok and isinstance(ref[2], int) and ref[2] >= 0
-        if ok and ref[0] == PACKED and len(ref) == 5:
-            ok = isinstance(ref[3], str) and isinstance(ref[4], str)
-            if ok:
-                check_name(ref[3], "run")
-                check_id(ref[4])
-        elif ok and ref[0] == TREE:
-            ok = len(ref) == 4 and isinstance(ref[3], int) and 1 <= ref[3] <= MAX_DEPTH
-        elif ok:
-            ok = len(ref) == 3
-    else:
-        ok = False
-    if not ok:
-        raise FormatError(f"{where}: malformed blob reference {str(ref)[:120]}")
-    return ref
+def decode_ref(raw: Any, where: str) -> Ref:
+    """The typed ref of the msgpack array `raw`, refused unless well formed: refs come from files that may have
+    been tampered with (tests/test_format_refs.py, test_malformed_refs_are_refused)."""
+    kind = raw[0] if isinstance(raw, list) and raw and isinstance(raw[0], int) else None
+    if kind == INLINE:
+        if len(raw) == 2 and isinstance(raw[1], bytes) and len(raw[1]) <= INLINE_MAX:
+            return InlineRef(raw[1])
+    elif kind in (PACKED, LOOSE, TREE) and len(raw) >= 3:
+        oid, size = raw[1], raw[2]
+        if isinstance(oid, bytes) and len(oid) == 32 and isinstance(size, int) and size >= 0:
+            if kind == PACKED and len(raw) == 5:
+                run, checkpoint_id = raw[3], raw[4]
+                if isinstance(run, str) and isinstance(checkpoint_id, str):
+                    return PackedRef(oid, size, (check_name(run, "run"), check_id(checkpoint_id)))
+            elif kind == TREE:
+                if len(raw) == 4 and isinstance(raw[3], int) and 1 <= raw[3] <= MAX_DEPTH:
+                    return TreeRef(oid, size, raw[3])
+            elif len(raw) == 3:
+                return PackedRef(oid, size) if kind == PACKED else LooseRef(oid, size)
+    raise FormatError(f"{where}: malformed blob reference {str(raw)[:120]}")
 
 
-def ref_size(ref: Ref) -> int:
-    return len(ref[1]) if ref[0] == INLINE else ref[2]
+def encode_ref(ref: Ref) -> list[Any]:
+    """The msgpack array of a typed ref (decode_ref's inverse)."""
+    if isinstance(ref, InlineRef):
+        return [INLINE, ref.data]
+    if isinstance(ref, PackedRef):
+        return [PACKED, ref.oid, ref.size] if ref.entry is None else [PACKED, ref.oid, ref.size, *ref.entry]
+    if isinstance(ref, LooseRef):
+        return [LOOSE, ref.oid, ref.size]
+    return [TREE, ref.oid, ref.size, ref.depth]
+
+
+def same_bytes(a: Ref, b: Ref) -> bool:
+    """Whether two refs name the same bytes, nothing read: the same inline bytes, or the same object id wherever
+    it is packed. Hazard: the same bytes cut with other chunking parameters get another tree id, and differ here."""
+    if isinstance(a, InlineRef) or isinstance(b, InlineRef):
+        return a == b
+    return a.oid == b.oid
 
 
 def located(ref: Ref, home: EntryAddress) -> Ref:
     """The same ref, valid from any entry: a packed object keeps the address of its entry."""
-    if ref[0] == PACKED and len(ref) == 3:
-        return [PACKED, ref[1], ref[2], home[0], home[1]]
+    if isinstance(ref, PackedRef) and ref.entry is None:
+        return PackedRef(ref.oid, ref.size, home)
     return ref
 
 
-def parse_node(data: bytes, oid: bytes, where: str) -> list[list[Any]]:
+def parse_node(data: bytes, oid: bytes, where: str) -> list[TreeChild]:
     """A tree node's children [[oid, size], ...], from its verified bytes."""
     try:
         children = msgpack.unpackb(data, raw=False, use_list=True)
@@ -81,7 +146,7 @@ def parse_node(data: bytes, oid: bytes, where: str) -> list[list[Any]]:
     )
     if not valid or not children:
         raise FormatError(f"{where}: tree node {oid.hex()} is malformed")
-    return children
+    return [TreeChild(child, size) for child, size in children]
 
 
 def node_ends(count: int, size: int, previous_size: int) -> bool:
@@ -116,6 +181,6 @@ def node_ends(count: int, size: int, previous_size: int) -> bool:
     return mixed < (1 << 32) // (NODE_LATE if count >= NODE_TARGET else NODE_BOUNDARY)
 
 
-def encode_node(children: list[list[Any]]) -> bytes:
+def encode_node(children: Sequence[TreeChild]) -> bytes:
     """A tree node's bytes: its children [[oid, size], ...] as a msgpack array."""
     return msgpack.packb(children, use_bin_type=True)

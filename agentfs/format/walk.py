@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 from ..errors import AgentFSError
-from .refs import LOOSE, TREE, Ref
+from .refs import LooseRef, Ref, TreeChild, TreeRef
 
 OBJECT, NODE, CHUNK = "object", "node", "chunk"
 
-Children = list[list[Any]]  # a tree node's [[oid, size], ...]
+Children = list[TreeChild]  # a tree node's
 ReadNodes = Callable[[list["Reached"]], list["Children | AgentFSError"]]
 
 
@@ -43,14 +42,13 @@ def reach(refs: Iterable[tuple[str, Ref]], read_nodes: ReadNodes, seen: set[byte
     """
     level: list[Reached] = []
     for label, ref in refs:
-        kind, oid = ref[0], ref[1]
-        if kind not in (LOOSE, TREE) or oid in seen:
+        if not isinstance(ref, (LooseRef, TreeRef)) or ref.oid in seen:
             continue
-        seen.add(oid)
-        if kind == LOOSE:
-            yield Reached(oid, OBJECT, label)
+        seen.add(ref.oid)
+        if isinstance(ref, LooseRef):
+            yield Reached(ref.oid, OBJECT, label)
         else:
-            node = Reached(oid, NODE, label, ref[3])
+            node = Reached(ref.oid, NODE, label, ref.depth)
             yield node
             level.append(node)
     while level:

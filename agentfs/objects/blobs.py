@@ -14,20 +14,20 @@ from ..errors import FormatError, SerializationError
 from ..format import chunking, codec
 from ..format.manifest import MAX_VALUE
 from ..format.refs import (
-    INLINE,
     INLINE_MAX,
-    LOOSE,
     MAX_DEPTH,
     PACK_MAX,
-    PACKED,
-    TREE,
     EntryAddress,
+    InlineRef,
+    LooseRef,
+    PackedRef,
     ReadPacked,
     Ref,
+    TreeChild,
+    TreeRef,
     encode_node,
     node_ends,
     parse_node,
-    ref_size,
 )
 from ..format.segment import Record
 
@@ -48,7 +48,7 @@ class BlobWriter:
         self._writer: ObjectWriter | None = None
         self.reuse = reuse  # oid -> located ref already in the store (the parent's values)
         self.pack: dict[bytes, bytes] = {}
-        self.trees: list[tuple[bytes, list[list[Any]]]] = []  # (root, chunks) of the trees put_after made
+        self.trees: list[tuple[bytes, list[TreeChild]]] = []  # (root, chunks) of the trees put_after made
 
     @property
     def writer(self) -> ObjectWriter:
@@ -62,14 +62,14 @@ class BlobWriter:
 
     def put(self, data: bytes, params: chunking.ChunkParams | None = None) -> Ref:
         if len(data) <= INLINE_MAX:
-            return [INLINE, bytes(data)]
+            return InlineRef(bytes(data))
         if len(data) <= PACK_MAX:
             oid = self.hasher(data)
             if oid in self.reuse:
                 return self.reuse[oid]
             if oid not in self.pack:
                 self.pack[oid] = codec.encode(data, in_entry=True)
-            return [PACKED, oid, len(data)]
+            return PackedRef(oid, len(data))
         if params is None:
             params = chunking.LARGE if len(data) > chunking.LARGE_VALUE else chunking.SMALL
         return self._tree(chunking.cut_bytes(params, data))
@@ -78,14 +78,14 @@ class BlobWriter:
         """Whether the store holds every object of `oids` (each made durable, as add() does): a blob may refer to them unwritten."""
         return all(self.writer.reuse(oid) for oid in oids)
 
-    def put_after(self, kept: list[list[Any]], tail: bytes, params: chunking.ChunkParams) -> Ref:
+    def put_after(self, kept: list[TreeChild], tail: bytes, params: chunking.ChunkParams) -> Ref:
         """The ref of a blob whose first chunks are `kept` ([id, size] each, which the store `holds`) and whose
         remaining bytes, `tail`, are cut with `params`: that of the whole blob when `kept` are its chunks up to
         a final cut (core/extend.py)."""
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunking.cut_bytes(params, tail)]
-        leaves = kept + [[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending]
+        leaves = kept + [TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending]
         ref = self._root(leaves)
-        self.trees.append((ref[1], leaves))
+        self.trees.append((ref.oid, leaves))
         return ref
 
     def put_stream(self, stream: IO[Any]) -> Ref:
@@ -96,8 +96,8 @@ class BlobWriter:
             return self.put(head, chunking.LARGE)
         return self._root(self._stream_chunks(stream, head))
 
-    def _stream_chunks(self, stream: IO[Any], head: bytes) -> list[list[Any]]:
-        """[id, size] of each chunk of `stream` (whose first bytes, `head`, were read from it already).
+    def _stream_chunks(self, stream: IO[Any], head: bytes) -> list[TreeChild]:
+        """(id, size) of each chunk of `stream` (whose first bytes, `head`, were read from it already).
 
         It is read into STREAM_BLOCKS blocks in turn; each block's chunks are stored on the pool, in
         jobs of STREAM_GROUP bytes or more, straight from the block (never copied), and the block is
@@ -123,18 +123,18 @@ class BlobWriter:
             carry, previous = block.view[covered:filled], block
         if previous is not None:
             previous.release()
-        return [[oid, size] for future, sizes in stored for oid, size in zip(future.result(), sizes, strict=True)]
+        return [TreeChild(oid, size) for future, sizes in stored for oid, size in zip(future.result(), sizes, strict=True)]
 
     def _tree(self, chunks: Iterator[memoryview]) -> Ref:
         """A chunk tree of views of immutable bytes (cut_bytes): handed to the pool uncopied."""
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
-        return self._root([[oid if isinstance(oid, bytes) else oid.result(), size] for oid, size in pending])
+        return self._root([TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending])
 
-    def _root(self, level: list[list[Any]]) -> Ref:
-        """The ref of a blob whose chunks are `level` ([id, size] each, in order): LOOSE or a tree above them."""
-        size = sum(child[1] for child in level)
+    def _root(self, level: list[TreeChild]) -> LooseRef | TreeRef:
+        """The ref of a blob whose chunks are `level` (in order): LOOSE or a tree above them."""
+        size = sum(child.size for child in level)
         if len(level) == 1:
-            return [LOOSE, level[0][0], size]
+            return LooseRef(level[0].oid, size)
         depth = 0
         while len(level) > 1:
             depth += 1
@@ -144,16 +144,16 @@ class BlobWriter:
                     f"({len(level):,} nodes at depth {MAX_DEPTH})"
                 )
             level = self._group(level)
-        return [TREE, level[0][0], size, depth]
+        return TreeRef(level[0].oid, size, depth)
 
-    def _group(self, children: list[list[Any]]) -> list[list[Any]]:
-        nodes: list[list[Any]] = []
-        current: list[list[Any]] = []
+    def _group(self, children: list[TreeChild]) -> list[TreeChild]:
+        nodes: list[TreeChild] = []
+        current: list[TreeChild] = []
         previous_size = -1
         for child in children:
             current.append(child)
-            ends = node_ends(len(current), child[1], previous_size)
-            previous_size = child[1]
+            ends = node_ends(len(current), child.size, previous_size)
+            previous_size = child.size
             if ends:
                 nodes.append(self._node(current))
                 current = []
@@ -161,8 +161,8 @@ class BlobWriter:
             nodes.append(self._node(current))
         return nodes
 
-    def _node(self, children: list[list[Any]]) -> list[Any]:
-        return [self.writer.add(encode_node(children)), sum(child[1] for child in children)]
+    def _node(self, children: list[TreeChild]) -> TreeChild:
+        return TreeChild(self.writer.add(encode_node(children)), sum(child.size for child in children))
 
 
 # a stream is read STREAM_BLOCK bytes at a time into one of STREAM_BLOCKS blocks, and its chunks stored in
@@ -268,23 +268,22 @@ class BlobReader:
         total = 0
         for chunk in self._chunks(ref, home, where):
             total += len(chunk)
-            if total > ref_size(ref):
-                raise FormatError(f"{where}: blob holds over {total} bytes, its reference says {ref_size(ref)}")
+            if total > ref.size:
+                raise FormatError(f"{where}: blob holds over {total} bytes, its reference says {ref.size}")
             yield chunk
-        if total != ref_size(ref):
-            raise FormatError(f"{where}: blob holds {total} bytes, its reference says {ref_size(ref)}")
+        if total != ref.size:
+            raise FormatError(f"{where}: blob holds {total} bytes, its reference says {ref.size}")
 
     def _chunks(self, ref: Ref, home: EntryAddress, where: str) -> Iterator[bytes]:
-        kind = ref[0]
-        if kind == INLINE:
-            yield ref[1]
-        elif kind == PACKED:
-            location = (ref[3], ref[4]) if len(ref) == 5 else home
-            yield self.db.cache.get(ref[1], lambda oid: self.read_packed(oid, location))
-        elif kind == LOOSE:
-            yield self.db.cache.get(ref[1], self.db.read)
+        if isinstance(ref, InlineRef):
+            yield ref.data
+        elif isinstance(ref, PackedRef):
+            entry = home if ref.entry is None else ref.entry
+            yield self.db.cache.get(ref.oid, lambda oid: self.read_packed(oid, entry))
+        elif isinstance(ref, LooseRef):
+            yield self.db.cache.get(ref.oid, self.db.read)
         else:
-            yield from self._read_ahead(self._leaves(ref[1], ref[3], ref[2], where), where)
+            yield from self._read_ahead(self._leaves(ref.oid, ref.depth, ref.size, where), where)
 
     def _leaves(self, oid: bytes, depth: int, size: int, where: str) -> Iterator[tuple[bytes, int]]:
         """(id, size) of a tree's chunks, in order; the node `oid` must hold `size` bytes in all."""
@@ -328,8 +327,8 @@ class BlobReader:
     def read(self, ref: Ref, home: EntryAddress, where: str) -> bytes:
         """A value's bytes, whole: refused before a byte is read if its reference claims more than the largest
         value (MAX_VALUE), which a tree repeating one chunk can claim at the cost of a few objects."""
-        if ref_size(ref) > MAX_VALUE:
-            raise FormatError(f"{where}: its reference claims {ref_size(ref)} bytes, over the largest value ({MAX_VALUE})")
+        if ref.size > MAX_VALUE:
+            raise FormatError(f"{where}: its reference claims {ref.size} bytes, over the largest value ({MAX_VALUE})")
         return b"".join(self.chunks(ref, home, where))
 
 

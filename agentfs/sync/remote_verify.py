@@ -13,7 +13,7 @@ from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec
 from ..format.entries import Entry, decode_entry_at
 from ..format.keys import LOG_RECORDS
-from ..format.refs import PACKED, EntryAddress, parse_node
+from ..format.refs import EntryAddress, PackedRef, parse_node
 from ..format.walk import NODE, Children, Reached, reach
 from .leftovers import list_leftovers
 from .pack_remote import PackRemote
@@ -47,8 +47,9 @@ class _Walk:
     def _refs(self, entry: Entry, where: str) -> list[Problem]:
         problems: list[Problem] = []
         for label, ref in entry.refs():
-            if ref[0] == PACKED and len(ref) == 5 and (ref[3], ref[4]) not in self.entries:
-                problems.append(Problem("missing", f"{where} {label}", f"borrows from entry {ref[3]}@{ref[4]}, which is not on the remote"))
+            if isinstance(ref, PackedRef) and ref.entry is not None and ref.entry not in self.entries:
+                lender = "@".join(ref.entry)
+                problems.append(Problem("missing", f"{where} {label}", f"borrows from entry {lender}, which is not on the remote"))
         labelled = ((f"{where} {label}", ref) for label, ref in entry.refs())
         for reached in reach(labelled, lambda nodes: [self._node(node) for node in nodes], self.seen):
             if reached.error is not None:

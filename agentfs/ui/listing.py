@@ -9,7 +9,6 @@ from pathlib import Path
 
 import agentfs
 
-from ..format.refs import ref_size
 from ..integrations.conversations import SESSION_PREFIX
 from ..integrations.langgraph_layout import Layout
 from ..integrations.langgraph_threads import DEFAULT_PREFIX, ThreadRuns
@@ -154,8 +153,7 @@ class RunsPage:
             head = self.store.run(name).latest()
             if head is not None and (newest is None or head.created > newest):
                 newest = head.created
-                manifest = head.manifest
-                size = sum(ref_size(ref) for _fmt, _count, ref in manifest.state.values()) + sum(map(ref_size, manifest.artifacts.values()))
+                size = head.stored_size
                 metadata = head.metadata
             for url, index in remotes:
                 pending[url] += sum((name, checkpoint_id) not in index.entries for checkpoint_id in ids)

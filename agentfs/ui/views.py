@@ -11,7 +11,6 @@ from typing import Any
 import agentfs
 
 from ..core.value_changes import value_changes
-from ..format.refs import ref_size
 from .lineage import Heads
 from .listing import AUDIT_PREFIX
 from .previews import ArtifactPreview, Node, jsonable, preview_artifact, tree
@@ -141,8 +140,7 @@ def checkpoint_view(store: agentfs.Store, run: str, checkpoint_id: str) -> Check
     checkpoint = store.run(run).get(checkpoint_id)
     keys = []
     total = 0
-    for key, (_fmt, _count, ref) in sorted(checkpoint.manifest.state.items()):
-        size = ref_size(ref)
+    for key, size in sorted(checkpoint.value_sizes().items()):
         total += size
         node = None if size > LAZY_STATE_BYTES else tree(checkpoint.value(key), key or "(state)", [key], 0)
         keys.append(StateKey(key, size, node))
@@ -177,19 +175,19 @@ class DiffView:
 
 def diff_view(store: agentfs.Store, a: agentfs.Checkpoint, b: agentfs.Checkpoint) -> DiffView:
     """Keys whose stored object differs are decoded and compared; equal refs are equal values without reading them."""
-    old, new = a.manifest.state, b.manifest.state
+    old, new = a.value_sizes(), b.value_sizes()
     keys = [KeyChange(key, "added", [f"+ {preview(b.value(key))}"]) for key in sorted(new.keys() - old.keys())]
     keys += [KeyChange(key, "removed", [f"- {preview(a.value(key))}"]) for key in sorted(old.keys() - new.keys())]
     unchanged = 0
     for key in sorted(old.keys() & new.keys()):
-        if old[key][2] == new[key][2]:
+        if a.same_value(key, b):
             unchanged += 1
             continue
         keys.append(KeyChange(key, "changed", _changes(a.value(key), b.value(key))))
     artifacts = []
     for name in sorted(a.artifacts.keys() | b.artifacts.keys()):
-        before, after = a.manifest.artifacts.get(name), b.manifest.artifacts.get(name)
-        if before == after:
+        before, after = a.artifacts.get(name), b.artifacts.get(name)
+        if before is not None and after is not None and before.same_content(after):
             continue
         change = "added" if before is None else "removed" if after is None else "changed"
         artifacts.append(ArtifactChange(name, change, _text_diff(a, b, name) if change == "changed" else []))

@@ -33,7 +33,6 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...core.checkpoint import Checkpoint as Commit
 from ...errors import FormatError
-from ...format.refs import INLINE, PACKED
 from ...names import check_id
 
 VALUE, ITEMS, DELTA = "v:", "l:", "d:"
@@ -79,7 +78,7 @@ class CommitValues:
             self._keep(commit, key, value)
 
     def _keep(self, commit: Commit, key: str, value: Any) -> None:
-        if commit.manifest.state[key][2][0] in (INLINE, PACKED):
+        if commit.value_in_entry(key):
             with self._lock:
                 self._recent[(commit.run, commit.id, key)] = value
                 if len(self._recent) > RECENT_VALUES:
@@ -88,7 +87,7 @@ class CommitValues:
 
 def state_of(commit: Commit, read: Read) -> dict[str, Any]:
     """A mapping state key by key through `read` (a state that is not a mapping comes back as {"": value})."""
-    return {key: read(commit, key) for key in commit.manifest.state}
+    return {key: read(commit, key) for key in commit.value_keys()}
 
 
 def new_write_batch(serde: SerializerProtocol, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> dict[str, Any]:
@@ -111,7 +110,7 @@ def typed(raw: Any, where: str) -> Typed:
 def list_record(commit: Commit, channel: str) -> tuple[str, Any] | None:
     """(key, stored record) of `channel` in `commit` if it holds the channel as a list, else None."""
     for key in (ITEMS + channel, DELTA + channel):
-        if key in commit.manifest.state:
+        if commit.has_value(key):
             return key, commit.value(key)
     return None
 
@@ -160,7 +159,7 @@ def standalone(commit: Commit, channel: str, get: Get) -> dict[str, Any]:
 
 
 def whole(commit: Commit, channel: str, read: Read = own_value) -> Any:
-    if VALUE + channel not in commit.manifest.state:
+    if not commit.has_value(VALUE + channel):
         raise FormatError(f"{commit} holds no value for channel {channel!r}")
     return read(commit, VALUE + channel)
 
@@ -181,7 +180,7 @@ def array_header(count: int) -> bytes:
 
 
 def load_typed(serde: SerializerProtocol, commit: Commit, key: str, read: Read = own_value) -> Any:
-    if key not in commit.manifest.state:
+    if not commit.has_value(key):
         raise FormatError(f"{commit} is not a LangGraph checkpoint (no {key!r})")
     return serde.loads_typed(typed(read(commit, key), f"{commit} {key}"))
 
@@ -196,7 +195,7 @@ def blobs(raw: Any, where: str) -> Blobs:
 
 
 def commit_blobs(commit: Commit, read: Read = own_value) -> Blobs:
-    if "blobs" not in commit.manifest.state:
+    if not commit.has_value("blobs"):
         raise FormatError(f"{commit} is not a LangGraph checkpoint (no channel locations)")
     return blobs(read(commit, "blobs"), str(commit))
 

@@ -48,7 +48,7 @@ def channel_value(
     listed = lists.kept(run.name, holder or commit.id, channel)
     if listed is None:
         source = commit if holder is None else run.get(holder)
-        listed = None if records.VALUE + channel in source.manifest.state else lists.recall(serde, run, source.id, channel)
+        listed = None if source.has_value(records.VALUE + channel) else lists.recall(serde, run, source.id, channel)
         if listed is None:
             return serde.loads_typed(records.typed(records.whole(source, channel, read), str(commit)))
     return list_values.load(serde, listed)

@@ -417,7 +417,7 @@ def _state(entries: list[Entry] | agentfs.Extend, usage: Usage) -> dict[str, Any
 
 
 def _usage_of(checkpoint: agentfs.Checkpoint) -> Usage:
-    return checkpoint.value(USAGE) if USAGE in checkpoint.manifest.state else {}
+    return checkpoint.value(USAGE) if checkpoint.has_value(USAGE) else {}
 
 
 def _newest_prefix(run: agentfs.Run, kept: list[Entry]) -> agentfs.Checkpoint | None:
