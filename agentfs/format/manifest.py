@@ -10,7 +10,7 @@ import msgpack
 
 from ..errors import FormatError
 from ..names import check_id, check_name
-from .refs import EntryAddress, Ref, decode_ref, encode_ref, located, same_bytes
+from .refs import EntryAddress, Ref, decode_ref, encode_ref, located, same_bytes, tuple_new
 
 FORMAT = 1
 MAP_STATE = "map"  # a mapping stored key by key
@@ -98,7 +98,7 @@ def decode_value_ref(raw: Any, where: str) -> ValueRef:
     """The typed value ref of the msgpack array `raw`, refused unless well formed (as decode_ref)."""
     if not (isinstance(raw, list) and len(raw) == 3 and isinstance(raw[0], int) and isinstance(raw[1], int)):
         raise FormatError(f"{where}: malformed value reference {str(raw)[:120]}")
-    return ValueRef(raw[0], raw[1], decode_ref(raw[2], where))
+    return tuple_new(ValueRef, (raw[0], raw[1], decode_ref(raw[2], where)))  # tuple.__new__: see format/refs.py
 
 
 def encode_value_ref(value: ValueRef) -> list[Any]:
