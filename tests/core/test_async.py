@@ -1,4 +1,4 @@
-"""The async twins (issue 13, part 1): same results and errors as the blocking calls, the loop kept free.
+"""The async twins: same results and errors as the blocking calls, the loop kept free.
 
 Each test drives its own event loop with asyncio.run. Shown here: the twins agree with the sync
 calls on one store; a ticker task keeps running on time while a large artifact is committed; at

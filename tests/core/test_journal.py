@@ -64,7 +64,7 @@ def must_not_run(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("the recorded result should have been returned instead")
 
 
-# the acceptance test: real processes, SIGKILL
+# the crash test: real processes, SIGKILL
 
 
 def _expected(i: int) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""Retention (acceptance 4): prune, delete, the store policy, and their guarantees under concurrency."""
+"""Retention: prune, delete, the store policy, and their guarantees under concurrency."""
 
 from __future__ import annotations
 

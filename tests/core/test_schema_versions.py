@@ -1,4 +1,4 @@
-"""Schema versions (acceptance 3): old checkpoints load migrated, newer ones are refused, nothing is rewritten."""
+"""Schema versions: old checkpoints load migrated, newer ones are refused, nothing is rewritten."""
 
 from __future__ import annotations
 

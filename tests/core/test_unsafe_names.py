@@ -1,4 +1,4 @@
-"""Acceptance 2: run and artifact names that could escape the store, or are not portable, are refused before any write."""
+"""Run and artifact names that could escape the store, or are not portable, are refused before any write."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """store.watch() and `agentfs sync URL --watch --on-commit CMD` against commits from other processes.
 
-Acceptance: watch sees commits from another process within a second; --on-commit runs once per
+Promised: watch sees commits from another process within a second; --on-commit runs once per
 checkpoint, with the run and id passed to it. Commit times are taken in the committing process
 (time.time_ns() when commit returned) and compared with when this process saw the checkpoint.
 """
@@ -30,7 +30,7 @@ from tests.sync.test_sync_daemon import AGENTFS_COMMAND, HELPERS, Proc, processe
 __all__ = ["processes"]  # a fixture, used by name
 
 Seen = tuple[str, str, int]  # run, id, time_ns
-WITHIN = 1.0  # the acceptance bound, seconds from commit to watch
+WITHIN = 1.0  # the promised bound, seconds from commit to watch
 
 
 # helpers

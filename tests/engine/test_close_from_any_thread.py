@@ -1,4 +1,4 @@
-"""close() from any thread at any time (issue 18, what to build 2): reads running in other threads finish or raise
+"""close() from any thread at any time: reads running in other threads finish or raise
 StoreClosed, never a bare OSError/ValueError from a descriptor closed under them; a thread that holds a run or
 journal lock and closes the store does not deadlock with another thread's commit waiting for that lock. Real
 stores, real threads; every wait is bounded, so a hang fails the test instead of stalling the suite."""

@@ -1,4 +1,4 @@
-"""The commit path at speed (issue 10): one look at other writers' records per commit, taken under the
+"""The commit path at speed: one look at other writers' records per commit, taken under the
 run's stripe lock, and a commit that chose what to reuse from a stale index starts over instead of
 naming what another process retired or compacted away meanwhile.
 

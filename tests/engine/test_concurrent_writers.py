@@ -1,4 +1,4 @@
-"""Concurrency (acceptance 4): several processes commit to one store, and to one run, at once.
+"""Concurrency: several processes commit to one store, and to one run, at once.
 
 Writers are real processes (tests/helpers/writer.py) released together; each reports the ids its
 commits returned. Nothing may be lost, each run must stay one linear chain (the per-run lock makes

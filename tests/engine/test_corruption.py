@@ -1,4 +1,4 @@
-"""Acceptance 6: a flipped, truncated, emptied or missing object or log entry is never returned as data.
+"""A flipped, truncated, emptied or missing object or log entry is never returned as data.
 
 Reading what it belongs to raises a clear agentfs error naming it, `verify()` names it, and whatever does not
 depend on it still loads.

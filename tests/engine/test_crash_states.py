@@ -1,4 +1,4 @@
-"""Power loss at every sync and acknowledgement point (DESIGN.md invariant 1, issue 10).
+"""Power loss at every sync and acknowledgement point (docs/DESIGN.md, invariant 1).
 
 Each workload runs as real processes under strace; every state the strict POSIX model allows after
 a cut is checked through the public API (tests/crashsim/README.md). Bounded by default (every

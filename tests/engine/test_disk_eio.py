@@ -1,4 +1,4 @@
-"""A failing disk (issue 18, what to build 2: "ENOSPC and EIO errors name the path and the operation"): a store on a
+"""A failing disk (EIO errors name the path and the operation): a store on a
 small loop-mounted ext4 whose loop device is cut short under it (LOOP_SET_STATUS64 with a size limit of 1 MiB),
 so every read and write of the store's blocks past it fails with EIO in the block layer, as a dying disk's would,
 then given its size back. A commit and a read under EIO each fail with one StorageError line naming the segment

@@ -1,4 +1,4 @@
-"""A full disk (issue 18, acceptance 2 and the gc bullet): a small ext4 image, loop-mounted, filled by commits and
+"""A full disk, for commits and gc: a small ext4 image, loop-mounted, filled by commits and
 gc until ENOSPC. Every error names its path and operation; a failed gc leaves the store as it was (its partial
 output removed, its space returned); once space is freed every commit that returned reads back after a reopen,
 verify is clean and commits go on. Needs root and loop devices: skipped (with why) only where they are missing,

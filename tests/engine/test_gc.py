@@ -1,4 +1,4 @@
-"""gc (acceptance 7): unreferenced objects past the grace period go; everything else stays.
+"""gc: unreferenced objects past the grace period go; everything else stays.
 
 Orphans are made the way a crashed commit leaves them: objects gathered by the store's own
 ObjectWriter/BlobWriter and appended with no log entry pointing at them. Ages are set through

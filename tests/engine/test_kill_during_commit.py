@@ -1,4 +1,4 @@
-"""Crash safety (acceptance 3): kill -9 a committing writer at random moments, again and again.
+"""Crash safety: kill -9 a committing writer at random moments, again and again.
 
 After every kill: verify() is clean, latest() loads, every commit the writer reported as returned is
 there with exactly the state it wrote, and the run is still one unbroken chain (steps 0..n, each

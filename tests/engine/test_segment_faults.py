@@ -1,4 +1,4 @@
-"""Damaged disks and shutdown (issue 18, what to build 1 and 2): a truncated sealed segment, close during a
+"""Damaged disks and shutdown: a truncated sealed segment, close during a
 commit, a crash at a segment rollover, debris and foreign entries in segments/, `init` over a store whose
 config was lost, `agentfs.open` of a file. Real stores, real threads, SIGKILLed processes, the CLI.
 The disk-full cases are in tests/engine/test_disk_full.py."""

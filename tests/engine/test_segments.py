@@ -1,4 +1,4 @@
-"""Format-2 segment files on their own (issue 10, part 2): frames, batches, sealing, adoption, durability.
+"""Format-2 segment files on their own: frames, batches, sealing, adoption, durability.
 
 Real files, real processes (SIGKILL, two writers at once), strace for syscall counts and bytes read,
 and the crash-state harness (tests/crashsim) for power loss.

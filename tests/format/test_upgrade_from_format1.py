@@ -1,4 +1,4 @@
-"""`agentfs upgrade` (issue 10, part 4): a format-1 store made by the format-1 code becomes format 2 in place.
+"""`agentfs upgrade`: a format-1 store made by the format-1 code becomes format 2 in place.
 
 The store is the committed test data (tests/data/format1-store.tar.gz); the upgrade runs as the real
 CLI in a real process; segments are checked with raw reads, record by record, byte for byte, against

@@ -1,4 +1,4 @@
-"""Two failures LangGraph's own suite found (issue 12), each on a real graph, sync and async.
+"""Two failures LangGraph's own suite found, each on a real graph, sync and async.
 
 - A copy-fork (`update_state(config, None, as_node="__copy__")`) is saved under its source's parent
   with `new_versions={}`: its values must still come back, so running the fork does its work again.

@@ -1,4 +1,4 @@
-"""A large artifact is cut, hashed and compressed on the store's pool (issue 10): what is stored must
+"""A large artifact is cut, hashed and compressed on the store's pool: what is stored must
 be what one thread doing it chunk after chunk stores, also when several threads commit at once and
 when appends of gathered objects overlap; reading back decompresses chunks ahead on the pool.
 

@@ -1,4 +1,4 @@
-"""Dedup (acceptance 5): storage grows with what changed, measured on the raw files of the store.
+"""Dedup: storage grows with what changed, measured on the raw files of the store.
 
 A conversation that grows by one message a step must cost about its own size, not a copy per step;
 an unchanged 50 MB artifact must cost nothing but a log entry; a one-byte edit only its chunk.

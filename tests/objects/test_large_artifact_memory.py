@@ -1,4 +1,4 @@
-"""Memory (acceptance 8): a 1 GB artifact commits and reads back in bounded memory.
+"""Memory: a 1 GB artifact commits and reads back in bounded memory.
 
 A separate process (tests/helpers/memory_probe.py) commits the file by path and from an open
 binary file, streams it back with Artifact.open() and Artifact.save(), and reports the increase of

@@ -1,4 +1,4 @@
-"""Acceptance 1: every supported type, nested, survives commit and load exactly; nothing else is stored.
+"""Every supported type, nested, survives commit and load exactly; nothing else is stored.
 
 Values are compared type-exactly (`assert_same`), because 1 == 1.0 == True and Decimal("1.0") == Decimal("1")
 in Python. Loads always go through a freshly opened store, so nothing is served from the writer's memory.

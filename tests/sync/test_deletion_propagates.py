@@ -1,4 +1,4 @@
-"""Issue 11, second half: deletion propagates, and one damaged entry never blocks the store.
+"""Deletion propagates, and one damaged entry never blocks the store.
 
 Real stores in real directories, a file remote, the `agentfs` CLI as a subprocess.
 """

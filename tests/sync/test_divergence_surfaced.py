@@ -1,4 +1,4 @@
-"""Issue 11, second half: divergence is surfaced. Two machines (two stores) append to the same parent
+"""Divergence is surfaced. Two machines (two stores) append to the same parent
 through one file remote; run.heads(), pull, sync, status and `log --graph` all say so."""
 
 from __future__ import annotations

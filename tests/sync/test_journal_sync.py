@@ -1,4 +1,4 @@
-"""The journal travels with the run (acceptance 2): pushed to S3, pulled elsewhere, the same `once` answers."""
+"""The journal travels with the run: pushed to S3, pulled elsewhere, the same `once` answers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11's multi-machine acceptance test, on a file remote and on moto's S3: three stores in three directories,
+"""Machines with skewed clocks sharing a remote, on a file remote and on moto's S3: three stores in three directories,
 processes under libfaketime with clocks seconds apart (two behind the head they resume from), rounds
 of resume + commit on the same head at the same moment, push, kill -9 mid-commit and mid-push,
 prune + sync + remote gc, pull. At the end, from a fresh store: every checkpoint whose push was

@@ -1,9 +1,6 @@
-"""Sync you can trust (issue 11, the parts that do not depend on the storage format).
-
-Ids made behind a skewed clock, create-only keys compared, bytes re-hashed before upload, remotes
-identified by their config, remote failures as RemoteError, prompt shutdown, status after a
-one-shot sync, one remote per directory however its URL is spelled. Real processes, real files,
-moto's S3 server.
+"""What a push checks before it trusts its bytes and the remote's keys: ids made behind a skewed clock stay
+distinct and both go up; a create-only key already taken with other bytes is an error, not marked pushed; a
+corrupt local object is refused by name and the rest is pushed. Real processes, real files, moto's S3 server.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11, second half: the push index is a cache. A remote that lost everything (its config kept,
+"""The push index is a cache. A remote that lost everything (its config kept,
 or gone too) is found out and filled again by `agentfs sync --recheck` and by the daemon's periodic
 reconciliation; `status` shows the last one. moto's S3 server and a file remote, real processes."""
 

@@ -1,4 +1,4 @@
-"""Remote gc (acceptance 5): retired checkpoints and unreferenced objects leave a remote, safely while others push."""
+"""Remote gc: retired checkpoints and unreferenced objects leave a remote, safely while others push."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A remote is identified, and every remote failure is one clear RemoteError (issue 11).
+"""A remote is identified, and every remote failure is one clear RemoteError.
 
 A URL with no agentfs config (a typo'd bucket, prefix or directory) is an error naming it for
 clone, pull, verify --remote and open(remote=); only a push creates a remote's config; a newer

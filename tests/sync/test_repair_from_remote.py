@@ -1,4 +1,4 @@
-"""Issue 11, second half: repair. `agentfs verify --repair` replaces corrupt or missing local objects,
+"""Repair from a remote: `agentfs verify --repair` replaces corrupt or missing local objects,
 entries and records with verified remote copies (never a byte that does not verify), and a store
 opened with a remote repairs a corrupt record it reads. Real stores, a file remote, the CLI."""
 

@@ -1,4 +1,4 @@
-"""Acceptance 1, 2, 5 and 6 of the sync issue: one conformance class run against file://, memory://,
+"""Sync on every backend: one conformance class run against file://, memory://,
 S3 (moto) and GCS (gcp-storage-emulator), plus push-ordering tests that stop the pusher after every
 single remote write.
 
@@ -613,7 +613,7 @@ class TestRemoteConformance:
         assert logged[from_a.id]["siblings"] == [from_b.id] and logged[from_b.id]["siblings"] == [from_a.id]
 
 
-# --- ordering (acceptance 2): stop the pusher after every single remote write -------------------------
+# --- ordering: stop the pusher after every single remote write -------------------------
 
 
 def small_workload(store: agentfs.Store) -> None:

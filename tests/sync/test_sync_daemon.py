@@ -1,4 +1,4 @@
-"""The sync daemon against real servers and real processes (issue 3, acceptance 3, 4 and 8).
+"""The sync daemon against real servers and real processes.
 
 * Outage: moto's S3 server stopped for a few seconds in the middle of 200+ commits. The daemon keeps
   running and reports the error, `commit` is not slowed down, and afterwards everything is on the
@@ -175,7 +175,7 @@ def pulled_copy(tmp_path: Path, spec: RemoteSpec, name: str) -> agentfs.Store:
     return fresh
 
 
-# acceptance 3: an S3 outage during 200+ commits
+# an S3 outage during 200+ commits
 
 
 OUTAGE_RUN = "outage/loop"
@@ -193,7 +193,7 @@ def outage_state(i: int) -> tuple[dict[str, Any], dict[str, bytes]]:
 
 
 def test_outage_daemon_survives_commit_keeps_speed_and_everything_arrives(tmp_path: Path, moto_server: MotoServer) -> None:
-    """Acceptance 3.
+    """An S3 outage: the daemon keeps running, `commit` keeps its speed, everything arrives.
 
     The latency comparison is a regression guard, not a benchmark: commits during the outage must not
     be slower than before it (median during < 3 x median before + 5 ms). Before the outage the daemon
@@ -315,7 +315,7 @@ def test_drain_after_an_outage_does_not_sit_out_the_backoff(tmp_path: Path, moto
         assert entry_key_exists(spec, "drain", cp.id)
 
 
-# acceptance 4: the daemon process SIGKILLed mid-push, then restarted
+# the daemon process SIGKILLed mid-push, then restarted
 
 
 CRASH_RUN = "crash/backlog"
@@ -370,7 +370,7 @@ def crash_remote(request: pytest.FixtureRequest, tmp_path: Path) -> RemoteSpec:
 def test_daemon_killed_mid_push_restarts_without_reuploading_confirmed(
     tmp_path: Path, crash_remote: RemoteSpec, processes: list[Proc]
 ) -> None:
-    """Acceptance 4.
+    """A daemon SIGKILLed mid-push: the restarted one uploads exactly what the index had not confirmed.
 
     Each daemon process logs every key it is about to create (tests/helpers/sync_daemon.py
     --attempts). The restarted one must attempt exactly the objects the index had not confirmed at the
@@ -445,7 +445,7 @@ def test_daemon_killed_mid_push_restarts_without_reuploading_confirmed(
             assert other_run.get(checkpoint_id).artifacts["big.bin"].read_bytes() == crash_artifact(i)
 
 
-# acceptance 8: `agentfs sync URL --watch` as a real process
+# `agentfs sync URL --watch` as a real process
 
 
 CLI_RUN = "cli/agent"
@@ -477,7 +477,7 @@ def cli_remote(request: pytest.FixtureRequest, tmp_path: Path) -> RemoteSpec:
 def test_cli_watch_daemon_pushes_another_process_commits_and_drains_on_sigterm(
     tmp_path: Path, cli_remote: RemoteSpec, processes: list[Proc]
 ) -> None:
-    """Acceptance 8."""
+    """`agentfs sync URL --watch`: another process's commits reach the remote; SIGTERM drains and exits 0."""
     spec = cli_remote
     root = tmp_path / "store"
     agentfs.open(root).close()

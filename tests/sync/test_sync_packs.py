@@ -1,4 +1,4 @@
-"""Format 2's remote: packs, pack indexes, head keys (issue 10, part 3), on real files and moto's S3.
+"""Format 2's remote: packs, pack indexes, head keys, on real files and moto's S3.
 
 A push puts the new records up as packs whose records are byte-identical to the local store's,
 then their indexes, then one head key per run whose head moved; a store opened on that remote

@@ -1,4 +1,4 @@
-"""Acceptance 7 of the sync issue: the remote is untrusted.
+"""The remote is untrusted.
 
 Tampered objects, log entries naming paths outside the store, malformed manifests and over-large keys
 are each refused with a clear agentfs error; nothing is written outside the store; bad bytes never

@@ -1,4 +1,4 @@
-"""Prompt shutdown of `agentfs sync --watch` (issue 11), with a real process and a stopped moto server.
+"""Prompt shutdown of `agentfs sync --watch`, with a real process and a stopped moto server.
 
 SIGINT exits 130 within 2 s even while the remote is down (a bounded wait for what is committed), a
 second SIGINT stops at once, SIGTERM drains within its bounded wait.
