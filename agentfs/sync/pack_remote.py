@@ -40,7 +40,7 @@ MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
 MAX_OBJECT_FRAME = KEYED_FRAME.size + 32 + codec.MAX_BLOB  # an object's frame: its head, its key (the oid), its blob
 # one ranged GET fetches neighbouring records up to this many bytes (half a pack: push.PACK_TARGET); times the
-# reading threads, it bounds a reader's memory (tests/test_sync_memory.py)
+# reading threads, it bounds a reader's memory (tests/sync/test_sync_memory.py)
 READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
@@ -82,7 +82,7 @@ class PackRemote:
         # Hazard: forget() empties the record map and load_all() fills it again; a reader on another thread that
         # looked in between found nothing and reported a record the remote lists as vanished, not its missing pack.
         # Relisting holds this lock and a reader that misses waits for it
-        # (tests/test_hostile_remote.py::test_a_truncated_or_deleted_pack_is_named_and_the_rest_of_a_clone_proceeds).
+        # (tests/sync/test_hostile_remote.py::test_a_truncated_or_deleted_pack_is_named_and_the_rest_of_a_clone_proceeds).
         self._relisting = threading.Lock()
         self._pack_locks: dict[str, threading.Lock] = {}
         self._listed_at = float("-inf")
@@ -202,7 +202,7 @@ class PackRemote:
 
         A record whose key is not a valid run name and id (`../../x`), or in an encrypted remote not a stored
         name of this key, is skipped and reported, never taken in:
-        tests/test_hostile_remote.py::test_a_traversal_run_name_inside_a_pack_is_skipped_naming_pack_and_key."""
+        tests/sync/test_hostile_remote.py::test_a_traversal_run_name_inside_a_pack_is_skipped_naming_pack_and_key."""
         checked = (self._checked_entry(pack_id, entry) for entry in sorted(entries, key=lambda entry: entry.offset))
         frames = [entry for entry in checked if entry is not None]
         with self._lock:
@@ -436,7 +436,8 @@ class PackRemote:
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None:
         """The entry's bytes; None if no pack holds it. RemoteDataMissing if the run's head key names it (or
         a pack index lists it) and its bytes are gone: a resuming reader must not start over, nor from an
-        older checkpoint (tests/test_hostile_remote.py::test_a_head_key_naming_a_missing_checkpoint_is_an_error_never_the_older_one)."""
+        older checkpoint
+        (tests/sync/test_hostile_remote.py::test_a_head_key_naming_a_missing_checkpoint_is_an_error_never_the_older_one)."""
         head = self.heads.get(run)
         head_key = self.transport.key(*keys.head_key(run, checkpoint_id))
         named = "" if head is None or head.checkpoint_id != checkpoint_id else f"; head key {head_key} names it"
