@@ -13,7 +13,8 @@ from ..errors import FormatError
 from ..format import keys, kinds
 from ..format.pack import decode_pack_index
 from ..format.segment import TRAILER, decode_trailer
-from .pack_remote import MAX_INDEX, Leftover, PackRemote
+from .pack_catalogue import MAX_INDEX, Leftover
+from .pack_remote import PackRemote
 from .remote import modified
 
 ADOPT_AGE = 600.0  # a pack without an index younger than this is indexed by the next push (or by a remote gc)
@@ -22,8 +23,8 @@ ADOPT_AGE = 600.0  # a pack without an index younger than this is indexed by the
 def list_leftovers(remote: PackRemote) -> list[Leftover]:
     """Packs without an index and (file-like remotes) temporary keys: what pushes cut short left; a pusher
     still writing one puts its index (or links it) within seconds of finishing it. Lists packs/ (and tmp/)."""
-    remote.pack_ids()
-    found = list(remote.unindexed.values())
+    remote.catalogue.pack_ids()
+    found = list(remote.catalogue.unindexed.values())
     transport = remote.transport
     if transport.file_like:
         infos = transport.list_infos(transport.key(keys.TMP)) or []
@@ -52,9 +53,9 @@ def adopt(remote: PackRemote, pack_id: str, leftover: Leftover) -> bool:
     if any(entry.kind != kinds.OBJECT for entry in entries):
         return False
     transport.create(transport.key(*keys.pack_index_key(pack_id)), data)
-    remote.keep_index(pack_id, data)
-    remote.learn(pack_id, entries)
-    remote.unindexed.pop(pack_id, None)
+    remote.catalogue.keep_index(pack_id, data)
+    remote.catalogue.learn(pack_id, entries)
+    remote.catalogue.unindexed.pop(pack_id, None)
     return True
 
 
@@ -66,6 +67,6 @@ def adopt_young(remote: PackRemote) -> list[str]:
     now = time.time()
     return [
         pack_id
-        for pack_id, leftover in list(remote.unindexed.items())
+        for pack_id, leftover in list(remote.catalogue.unindexed.items())
         if now - leftover.modified < ADOPT_AGE and adopt(remote, pack_id, leftover)
     ]

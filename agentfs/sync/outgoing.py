@@ -63,7 +63,7 @@ class Holdings:
     """
 
     def __init__(self, remote: PackRemote, index: PushIndex) -> None:
-        remote.load_all()
+        remote.catalogue.load_all()
         adopt_young(remote)
         self.remote = remote
         self.index = index
@@ -71,14 +71,14 @@ class Holdings:
         self.lost_entries: set[EntryAddress] = set()
 
     def object(self, oid: bytes) -> bool:
-        if (kinds.OBJECT, oid) in self.remote.places:
+        if (kinds.OBJECT, oid) in self.remote.catalogue.places:
             return True
         if oid in self.index.objects:
             self.lost_objects.add(oid)
         return False
 
     def entry(self, loc: EntryAddress) -> bool:
-        if (kinds.ENTRY, kinds.pair_key(*loc)) in self.remote.places:
+        if (kinds.ENTRY, kinds.pair_key(*loc)) in self.remote.catalogue.places:
             return True
         if loc in self.index.entries:
             self.lost_entries.add(loc)

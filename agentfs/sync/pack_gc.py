@@ -37,7 +37,7 @@ class Repack:
 
 def packs_holding(remote: PackRemote, doomed: set[Key]) -> list[str]:
     """The packs (with an index this remote has read) that hold any of the `doomed` records."""
-    return sorted(pack_id for pack_id, frames in remote.pack_frames().items() if any((f.kind, f.key) in doomed for f in frames))
+    return sorted(pack_id for pack_id, frames in remote.catalogue.pack_frames().items() if any((f.kind, f.key) in doomed for f in frames))
 
 
 def repack(
@@ -53,7 +53,7 @@ def repack(
     """Rewrite each pack of `pack_ids` without the `doomed` records; nothing is deleted after `stop_at`. Packs are
     read whole, IN_FLIGHT at once (memory: about 3 x IN_FLIGHT x a pack's size)."""
     report = Repack()
-    sizes = {pack_id: sum(frame.length for frame in remote.pack_frames().get(pack_id, [])) for pack_id in pack_ids}
+    sizes = {pack_id: sum(frame.length for frame in remote.catalogue.pack_frames().get(pack_id, [])) for pack_id in pack_ids}
     shown = progress and sys.stderr.isatty()
     bar = tqdm(total=sum(sizes.values()), unit="B", unit_scale=True, desc=f"gc {remote.url}: repacking", disable=not shown)
     slots = threading.BoundedSemaphore(IN_FLIGHT)
@@ -82,7 +82,7 @@ def _repack_one(remote: PackRemote, pack_id: str, doomed: set[Key], writer: byte
     key = remote.transport.key(*keys.pack_key(pack_id))
     with remote.transport.failing(f"read {key}"):
         data = bytes(remote.transport.fs.cat_file(key))
-    frames = remote.pack_frames().get(pack_id, [])
+    frames = remote.catalogue.pack_frames().get(pack_id, [])
     live: list[Record] = []
     for frame in frames:
         if (frame.kind, frame.key) in doomed:
@@ -97,12 +97,12 @@ def _repack_one(remote: PackRemote, pack_id: str, doomed: set[Key], writer: byte
         pack = encode_pack(live, writer)
         remote.transport.create(remote.transport.key(*keys.pack_key(pack.pack_id)), pack.data)
         remote.transport.create(remote.transport.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
-        remote.learn(pack.pack_id, pack.entries)
+        remote.catalogue.learn(pack.pack_id, pack.entries)
         made.append(pack.pack_id)
         freed -= len(pack.data)
     for old in (remote.transport.key(*keys.pack_index_key(pack_id)), key):  # the index first: no reader is sent to a missing pack
         if time.time() > stop_at:
             raise RemoteError(f"remote gc of {remote.url} passed its deadline; the rest is left for the next gc")
         remote.transport.delete(old)
-    remote.forget(pack_id)
+    remote.catalogue.forget(pack_id)
     return pack_id, made, freed

@@ -13,49 +13,31 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
-import posixpath
 import threading
-import time
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..engine.repository import Repository
 from ..errors import AgentFSError, FormatError, RemoteDataMissing, RemoteError, WrongKey
 from ..format import codec, crypto, keys, kinds
 from ..format.config import MAX_CONFIG, check_remote_config, encode_config, encrypted
 from ..format.keys import CONFIG, JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
-from ..format.pack import MAX_HEAD, PACK_ID, Head, decode_head, decode_pack_index
+from ..format.pack import MAX_HEAD, Head, decode_head
 from ..format.retirement import Retirement
 from ..format.segment import KEYED_FRAME, IndexEntry, decode_record
-from ..fsutil import make_dirs, write_atomic
 from ..names import ID, check_id, check_name
 from .authority import admit
 from .index import PushIndex, remember_url
-from .remote import Remote, modified
+from .pack_catalogue import Leftover, PackCatalogue, Place
+from .remote import Remote
 
-MAX_INDEX = 64 << 20
 MAX_FRAME = 64 << 20
 MAX_OBJECT_FRAME = KEYED_FRAME.size + 32 + codec.MAX_BLOB  # an object's frame: its head, its key (the oid), its blob
 # one ranged GET fetches neighbouring records up to this many bytes (half a pack: push.PACK_TARGET); times the
 # reading threads, it bounds a reader's memory (tests/sync/test_sync_memory.py)
 READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
-RELIST = 1.0  # a miss lists packs/ again at most this often (seconds)
 
-log = logging.getLogger("agentfs.sync")
-
-Place = tuple[str, int, int]  # pack id, frame offset, frame length
-
-
-class Leftover(NamedTuple):
-    """A key no reader uses: a pack without an index, or a file-like remote's temporary key (a push cut short)."""
-
-    key: str
-    modified: float  # seconds since the epoch
-    size: int
+__all__ = ["Leftover", "PackRemote", "describe", "open_remote"]
 
 
 class PackRemote:
@@ -63,35 +45,23 @@ class PackRemote:
 
     It holds its `transport`, a Remote (sync/remote.py): the fsspec plumbing that moves bytes to and
     from the URL (create-only puts, bounded reads, listings, errors with secrets redacted) and knows
-    nothing of what the keys mean. This class gives them their meaning: the config, packs, pack
-    indexes, head keys, retirement keys and what the store has fetched (`index`), as restic's
-    Repository holds its backend rather than being one.
+    nothing of what the keys mean. This class gives them their meaning: the config, packs, head keys,
+    retirement keys and what the store has fetched (`index`), as restic's Repository holds its backend
+    rather than being one. Which packs there are and where each record lies is its `catalogue`
+    (sync/pack_catalogue.py, what the pack indexes say).
     """
 
     def __init__(self, url: str, storage_options: dict[str, Any], *, workers: int = 8) -> None:
         self.transport = Remote(url, storage_options)
-        self.workers = workers
+        self.catalogue = PackCatalogue(self.transport, workers=workers)
         self.index: PushIndex | None = None  # what the attached store fetched from here (attach)
         self.config: dict[str, Any] | None = None  # set once identify() has read and checked it
-        self.places: dict[tuple[int, bytes], Place] = {}
-        self.ids: dict[tuple[int, str], set[str]] = {}  # (kind, run) -> record ids in the packs loaded
-        self._frames: dict[str, list[IndexEntry]] = {}  # pack id -> its records, by offset
-        self.pack_times: dict[str, float] = {}  # pack id -> when its index was written (from the last listing)
-        self.unindexed: dict[str, Leftover] = {}  # pack id -> a pack without an index (from the last listing)
-        self._lock = threading.Lock()
-        # Hazard: forget() empties the record map and load_all() fills it again; a reader on another thread that
-        # looked in between found nothing and reported a record the remote lists as vanished, not its missing pack.
-        # Relisting holds this lock and a reader that misses waits for it
-        # (tests/sync/test_hostile_remote.py::test_a_truncated_or_deleted_pack_is_named_and_the_rest_of_a_clone_proceeds).
-        self._relisting = threading.Lock()
+        self._lock = threading.Lock()  # guards the records read ahead and the per-pack locks
         self._pack_locks: dict[str, threading.Lock] = {}
-        self._listed_at = float("-inf")
         self._ahead: dict[tuple[int, bytes], bytes] = {}
         self._ahead_bytes = 0
-        self._cache: Path | None = None
         self._store: Repository | None = None
         self.heads: dict[str, Head] = {}  # run -> what its newest head key said, when head_id last read it
-        self.skipped: list[str] = []  # pack records and indexes refused while learning (each logged once)
         self.sealer: crypto.Sealer | None = None
 
     def __repr__(self) -> str:
@@ -131,6 +101,7 @@ class PackRemote:
             what = "is not encrypted" if field is None else "is encrypted under another master key"
             raise WrongKey(f"remote {self.url} {what}: an encrypted store pushes to a fresh URL or to its own remote")
         self.sealer = sealer
+        self.catalogue.sealer = sealer
 
     @property
     def hasher(self) -> codec.Hasher:
@@ -175,147 +146,7 @@ class PackRemote:
     def keep_indexes(self, store: Repository) -> None:
         """Keep the pack indexes read (and pushed) under the store's state directory for this remote."""
         self._store = store
-        self._cache = store.remote_state_dir(self.transport.name) / keys.PACKS
-        make_dirs(self._cache / "tmp", sync=False)
-
-    # pack indexes
-
-    def load_index(self, pack_id: str) -> bool:
-        """Learn the records of one pack from its index (kept locally once read); False if the remote lacks it."""
-        if pack_id in self._frames:
-            return True
-        cached = None if self._cache is None else self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}"
-        data = cached.read_bytes() if cached is not None and cached.is_file() else None
-        if data is None:
-            data = self.transport.read(self.transport.key(*keys.pack_index_key(pack_id)), MAX_INDEX)
-            if data is None:
-                return False
-        _size, entries = decode_pack_index(data, pack_id, f"remote {self.url} pack index {pack_id}")
-        self.learn(pack_id, entries)
-        if cached is not None and not cached.is_file():
-            write_atomic(cached.parent / "tmp", cached, data, sync=False)
-        return True
-
-    def learn(self, pack_id: str, entries: list[IndexEntry]) -> list[IndexEntry]:
-        """Take in where a pack's records lie (from its index, or from a pack this process just pushed); its
-        records with plaintext keys.
-
-        A record whose key is not a valid run name and id (`../../x`), or in an encrypted remote not a stored
-        name of this key, is skipped and reported, never taken in:
-        tests/sync/test_hostile_remote.py::test_a_traversal_run_name_inside_a_pack_is_skipped_naming_pack_and_key."""
-        checked = (self._checked_entry(pack_id, entry) for entry in sorted(entries, key=lambda entry: entry.offset))
-        frames = [entry for entry in checked if entry is not None]
-        with self._lock:
-            self._take(pack_id, frames)
-            self._frames[pack_id] = frames
-            self._pack_locks.setdefault(pack_id, threading.Lock())
-        return frames
-
-    def _checked_entry(self, pack_id: str, entry: IndexEntry) -> IndexEntry | None:
-        """The entry with its plaintext key; None (skipped and reported) if its key is not a valid one."""
-        where = f"remote {self.url} pack {pack_id}"
-        try:
-            if self.sealer is not None:
-                entry = IndexEntry(entry.kind, self.sealer.plain_key(entry.kind, entry.key, where), entry.offset, entry.length)
-            if entry.kind in kinds.RUN_KINDS:
-                run, record_id = kinds.split_pair_key(entry.key, where)
-                check_name(run)
-                check_id(record_id)
-        except AgentFSError as exc:
-            self.skip(f"{where}: skipped the {kinds.NAMES.get(entry.kind, 'unknown')} record with key {entry.key[:80]!r}: {exc}")
-            return None
-        return entry
-
-    def skip(self, reason: str) -> None:
-        """Report a record or pack index refused while the rest proceeds."""
-        with self._lock:
-            if reason in self.skipped:
-                return
-            self.skipped.append(reason)
-        log.warning("%s", reason)
-
-    def pack_of(self, kind: int, key: bytes) -> str | None:
-        """The pack that holds a record, as the indexes read say."""
-        place = self.places.get((kind, key))
-        return None if place is None else place[0]
-
-    def _take(self, pack_id: str, frames: list[IndexEntry]) -> None:
-        for entry in frames:
-            self.places.setdefault((entry.kind, entry.key), (pack_id, entry.offset, entry.length))
-            if entry.kind in kinds.RUN_KINDS:
-                run, record_id = kinds.split_pair_key(entry.key, "")
-                self.ids.setdefault((entry.kind, run), set()).add(record_id)
-
-    def pack_ids(self) -> list[str]:
-        """Every pack with an index on the remote (a pack without one is still being pushed, or was cut short);
-        notes when each index was written, in `pack_times`."""
-        suffix = keys.PACK_INDEX_SUFFIX
-        infos = self.transport.list_infos(self.transport.key(keys.PACKS))
-        if infos is None:
-            return []
-        times = {}
-        packs: dict[str, Leftover] = {}
-        for info in infos:
-            name = posixpath.basename(str(info["name"]).rstrip("/"))
-            stem, dot, ending = name.rpartition(".")
-            if not dot or not PACK_ID.fullmatch(stem):
-                continue
-            if f".{ending}" == suffix:
-                times[stem] = modified(info)
-            elif f".{ending}" == keys.PACK_SUFFIX:
-                packs[stem] = Leftover(str(info["name"]), modified(info), int(info.get("size") or 0))
-        self.pack_times = times
-        self.unindexed = {pack_id: leftover for pack_id, leftover in packs.items() if pack_id not in times}
-        return sorted(times)
-
-    def keep_index(self, pack_id: str, data: bytes) -> None:
-        """Keep the index of a pack this process pushed, as if read: confirming what the remote holds never fetches it."""
-        if self._cache is not None:
-            write_atomic(self._cache / "tmp", self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}", data, sync=False, exclusive=False)
-
-    def load_all(self, *, force: bool = True) -> None:
-        """Learn every pack's records: list packs/ (at most once per RELIST seconds unless `force`), fetch new indexes."""
-        now = time.monotonic()
-        if not force and now - self._listed_at < RELIST:
-            return
-        self._listed_at = now
-        listed = self.pack_ids()
-        for gone in set(self._frames) - set(listed):  # repacked by a remote gc
-            self.forget(gone)
-        self._load_many(pack_id for pack_id in listed if pack_id not in self._frames)
-
-    def _load_many(self, pack_ids: Iterable[str]) -> None:
-        todo = list(pack_ids)
-        if len(todo) <= 1:
-            for pack_id in todo:
-                self._load_or_skip(pack_id)
-            return
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="agentfs-index") as pool:
-            list(pool.map(self._load_or_skip, todo))
-
-    def _load_or_skip(self, pack_id: str) -> None:
-        """A damaged pack index is reported and its pack left out; the others are read."""
-        try:
-            self.load_index(pack_id)
-        except RemoteError:
-            raise  # the remote failed, not the index: retried by the caller
-        except AgentFSError as exc:
-            self.skip(f"skipped pack {pack_id}: {exc}")
-
-    def pack_frames(self) -> dict[str, list[IndexEntry]]:
-        """Every pack whose index this remote has read: its records' kinds, keys and places."""
-        with self._lock:
-            return dict(self._frames)
-
-    def locate(self, kind: int, key: bytes) -> Place | None:
-        place = self.places.get((kind, key))
-        if place is None:  # pushed since we last looked (or never): look again, not too often
-            with self._relisting:
-                place = self.places.get((kind, key))
-                if place is None:
-                    self.load_all(force=False)
-                    place = self.places.get((kind, key))
-        return place
+        self.catalogue.keep_in(store.remote_state_dir(self.transport.name) / keys.PACKS)
 
     # reading records
 
@@ -327,10 +158,12 @@ class PackRemote:
                 self._ahead_bytes -= len(body)
                 return body
         for _attempt in range(2):
-            place = self.locate(kind, key)
+            place = self.catalogue.locate(kind, key)
             if place is None:
                 return None
-            with self._pack_locks[place[0]]:
+            with self._lock:
+                pack_lock = self._pack_locks.setdefault(place.pack_id, threading.Lock())
+            with pack_lock:
                 with self._lock:  # another thread may have read it ahead while we waited
                     body = self._ahead.pop((kind, key), None)
                     if body is not None:
@@ -339,25 +172,12 @@ class PackRemote:
                 body = self._read_range(kind, key, place)
             if body is not None:
                 return body
-            if place[0] in self.pack_ids():  # a remote gc deletes a pack's index before the pack: lost, not repacked
+            if place.pack_id in self.catalogue.pack_ids():  # a remote gc deletes a pack's index before the pack: lost, not repacked
                 raise RemoteDataMissing(
-                    f"remote {self.url}: pack {place[0]} is missing, but its index lists {kinds.NAMES[kind]} {describe(kind, key)}"
+                    f"remote {self.url}: pack {place.pack_id} is missing, but its index lists {kinds.NAMES[kind]} {describe(kind, key)}"
                 )
-            with self._relisting:
-                self.forget(place[0])  # a remote gc repacked it: its live records are in a newer pack
-                self.load_all()
+            self.catalogue.relist_without(place.pack_id)  # a remote gc repacked it: its live records are in a newer pack
         return None
-
-    def forget(self, pack_id: str) -> None:
-        """Drop a pack the remote no longer holds: its places, and its index kept here."""
-        with self._lock:
-            self._frames.pop(pack_id, None)
-            self.pack_times.pop(pack_id, None)
-            self.places, self.ids = {}, {}
-            for kept, frames in self._frames.items():  # a record the pack held may lie in another (a repack)
-                self._take(kept, frames)
-        if self._cache is not None:
-            (self._cache / f"{pack_id}{keys.PACK_INDEX_SUFFIX}").unlink(missing_ok=True)
 
     def _read_range(self, kind: int, key: bytes, place: Place) -> bytes | None:
         pack_id, offset, length = place
@@ -409,8 +229,8 @@ class PackRemote:
 
     def _following(self, kind: int, key: bytes, place: Place) -> list[IndexEntry]:
         """The record's frame and the frames of its kind right after it that the store lacks, up to READ_AHEAD bytes."""
-        pack_id, offset, _length = place
-        frames = self._frames[pack_id]
+        frames = self.catalogue.frames_of(place.pack_id)
+        offset = place.offset
         at = next(i for i, frame in enumerate(frames) if frame.offset == offset)
         chosen = [frames[at]]
         budget = READ_AHEAD if self._ahead_bytes < AHEAD_MAX else 0
@@ -484,12 +304,12 @@ class PackRemote:
         if kind == RETIRED_RECORDS:
             directory = self.transport.key(*keys.retired_dir_key(self.stored_run(check_name(run))))
             return sorted(name for name in self.transport.list_names(directory) if ID.fullmatch(name))
-        self.load_all(force=False)
-        return sorted(self.ids.get((kinds.KIND_OF[kind], check_name(run)), ()))
+        self.catalogue.load_all(force=False)
+        return sorted(self.catalogue.ids.get((kinds.KIND_OF[kind], check_name(run)), ()))
 
     def list_runs(self) -> list[str]:
-        self.load_all(force=False)
-        return sorted({run for kind, run in self.ids if kind == kinds.ENTRY})
+        self.catalogue.load_all(force=False)
+        return sorted({run for kind, run in self.catalogue.ids if kind == kinds.ENTRY})
 
     def head_id(self, run: str) -> str | None:
         """The id named by the run's newest head key (the first one listed: keys.head_name); the packs it
@@ -516,7 +336,7 @@ class PackRemote:
             raise RemoteError(f"{where} head key {checkpoint_id} vanished while read")
         head = decode_head(data, stored, checkpoint_id, f"{where} head key {checkpoint_id}")
         self.heads[run] = head
-        self._load_many(pack_id for pack_id in head.packs if pack_id not in self._frames)
+        self.catalogue.load_many(pack_id for pack_id in head.packs if not self.catalogue.has(pack_id))
         return checkpoint_id
 
     def known_head_id(self, run: str) -> str | None:
@@ -526,17 +346,22 @@ class PackRemote:
 
     def list_objects(self) -> dict[bytes, tuple[float, int]]:
         """Every object in a pack with an index: (when that index was written, the object's frame length)."""
-        self.load_all()
-        return {key: (self.pack_times.get(place[0], 0.0), place[2]) for (kind, key), place in self.places.items() if kind == kinds.OBJECT}
+        catalogue = self.catalogue
+        catalogue.load_all()
+        times = catalogue.pack_times
+        objects = ((key, place) for (kind, key), place in catalogue.places.items() if kind == kinds.OBJECT)
+        return {key: (times.get(place.pack_id, 0.0), place.length) for key, place in objects}
 
     def list_all_entries(self) -> list[tuple[str, str]]:
-        self.load_all()
-        return sorted((run, record_id) for (kind, run), found in self.ids.items() if kind == kinds.ENTRY for record_id in found)
+        self.catalogue.load_all()
+        found = self.catalogue.ids.items()
+        return sorted((run, record_id) for (kind, run), ids in found if kind == kinds.ENTRY for record_id in ids)
 
     def list_all_records(self, kinds_wanted: tuple[str, ...] = keys.RECORD_NAMES) -> list[tuple[str, str, str]]:
-        self.load_all()
+        self.catalogue.load_all()
         names = {code: name for name, code in kinds.KIND_OF.items() if name in kinds_wanted}
-        return sorted((names[kind], run, record_id) for (kind, run), found in self.ids.items() if kind in names for record_id in found)
+        found = self.catalogue.ids.items()
+        return sorted((names[kind], run, record_id) for (kind, run), ids in found if kind in names for record_id in ids)
 
 
 def describe(kind: int, key: bytes) -> str:

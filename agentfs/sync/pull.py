@@ -71,7 +71,7 @@ def pull(store: Repository, remote: PackRemote, runs: list[str] | None = None, *
         for size in pool.map(lambda record: _pull_journal(store, remote, record[1], record[2], stats), journal):
             stats.records += size > 0
             stats.bytes += size
-    stats.skipped = [*remote.skipped, *stats.skipped]
+    stats.skipped = [*remote.catalogue.skipped, *stats.skipped]
     pulled = {run for run, _id in wanted}  # format 1: reads every manifest of these runs, as _damaged did
     stats.diverged = diverged(store, pulled)
     if remote.index is not None:
@@ -145,7 +145,7 @@ def _pull_journal(store: Repository, remote: PackRemote, run: str, record_id: st
 
 def _skip(remote: PackRemote, stats: PullStats, kind: int, run: str, record_id: str, exc: AgentFSError) -> None:
     """One bad record is reported (naming its pack and key) and left out; the rest of the pull proceeds."""
-    pack = remote.pack_of(kind, kinds.pair_key(run, record_id))
+    pack = remote.catalogue.pack_of(kind, kinds.pair_key(run, record_id))
     reason = f"skipped {kinds.NAMES[kind]} {run}@{record_id}" + (f" in pack {pack}" if pack else "") + f" of remote {remote.url}: {exc}"
     stats.skipped.append(reason)
     log.warning("%s", reason)

@@ -238,7 +238,7 @@ class Pusher:
         """Note where the records of packs just pushed lie: the reader's map and the index's hints for head keys."""
         places: dict[str, str] = {}
         for pack_id, stored in packs:
-            frames = self.remote.learn(pack_id, stored)
+            frames = self.remote.catalogue.learn(pack_id, stored)
             places.update((self._place_key(frame.kind, frame.key), pack_id) for frame in frames)
         self.index.add_places(places)
 
@@ -370,7 +370,7 @@ class Pusher:
 
     def _put_index(self, pack: Pack) -> None:
         self.remote.transport.create(self.remote.transport.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
-        self.remote.keep_index(pack.pack_id, pack.footer)  # never fetched back by this store's confirmations
+        self.remote.catalogue.keep_index(pack.pack_id, pack.footer)  # never fetched back by this store's confirmations
 
     def _put_indexes(self, pool: ThreadPoolExecutor, packs: list[Pack]) -> list[tuple[str, list[IndexEntry]]]:
         """Put up the indexes of packs that are up; (pack id, its records' places) of each."""
@@ -429,4 +429,3 @@ class Pusher:
             if reached.error is not None:
                 raise reached.error
             yield reached.oid
-

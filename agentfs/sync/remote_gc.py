@@ -215,7 +215,7 @@ def remote_gc(
             # gc adopts such packs itself first (create-only: the same index bytes a pusher puts); their objects
             # are then ordinary unreferenced objects, deleted through the plan pushers honour
             # (tests/sync/test_push_resume.py::test_gc_with_a_short_grace_adopts_a_young_pack_instead_of_deleting_it).
-            remote.pack_ids()
+            remote.catalogue.pack_ids()
             adopted = adopt_young(remote)
             listed = remote.list_objects()
             leftovers = list_leftovers(remote)

@@ -90,8 +90,8 @@ def clean_push_bytes(spec: RemoteSpec) -> int:
 
 def held_records(spec: RemoteSpec) -> set[tuple[int, bytes]]:
     remote = PackRemote(spec.url, spec.storage_options)
-    remote.load_all()
-    return set(remote.places)
+    remote.catalogue.load_all()
+    return set(remote.catalogue.places)
 
 
 def test_a_push_killed_at_random_points_resumes_without_sending_it_again_and_leaves_nothing_behind(
@@ -223,8 +223,8 @@ def test_gc_with_a_short_grace_adopts_a_young_pack_instead_of_deleting_it(tmp_pa
 
 def delete_packs_holding(spec: RemoteSpec, oids: set[bytes]) -> int:
     remote = PackRemote(spec.url, spec.storage_options)
-    remote.load_all()
-    doomed = {pack_id for pack_id, frames in remote.pack_frames().items() if any(f.key in oids for f in frames)}
+    remote.catalogue.load_all()
+    doomed = {pack_id for pack_id, frames in remote.catalogue.pack_frames().items() if any(f.key in oids for f in frames)}
     for pack_id in doomed:
         remote.transport.delete(remote.transport.key(*keys.pack_index_key(pack_id)))
         remote.transport.delete(remote.transport.key(*keys.pack_key(pack_id)))
@@ -288,10 +288,10 @@ def test_a_whole_pack_left_without_its_index_is_indexed_by_the_next_push_not_sen
     assert cli("sync", spec.url, "--storage-options", options, store=source).returncode == 0
     # what a push killed after its packs of objects and before their indexes leaves: those packs alone
     remote = PackRemote(spec.url, spec.storage_options)
-    remote.load_all()
-    object_packs = {pack_id for pack_id, frames in remote.pack_frames().items() if all(f.kind == kinds.OBJECT for f in frames)}
+    remote.catalogue.load_all()
+    object_packs = {pack_id for pack_id, frames in remote.catalogue.pack_frames().items() if all(f.kind == kinds.OBJECT for f in frames)}
     assert len(object_packs) >= 2
-    sent = {f.key for pack_id in object_packs for f in remote.pack_frames()[pack_id]}
+    sent = {f.key for pack_id in object_packs for f in remote.catalogue.pack_frames()[pack_id]}
     kept = {f"{keys.PACKS}/{pack_id}{keys.PACK_SUFFIX}" for pack_id in object_packs}
     for key in remote_keys(spec):
         if key.startswith((f"{keys.HEADS}/", f"{keys.PACKS}/")) and key not in kept:
@@ -304,8 +304,8 @@ def test_a_whole_pack_left_without_its_index_is_indexed_by_the_next_push_not_sen
     left = remote_keys(spec)
     assert all(f"{keys.PACKS}/{pack_id}{keys.PACK_INDEX_SUFFIX}" in left for pack_id in object_packs)  # indexed from their own bytes
     again = PackRemote(spec.url, spec.storage_options)
-    again.load_all()
-    resent = {f.key for pack_id in set(again.pack_frames()) - object_packs for f in again.pack_frames()[pack_id]}
+    again.catalogue.load_all()
+    resent = {f.key for pack_id in set(again.catalogue.pack_frames()) - object_packs for f in again.catalogue.pack_frames()[pack_id]}
     assert not sent & resent
     with agentfs.open(tmp_path / "fresh", remote=spec.url, storage_options=spec.storage_options) as fresh:
         assert len(fresh.run("main").latest().artifacts["data.bin"].read_bytes()) == 20 << 20

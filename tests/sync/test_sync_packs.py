@@ -359,7 +359,7 @@ def test_resume_reads_no_pack_index_but_those_its_head_key_names(tmp_path: Path,
     assert len(list((tmp_path / "remote" / keys.PACKS).glob("*.idx"))) >= 30
     reader = agentfs.open(tmp_path / "b", remote=url)
     assert isinstance(reader.engine.source, PackRemote)
-    monkeypatch.setattr(reader.engine.source, "pack_ids", lambda: pytest.fail("resume listed every pack"))
+    monkeypatch.setattr(reader.engine.source.catalogue, "pack_ids", lambda: pytest.fail("resume listed every pack"))
     latest = reader.run("r").latest()
     assert latest is not None and latest.state == {"step": 29}
     assert len(list((reader.engine.remote_state_dir(reader.engine.source.transport.name) / keys.PACKS).glob("*.idx"))) <= 2
