@@ -28,8 +28,6 @@ from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
 from tests.helpers.hostile import HostileRemote
 
-pytest_plugins = ["tests.servers", "tests.helpers.hostile"]
-
 CHUNK = 32 << 10  # one chunk of random bytes, repeated
 FANOUT = 256  # children of each crafted node: two levels repeat the chunk 65,536 times, 2 GiB
 WHOLE = CHUNK * FANOUT * FANOUT
