@@ -1,3 +1,7 @@
+"""The remotes the suite syncs to (tests/servers.py: file://, memory://, S3 on moto, GCS on its emulator) behave as
+the sync code assumes: round trips, listings, a second machine's view, S3's stale listing cache, create-only
+writes (refused on S3, ignored by the GCS emulator), an outage and a restart, a hung endpoint."""
+
 from __future__ import annotations
 
 import socket
