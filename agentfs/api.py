@@ -7,17 +7,19 @@ import os
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from .core import retention
 from .core.run import Run
 from .core.schema import Schema
 from .core.stats import LocalStats, local_stats
+from .core.store_copy import CopyReport
+from .core.store_copy import copy_store as copy_engine
 from .core.watch import AsyncWatch, Watch, watch
 from .engine import maintenance
 from .engine.keyslots import PASSWORD_ENV as PASSWORD_ENV  # re-exported: the CLI's passphrase prompt names it
 from .engine.keyslots import PASSWORD_FILE_ENV as PASSWORD_FILE_ENV  # (the front-ends import the public API, pyproject)
-from .engine.keyslots import Encryption, EncryptionArg, Unlocked, as_encryption, unlock
+from .engine.keyslots import Encryption, EncryptionArg, StoreKeys, Unlocked, as_encryption, unlock
 from .engine.maintenance import GcReport, VerifyReport
 from .engine.maintenance import Problem as Problem  # re-exported: `agentfs verify` adds problems to a report
 from .engine.repository import Durability, Repository, Source
@@ -29,6 +31,8 @@ from .sync.daemon import SyncDaemon
 from .sync.pack_remote import open_remote
 from .sync.status import RemoteStats, remote_stats
 
+P = ParamSpec("P")
+T = TypeVar("T")
 STORE_ENV = "AGENTFS_STORE"  # the store agentfs.open() and the CLI use when given no path
 DEFAULT_STORE = ".agentfs"
 
@@ -70,6 +74,13 @@ class Store:
         """The store's id: chosen at creation, kept by copies and clones of it."""
         return self.engine.id
 
+    @property
+    def remote(self) -> str | None:
+        """The URL of the remote this store was opened with (`agentfs.open(path, remote=URL)`), from which it fetches
+        what it lacks; None for a store opened without one."""
+        source = self.engine.source
+        return None if source is None else source.url
+
     def run(self, name: str, *, schema: Schema | None = None) -> Run:
         """The run `name`; with `schema`, commits record its version and older checkpoints load migrated."""
         return Run(self.engine, check_name(name, "run"), schema)
@@ -94,6 +105,11 @@ class Store:
         """Store-wide retention that `gc` applies to every run (LangGraph threads and Strands sessions excepted); no argument clears it."""
         return retention.set_policy(self.engine, keep_last, keep_within)
 
+    def retention(self) -> dict[str, Any] | None:
+        """The store-wide retention policy gc applies (`{"keep_last": ..., "keep_within": seconds}`, as set by
+        `set_retention`), read from the config now; None if there is none."""
+        return retention.policy(self.engine)
+
     def watch(self, run: str | None = None, *, timeout: float | None = None) -> Watch:
         """Yield checkpoints of `run` (default: every run) as any process commits them, oldest first.
 
@@ -115,6 +131,12 @@ class Store:
         daemon.start()
         return daemon
 
+    @property
+    def keys(self) -> StoreKeys:
+        """The key slots of an encrypted store (what `agentfs key add/remove/passwd` change): `master` (None for a
+        plaintext store), `slots()`, `new_slot(encryption)`, `add(slot)`, `remove(slot_id)`."""
+        return StoreKeys(self.engine.root, self.engine.tmp_dir, self.engine.sealer, sync=self.engine.sync_writes)
+
     def close(self) -> None:
         """Close the store, from any thread at any time: writes in flight finish first (others then raise
         StoreClosed), and every descriptor is closed."""
@@ -130,6 +152,13 @@ class Store:
         return repr(self.engine)
 
     # async twins (aio.py): the same calls, run off the event loop
+
+    async def to_thread(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """`await store.to_thread(fn, *args, **kwargs)`: asyncio.to_thread on this store's bounded pool, for async
+        code that makes several blocking store calls in one hop (the `a` methods use the same pool: at most 4
+        calls of one store run at once, the rest wait their turn). Cancelling the awaiting task does not stop a
+        call that has started: it runs to its end."""
+        return await self.engine.offload(fn, *args, **kwargs)
 
     async def aruns(self) -> list[str]:
         """runs() for async code."""
@@ -161,6 +190,12 @@ class Store:
     def async_sync(self, url: str, storage_options: dict[str, Any] | None = None, **options: Any) -> SyncDaemon:
         """`async with store.async_sync(url) as daemon:` sync() for async code: starts on entry, drains on exit."""
         return SyncDaemon(self.engine, url, storage_options or {}, **options)
+
+
+def copy_store(source: Store, dest: Store) -> CopyReport:
+    """Copy every run of `source` into `dest`, a new empty store, keeping ids, parents, forks, journals and the
+    retention policy; the bytes are written again under `dest`'s keys (`agentfs copy`, core/store_copy.py)."""
+    return copy_engine(source.engine, dest.engine)
 
 
 def open_store(

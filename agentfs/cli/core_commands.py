@@ -338,6 +338,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError("verify: --storage-options goes with --remote URL or --repair")
     if args.repair:
         with open_existing(args) as store:
+            # store.engine: repair and each remote's sync state are sync's (verify --repair is its front-end)
             urls = [args.remote] if args.remote is not None else [(d / "url").read_text() for d in synced_dirs(store.engine)]
             if not urls:
                 raise NotFound(f"{store.root} has no remote to repair from: give --remote URL")
@@ -352,7 +353,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         remote = PackRemote(args.remote, storage_options(args.storage_options))
         if encrypted(remote.identify()) is not None:  # an encrypted remote is read with its store's keys
             with open_existing(args) as store:
-                remote.sealer = store.engine.sealer
+                remote.sealer = store.engine.sealer  # store.engine: the remote's records open with this store's sealer
         report = verify_remote(remote, deep=args.deep, progress=not args.quiet)
     else:
         with open_existing(args) as store, output.byte_progress(f"verify {store.root}", enabled=not args.quiet) as progress:

@@ -18,8 +18,7 @@ from typing import Any
 
 import agentfs
 
-from ..core.store_copy import copy_store
-from ..engine.keyslots import Encryption, new_slot, read_slots, remove_slot, write_slot
+from ..api import copy_store
 from ..errors import AgentFSError, FormatError, WrongKey
 from ..format import crypto
 from ..sync.index import synced_dirs
@@ -75,26 +74,27 @@ def _new_passphrase() -> str:
     return first
 
 
-def _new_key_file(path: Path) -> Encryption:
+def _new_key_file(path: Path) -> agentfs.Encryption:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise WrongKey(f"{path} exists: --new-key-file writes a new file") from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(crypto.new_key_file())
-    return Encryption(key_file=path)
+    return agentfs.Encryption(key_file=path)
 
 
 def _master(store: agentfs.Store) -> bytes:
-    if store.engine.sealer is None:
+    master = store.keys.master
+    if master is None:
         raise FormatError(f"{store.root} is not encrypted: it has no key slots (copy it with 'agentfs copy --encrypt')")
-    return store.engine.sealer.master
+    return master
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         _master(store)
-        slots = [slot.describe() for slot in read_slots(store.root)]
+        slots = [slot.describe() for slot in store.keys.slots()]
     if args.json:
         output.emit_json(slots)
     else:
@@ -106,15 +106,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_add(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
-        master = _master(store)
+        _master(store)  # a plaintext store is refused before a passphrase is asked for
         if args.new_key_file:
             how = _new_key_file(Path(args.new_key_file))
         elif args.add_key_file:
-            how = Encryption(key_file=args.add_key_file)
+            how = agentfs.Encryption(key_file=args.add_key_file)
         else:
-            how = Encryption(passphrase=_new_passphrase())
-        slot = new_slot(master, how, label=args.label)
-        write_slot(store.root, store.engine.tmp_dir, slot, sync=store.engine.sync_writes)
+            how = agentfs.Encryption(passphrase=_new_passphrase())
+        slot = store.keys.new_slot(how, label=args.label)
+        store.keys.add(slot)
         failed = _on_remotes(store, [slot], [], storage_options(args.storage_options))
     output.line(f"added key slot {slot.slot_id} ({slot.type})")
     return FAILED if failed else OK
@@ -125,7 +125,7 @@ def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[st
     push puts the local slots a remote lacks, and never deletes one): a removed passphrase must not unlock a
     remote either. A remote that cannot be reached is named; 1 if any."""
     failed = 0
-    for directory in synced_dirs(store.engine):
+    for directory in synced_dirs(store.engine):  # store.engine: each remote's sync state (sync/index.py) names its URL
         url = (directory / "url").read_text()
         try:
             remote = PackRemote(url, options)
@@ -142,7 +142,7 @@ def _on_remotes(store: agentfs.Store, added: list[crypto.Slot], removed: list[st
 def cmd_remove(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         _master(store)
-        remove_slot(store.root, args.slot, sync=store.engine.sync_writes)
+        store.keys.remove(args.slot)
         failed = _on_remotes(store, [], [args.slot], storage_options(args.storage_options))
     output.line(f"removed key slot {args.slot}")
     return FAILED if failed else OK
@@ -153,13 +153,13 @@ def cmd_passwd(args: argparse.Namespace) -> int:
     current = cli_encryption(args, root)
     with open_existing(args) as store:
         master = _master(store)
-        found = (current or Encryption()).secret()
+        found = (current or agentfs.Encryption()).secret()
         assert found is not None
-        old = [s for s in read_slots(root) if s.type == "passphrase" and crypto.open_slot(s, found[1], s.slot_id) == master]
-        slot = new_slot(master, Encryption(passphrase=_new_passphrase()), label="passwd")
-        write_slot(root, store.engine.tmp_dir, slot, sync=store.engine.sync_writes)  # the new slot is durable before any old one goes
+        old = [s for s in store.keys.slots() if s.type == "passphrase" and crypto.open_slot(s, found[1], s.slot_id) == master]
+        slot = store.keys.new_slot(agentfs.Encryption(passphrase=_new_passphrase()), label="passwd")
+        store.keys.add(slot)  # the new slot is durable before any old one goes
         for gone in old:
-            remove_slot(root, gone.slot_id, sync=store.engine.sync_writes)
+            store.keys.remove(gone.slot_id)
         failed = _on_remotes(store, [slot], [gone.slot_id for gone in old], storage_options(args.storage_options))
     output.line(f"passphrase changed: added key slot {slot.slot_id}, removed {len(old)}, here and on the remotes")
     return FAILED if failed else OK
@@ -171,12 +171,12 @@ def cmd_copy(args: argparse.Namespace) -> int:
     source_root, target = Path(args.source).absolute(), Path(args.target).absolute()
     if (target / "config").exists():
         raise FormatError(f"{target} is a store already: copy makes a new one")
-    encryption = Encryption(passphrase=_new_passphrase()) if args.encrypt else None
+    encryption = agentfs.Encryption(passphrase=_new_passphrase()) if args.encrypt else None
     with (
         agentfs.open(source_root, create=False, encryption=cli_encryption(args, source_root)) as source,
         agentfs.open(target, encryption=encryption) as dest,
     ):
-        report = copy_store(source.engine, dest.engine)
+        report = copy_store(source, dest)
     for skipped in report.skipped:
         output.line(f"skipped {skipped}")
     records = f"{output.count(report.journal_records, 'journal record')}, {output.count(report.retirements, 'retirement')}"

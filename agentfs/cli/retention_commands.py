@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Any
 
-from ..core.retention import PruneReport, policy
+from ..core.retention import PruneReport
 from ..errors import NotFound
 from ..sync.pack_remote import PackRemote
 from ..sync.remote_gc import MIN_SETTLE, RECHECK, SETTLE, remote_gc
@@ -106,7 +106,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         if args.clear or args.keep_last is not None or args.keep_within is not None:
             store.set_retention(None if args.clear else args.keep_last, None if args.clear else args.keep_within)
-        current = policy(store.engine)
+        current = store.retention()
     if args.json:
         output.emit_json({"retention": current})
     elif current is None:
@@ -130,6 +130,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         with open_existing(args) as store:
             remote = PackRemote(args.remote, storage_options(args.storage_options))
             settle = SETTLE if args.settle is None else args.settle
+            # store.engine: remote gc is sync's function (gc --remote is its front-end)
             report = remote_gc(remote, store.engine, grace=args.grace, settle=settle, progress=not args.quiet)
         if args.json:
             output.emit_json(dataclasses.asdict(report))

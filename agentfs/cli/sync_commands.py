@@ -15,7 +15,7 @@ from typing import Any
 import agentfs
 
 from ..errors import AgentFSError
-from ..sync.daemon import RECONCILE_INTERVAL, SyncDaemon
+from ..sync.daemon import RECONCILE_INTERVAL
 from ..sync.pack_remote import PackRemote
 from ..sync.pull import PullStats, pull
 from ..sync.push import Pusher
@@ -61,8 +61,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if not args.watch:
         return push_once(store, PackRemote(args.url, options), args.workers, recheck_first=args.recheck, progress=not args.quiet)
     try:
-        daemon = SyncDaemon(
-            store.engine,
+        daemon = store.async_sync(  # a daemon not started yet: it runs below, in the foreground
             args.url,
             options,
             interval=args.interval,
@@ -112,6 +111,7 @@ def push_once(store: agentfs.Store, remote: PackRemote, workers: int, *, recheck
     """`agentfs sync URL`: push, print what was refused as corrupt (exit 4 if anything was), record the outcome for `status`.
 
     With `recheck_first` (--recheck), list the remote first and push again what it lost."""
+    # store.engine: sync's functions take the engine (these commands are sync's own front-end)
     pusher = Pusher(store.engine, remote, workers=workers)
     try:
         if recheck_first:
@@ -149,6 +149,7 @@ def _amounts(checkpoints: int, objects: int) -> str:
 def cmd_pull(args: argparse.Namespace) -> int:
     store = agentfs.open(store_path(args), encryption=cli_encryption(args, store_path(args)))
     remote = PackRemote(args.url, storage_options(args.storage_options))
+    # store.engine: sync's functions take the engine (these commands are sync's own front-end)
     stats = pull(store.engine, remote, args.runs or None, progress=not args.quiet)
     output.line(f"pulled {_amounts(stats.entries, stats.objects)} ({output.count(stats.bytes, 'byte')}) from {remote.url}")
     for run, checkpoint_id in stats.repaired:
@@ -183,6 +184,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
         unlock = agentfs.Encryption(key_file=key_file) if key_file else None
         agentfs.open(target, remote=args.url, storage_options=options, encryption=unlock).close()
         with agentfs.open(target, encryption=unlock) as store:
+            # store.engine: sync's functions take the engine (these commands are sync's own front-end)
             stats = pull(store.engine, remote, None, progress=not args.quiet)
     except BaseException:  # also Ctrl-C: a failed clone leaves no half-made store behind
         if made is not None:
@@ -217,7 +219,7 @@ def remote_json(remote: RemoteStats) -> dict[str, Any]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     store = open_existing(args)
-    remotes = remote_stats(store.engine, store.engine.local_entries())
+    remotes = remote_stats(store.engine, store.engine.local_entries())  # store.engine: store.stats() would also read every entry
     if args.json:
         output.emit_json({"store": str(store.root), "remotes": [remote_json(remote) for remote in remotes]})
         return OK

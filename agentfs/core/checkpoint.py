@@ -11,20 +11,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..engine.repository import Repository
 from ..errors import NotFound
 from ..format.manifest import VALUE_STATE, Manifest
 from ..format.refs import Ref, ref_size
 from ..names import check_name
 from ..objects.blobs import blob_reader
 from ..serialization import decode_body, decode_value
+from .engine_api import EngineAPI
 from .schema import Schema
 
 
 class Checkpoint:
     """One committed checkpoint of a run. `state` is decoded on first access, every byte verified."""
 
-    def __init__(self, store: Repository, manifest: Manifest, schema: Schema | None = None) -> None:
+    def __init__(self, store: EngineAPI, manifest: Manifest, schema: Schema | None = None) -> None:
         self._store = store
         self.manifest = manifest
         self._schema = schema

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..engine.repository import Repository
 from ..errors import FormatError, SerializationError
 from ..format import chunking
 from ..format.manifest import MAX_VALUE, ValueRef
@@ -21,6 +20,7 @@ from ..format.refs import INLINE, LOOSE, PACK_MAX, PACKED, TREE, EntryAddress, p
 from ..objects.blobs import BlobWriter, blob_reader
 from ..serialization import encode_body
 from ..serialization.values import LIST_BODY
+from .engine_api import EngineAPI
 
 
 class Extend:
@@ -52,7 +52,7 @@ def encode_extension(value: Extend, where: str) -> Extension:
     return Extension(count, data)
 
 
-def extended_ref(store: Repository, blobs: BlobWriter, base: ValueRef | None, home: EntryAddress, added: Extension, where: str) -> ValueRef:
+def extended_ref(store: EngineAPI, blobs: BlobWriter, base: ValueRef | None, home: EntryAddress, added: Extension, where: str) -> ValueRef:
     """The ValueRef of the list `base` (the parent's value of this key, at `home`) extended by `added`."""
     if base is None:
         return [LIST_BODY, added.items, blobs.put(added.data)]
@@ -92,7 +92,7 @@ def _params(size: int) -> chunking.ChunkParams:
     return chunking.LARGE if size > chunking.LARGE_VALUE else chunking.SMALL
 
 
-def _leaves(store: Repository, ref: list[Any], where: str) -> list[list[Any]]:
+def _leaves(store: EngineAPI, ref: list[Any], where: str) -> list[list[Any]]:
     """[id, size] of each chunk of a LOOSE or TREE blob, in order, from its verified tree nodes."""
     if ref[0] == LOOSE:
         return [[ref[1], ref[2]]]

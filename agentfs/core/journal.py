@@ -4,7 +4,7 @@ runs/<run>/journal/<id> holds one immutable record per event: a call's start, th
 
 "AFJ" | version (1 byte) | sha256(body) (32 bytes) | body, body = a msgpack map (see Record.to_bytes)
 
-Each record is appended whole and durably (Repository.append_record) before the call that wrote it
+Each record is appended whole and durably (EngineAPI.append_record) before the call that wrote it
 returns, so a crash leaves no torn record. The checksum still catches damage: a damaged
 record is skipped, logged and listed in `Journal.damaged`, never misread.
 """
@@ -21,7 +21,6 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..engine.repository import Repository
 from ..errors import Conflict, FormatError, IntegrityError, NotFound, SerializationError
 from ..format.journal import ERROR, OK, START, Record, check_key, decode_record
 from ..format.keys import JOURNAL_RECORDS
@@ -29,6 +28,7 @@ from ..ids import new_id
 from ..names import ID
 from ..serialization import encode_value
 from .calls import ABANDONED, CANCELLED, IN_FLIGHT, Call, calls_of, capped, clean, encode_args, in_flight_error, message_of, name_of
+from .engine_api import EngineAPI
 from .tool_calls import AsyncToolCall, ToolCall
 
 if TYPE_CHECKING:
@@ -60,11 +60,11 @@ class _Cache:
         self.damaged.pop(record_id, None)
 
 
-_caches: weakref.WeakKeyDictionary[Repository, dict[str, _Cache]] = weakref.WeakKeyDictionary()
+_caches: weakref.WeakKeyDictionary[EngineAPI, dict[str, _Cache]] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
 
-def _cache_of(store: Repository, run: str) -> _Cache:
+def _cache_of(store: EngineAPI, run: str) -> _Cache:
     with _caches_lock:
         return _caches.setdefault(store, {}).setdefault(run, _Cache())
 

@@ -1,7 +1,7 @@
 """Retention: prune a run to its newest checkpoints, delete a run, apply the store's policy.
 
 Removing a checkpoint first writes a retirement record (a RETIRED record of the run) naming what
-goes; then its log entry is removed (Repository.retire). Records are pushed like entries, so a
+goes; then its log entry is removed (EngineAPI.retire). Records are pushed like entries, so a
 remote learns what to drop (remote gc), and verify can tell a pruned parent from a lost one.
 
 "AFR" | version (1 byte, = 1) | sha256(body) (32 bytes) | body
@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from ..engine.repository import Repository
 from ..errors import AgentFSError
 from ..format.keys import JOURNAL_RECORDS
 from ..format.refs import EntryAddress
 from ..format.retirement import Retirement
 from ..ids import id_time_ns, new_id
+from .engine_api import EngineAPI
 
 MANAGED_PREFIXES = ("langgraph/", "strands/")  # runs whose owner keeps its own retention: the store policy skips them
 
@@ -35,7 +35,7 @@ class PruneReport:
     journal_removed: int = 0
 
 
-def _needs(store: Repository, locations: Iterable[EntryAddress], out: set[EntryAddress]) -> None:
+def _needs(store: EngineAPI, locations: Iterable[EntryAddress], out: set[EntryAddress]) -> None:
     """Add the checkpoints each entry cannot load without: the entries it borrows packed objects from, its fork point."""
     for location in locations:
         try:
@@ -56,7 +56,7 @@ def _seconds(keep_within: timedelta | float | None) -> float | None:
     return seconds
 
 
-def prune(store: Repository, run: str, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
+def prune(store: EngineAPI, run: str, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> PruneReport:
     if keep_last is None and keep_within is None:
         raise ValueError("prune needs keep_last, keep_within or both")
     if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
@@ -70,12 +70,12 @@ def prune(store: Repository, run: str, keep_last: int | None = None, keep_within
     return _retire(store, {run: [i for i in ids if i not in keep]}, journal=False)[0]
 
 
-def delete_runs(store: Repository, runs: list[str]) -> list[PruneReport]:
+def delete_runs(store: EngineAPI, runs: list[str]) -> list[PruneReport]:
     """Delete several runs at once (their checkpoints, but what other runs need, and their journals)."""
     return _retire(store, {run: store.local_ids(run) for run in runs}, journal=True)
 
 
-def _family(store: Repository, runs: Iterable[str]) -> set[str]:
+def _family(store: EngineAPI, runs: Iterable[str]) -> set[str]:
     """The runs whose entries may borrow from `runs`: themselves and their forks, transitively."""
     family = set(runs)
     for run in runs:
@@ -83,11 +83,11 @@ def _family(store: Repository, runs: Iterable[str]) -> set[str]:
     return family
 
 
-def _entries_of(store: Repository, runs: set[str]) -> set[EntryAddress]:
+def _entries_of(store: EngineAPI, runs: set[str]) -> set[EntryAddress]:
     return {(run, checkpoint_id) for run in runs for checkpoint_id in store.local_ids(run)}
 
 
-def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: bool) -> list[PruneReport]:
+def _retire(store: EngineAPI, candidates: dict[str, list[str]], *, journal: bool) -> list[PruneReport]:
     """Remove the candidate checkpoints of each run but those a remaining checkpoint needs.
 
     Only the runs and their forks can borrow from them (forks/ says which). Their needs are read
@@ -120,13 +120,13 @@ def _retire(store: Repository, candidates: dict[str, list[str]], *, journal: boo
 # the store-wide policy, kept in config under "retention" and applied by gc
 
 
-def policy(store: Repository) -> dict[str, Any] | None:
+def policy(store: EngineAPI) -> dict[str, Any] | None:
     """The retention policy in the store's config now (another process may have changed it)."""
     value = store.read_config().get("retention")
     return value if isinstance(value, dict) else None
 
 
-def set_policy(store: Repository, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
+def set_policy(store: EngineAPI, keep_last: int | None = None, keep_within: timedelta | float | None = None) -> dict[str, Any] | None:
     """Set (or, with neither argument, clear) the policy gc applies to every run but MANAGED_PREFIXES ones."""
     if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
         raise ValueError(f"keep_last must be an int >= 1, got {keep_last!r}")
@@ -143,7 +143,7 @@ def set_policy(store: Repository, keep_last: int | None = None, keep_within: tim
     return value
 
 
-def apply_policy(store: Repository) -> list[PruneReport]:
+def apply_policy(store: EngineAPI) -> list[PruneReport]:
     rules = policy(store)
     if rules is None:
         return []

@@ -8,10 +8,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from ..engine import lineage
-from ..engine.index import IdSlice
-from ..engine.object_store import ObjectWriter
-from ..engine.repository import Repository
 from ..errors import Conflict, NotFound, SerializationError
 from ..format.entries import encode_entry
 from ..format.manifest import Manifest, ValueRef
@@ -24,6 +20,7 @@ from ..serialization import encode_value
 from . import retention
 from .checkpoint import Artifact, Checkpoint
 from .commit_input import ArtifactSource, EncodedValue, check_artifacts, check_extends, encode_state, put_artifact
+from .engine_api import EngineAPI, IdSlice
 from .extend import Extension, extended_ref
 from .journal import AsyncToolCall, Journal, ToolCall
 from .retention import PruneReport
@@ -44,7 +41,7 @@ T = TypeVar("T")
 
 
 class Run:
-    def __init__(self, store: Repository, name: str, schema: Schema | None = None) -> None:
+    def __init__(self, store: EngineAPI, name: str, schema: Schema | None = None) -> None:
         self.store = store
         self.name = name
         self.schema = schema
@@ -91,7 +88,7 @@ class Run:
 
     def damaged(self) -> list[tuple[str, str]]:
         """(id, why) of each of the run's local entries that cannot be read: `verify --repair` or a pull fixes them."""
-        return lineage.damaged(self.store, self.name, self.ids())
+        return self.store.damaged_entries(self.name, self.ids())
 
     def heads(self) -> list[str]:
         """Ids of the run's checkpoints that no other checkpoint of it names as parent, oldest first.
@@ -100,16 +97,24 @@ class Run:
         parent), which `latest()` hides: it returns the greatest id. Format 1 reads every manifest of
         the run (from a per-process cache of 256 entries); damaged entries are left out.
         """
-        return lineage.heads(self.store, self.name, self.ids())
+        return self.store.run_heads(self.name, self.ids())
 
     def parents(self, ids: list[str]) -> dict[str, str | None]:
         """Checkpoint id -> the parent its manifest names, for each of `ids` that can be read (damaged ones left out).
 
         One sweep of the run's records when `ids` is a good part of it: cheaper than `checkpoint(id).parent` each."""
-        return lineage.parents(self.store, self.name, ids)
+        return self.store.run_parents(self.name, ids)
+
+    def forks(self) -> set[str]:
+        """Names of the runs forked from this one, and from those, and so on: every run that may borrow from it."""
+        return self.store.forks_of(self.name)
+
+    def retired(self) -> set[str]:
+        """Ids of the run's checkpoints that retention removed on purpose (prune, delete, the store's policy)."""
+        return self.store.retired_ids(self.name)
 
     def _readable(self, checkpoint_id: str) -> Checkpoint | None:
-        entry = lineage.readable(self.store, self.name, checkpoint_id)
+        entry = self.store.readable(self.name, checkpoint_id)
         return None if entry is None else Checkpoint(self.store, entry.manifest, self.schema)
 
     def commit(
@@ -170,7 +175,7 @@ class Run:
                 raise Conflict(f"run {self.name!r}: expected head {parent}, found {head}")
         else:  # any earlier entry of the run is as good to borrow from: skip reading the head
             head = hint if hint is not None and known(self.name, hint) else self.head_id()
-        blobs = BlobWriter(lambda: ObjectWriter(self.store.db, self.store.pool), self._reusable(head), self.store.hasher)
+        blobs = BlobWriter(self.store.object_writer, self._reusable(head), self.store.hasher)
         state_refs: dict[str, ValueRef] = {}
         artifact_refs: dict[str, Ref] = {}
         label = ""  # the value being stored, for a TreeTooDeep
@@ -368,7 +373,7 @@ class Run:
         damaged id, as it is the run's head)."""
         if head is None:
             return {}
-        entry = lineage.readable(self.store, self.name, head)
+        entry = self.store.readable(self.name, head)
         if entry is None:
             return {}
         manifest = entry.manifest

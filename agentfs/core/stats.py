@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from ..engine.repository import Repository
 from ..format.entries import decode_entry_at
 from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS
 from ..format.refs import ref_size
+from .engine_api import EngineAPI
 
 
 @dataclasses.dataclass
@@ -64,7 +64,7 @@ class LocalStats:
         return self.logical_bytes / self.stored_bytes if self.stored_bytes else None
 
 
-def local_stats(store: Repository) -> LocalStats:
+def local_stats(store: EngineAPI) -> LocalStats:
     runs: dict[str, RunStats] = {}
     for run, checkpoint_id in store.local_entries():
         data = store.local_entry(run, checkpoint_id)  # not read_entry: the entry cache, or a remote, must not answer

@@ -20,10 +20,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ..engine import lineage
-from ..engine.object_store import ObjectWriter
-from ..engine.repository import Repository
-from ..format import kinds
 from ..format.entries import encode_entry
 from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
 from ..format.manifest import ValueRef
@@ -31,6 +27,7 @@ from ..format.refs import PACKED, EntryAddress, Ref, located
 from ..objects.blobs import BlobReader, BlobWriter, blob_reader
 from .checkpoint import Artifact, Checkpoint
 from .commit_input import put_artifact
+from .engine_api import EngineAPI
 
 log = logging.getLogger("agentfs")
 
@@ -44,18 +41,16 @@ class CopyReport:
     skipped: list[str] = dataclasses.field(default_factory=list)  # "run@id: why" of each damaged entry left out
 
 
-def copy_store(source: Repository, dest: Repository) -> CopyReport:
+def copy_store(source: EngineAPI, dest: EngineAPI) -> CopyReport:
     """Copy every run of `source` (its local records) into `dest`, a new empty store; see the module's text."""
     report = CopyReport()
     policy = source.read_config().get("retention")
     if policy is not None:
         dest.rewrite_config(lambda config: config.__setitem__("retention", policy))
-    source.index.refresh()
-    for origin, targets in sorted(source.index.forks.items()):  # first: retention must know them before any entry
-        for target in sorted(targets):
-            dest.note_fork(origin, target)
+    for origin, target in source.fork_relations():  # first: retention must know them before any entry
+        dest.note_fork(origin, target)
     reader = blob_reader(source)
-    record_runs = set(source.index.runs(kinds.JOURNAL)) | set(source.index.runs(kinds.RETIRED))
+    record_runs = {run for kind in (JOURNAL_RECORDS, RETIRED_RECORDS) for run, _record_id in source.local_records(kind)}
     for run in sorted(set(source.local_runs()) | record_runs):
         report.runs += 1
         for checkpoint_id in source.local_ids(run):
@@ -72,8 +67,8 @@ def copy_store(source: Repository, dest: Repository) -> CopyReport:
     return report
 
 
-def _copy_entry(source: Repository, dest: Repository, reader: BlobReader, run: str, checkpoint_id: str, report: CopyReport) -> bool:
-    entry = lineage.readable(source, run, checkpoint_id)  # a damaged entry is logged there
+def _copy_entry(source: EngineAPI, dest: EngineAPI, reader: BlobReader, run: str, checkpoint_id: str, report: CopyReport) -> bool:
+    entry = source.readable(run, checkpoint_id)  # a damaged entry is logged there
     if entry is None:
         report.skipped.append(f"{run}@{checkpoint_id}: damaged (see agentfs verify)")
         return False
@@ -81,7 +76,7 @@ def _copy_entry(source: Repository, dest: Repository, reader: BlobReader, run: s
     home: EntryAddress = (run, checkpoint_id)
     with dest.writing():
         borrow_from = (run, old.parent) if old.parent is not None else old.forked_from  # a fork's first entry: its origin
-        blobs = BlobWriter(lambda: ObjectWriter(dest.db, dest.pool), _reusable(dest, borrow_from), dest.hasher)
+        blobs = BlobWriter(dest.object_writer, _reusable(dest, borrow_from), dest.hasher)
         state: dict[str, ValueRef] = {}
         for key, (value_format, count, ref) in old.state.items():
             state[key] = [value_format, count, blobs.put(reader.read(ref, home, f"{run}@{checkpoint_id} state key {key!r}"))]
@@ -98,7 +93,7 @@ def _copy_entry(source: Repository, dest: Repository, reader: BlobReader, run: s
             return dest.append_entry(run, checkpoint_id, data, objects=objects, relies_on=relies_on)
 
 
-def _reusable(dest: Repository, home: EntryAddress | list[str] | None) -> dict[bytes, Ref]:
+def _reusable(dest: EngineAPI, home: EntryAddress | list[str] | None) -> dict[bytes, Ref]:
     """The small objects the copied parent (or fork origin) packed: an unchanged small value is borrowed, as a
     commit does; nothing if that entry is not in `dest` (retired, damaged, or its run not copied yet)."""
     if home is None or not dest.has_entry(home[0], home[1]):

@@ -9,23 +9,22 @@ import weakref
 from collections import deque
 from collections.abc import Iterator
 
-from ..engine.notify import RESCAN, Watcher
-from ..engine.repository import Repository
 from ..errors import NotFound
 from ..format.refs import EntryAddress
 from ..names import check_name
 from .checkpoint import Checkpoint
+from .engine_api import RESCAN, EngineAPI, Watcher
 from .run import Run
 
 
-def watch(store: Repository, run: str | None = None, *, timeout: float | None = None) -> Watch:
-    return Watch(store, Watcher(store, None if run is None else check_name(run, "run")), timeout)
+def watch(store: EngineAPI, run: str | None = None, *, timeout: float | None = None) -> Watch:
+    return Watch(store, store.watcher(None if run is None else check_name(run, "run")), timeout)
 
 
 class Watch(Iterator["Checkpoint"]):
     """The iterator store.watch() returns; watching starts when it is made, not at the first next()."""
 
-    def __init__(self, store: Repository, watcher: Watcher, timeout: float | None) -> None:
+    def __init__(self, store: EngineAPI, watcher: Watcher, timeout: float | None) -> None:
         self._store = store
         self._watcher = watcher
         self._timeout = timeout
@@ -69,7 +68,7 @@ class AsyncWatch:
     is collected).
     """
 
-    def __init__(self, store: Repository, run: str | None, timeout: float | None) -> None:
+    def __init__(self, store: EngineAPI, run: str | None, timeout: float | None) -> None:
         self._store = store
         self._run = run
         self._timeout = timeout
@@ -90,7 +89,7 @@ class AsyncWatch:
 
         store, run = self._store, self._run
         # cancelled meanwhile: the new watcher's observer thread would run forever unless closed
-        self._watcher = await store.offload.call_or_undo(lambda: Watcher(store, run, wake), Watcher.close)
+        self._watcher = await store.offload.call_or_undo(lambda: store.watcher(run, wake), Watcher.close)
         weakref.finalize(self, self._watcher.close)  # dropped without aclose(): still stop the observer
 
     def __aiter__(self) -> AsyncWatch:

@@ -74,6 +74,7 @@ class Index:
     def __init__(self, directory: Path, sealer: Sealer | None = None) -> None:
         self.directory = directory
         self.sealer = sealer
+        self.expand = None if sealer is None else sealer.group_members  # opens an encrypted store's groups as scans meet them
         self._directory = os.fspath(directory)
         # the last listing of the directory, its segment ids and their set
         self._listed: tuple[list[str], list[int], frozenset[int]] = ([], [], frozenset())
@@ -183,7 +184,7 @@ class Index:
 
     def _open(self, segment_id: int) -> None:
         try:
-            opened = open_indexed(self._path(segment_id))
+            opened = open_indexed(self._path(segment_id), self.expand)
         except FileNotFoundError:
             return  # compacted away since it was listed
         except OSError as exc:  # EIO: raised, never a segment skipped (a run silently shorter)
@@ -248,9 +249,9 @@ class Index:
                 if known.end + length > size:
                     raise IntegrityError(f"{self._where(segment_id)} offset {known.end}: a batch claims {length} bytes past the file's end")
                 read = batch_reader(fd, size, known.end, length)  # a large batch is read a frame at a time, never whole
-                entries.extend(fmt.decode_batch(read, segment_id, known.end, self._where(segment_id)))
+                entries.extend(fmt.decode_batch(read, segment_id, known.end, self._where(segment_id), self.expand))
             except AgentFSError:  # damaged or still being written: the full scan tells which
-                view = scan_from(self._path(segment_id), known.end)
+                view = scan_from(self._path(segment_id), known.end, self.expand)
                 self.problems.extend(view.problems)
                 entries.extend(view.entries)
                 known.end = view.end
@@ -332,7 +333,7 @@ class Index:
         """Apply a retirement record: what it names leaves the index (and stays out if indexed later)."""
         where = f"{run} retired/{record_id} ({self._where(location.segment_id)} offset {location.offset})"
         try:
-            record = decode_retirement(self.read(location, kinds.RETIRED).body, run, record_id, where)
+            record = decode_retirement(self.read(location, kinds.RETIRED, kinds.pair_key(run, record_id)).body, run, record_id, where)
         except AgentFSError:
             return  # hides nothing; verify reports the record
         named = set(record.checkpoints) | set(record.journal)
@@ -375,7 +376,7 @@ class Index:
         self.problems.append(f"{damage}; scanning the segment instead")
         self.footers.pop(segment_id, None)
         self._sorted.clear()
-        view = scan_from(self._path(segment_id), fmt.HEADER.size)
+        view = scan_from(self._path(segment_id), fmt.HEADER.size, self.expand)
         self.problems.extend(view.problems)
         self._add(segment_id, view.entries)
         self.heads = {run: head for run in self.heads if (head := self._newest(kinds.ENTRY, run)) is not None}
@@ -455,9 +456,15 @@ class Index:
         return list(self.object_locations())
 
     def object_lengths(self) -> list[int]:
-        """The length of each object's blob (its record's body)."""
+        """The length of each object's blob (its record's body). Objects that lie in one GROUP record (an encrypted
+        store's) share its frame: its bytes are counted once, on the first of them, 0 on the others."""
         overhead = fmt.record_overhead(kinds.OID_LENGTH)
-        return [location.length - overhead for location in self.object_locations().values()]
+        seen: set[FrameLocation] = set()
+        lengths = []
+        for location in self.object_locations().values():
+            lengths.append(0 if location in seen else location.length - overhead)
+            seen.add(location)
+        return lengths
 
     def rows_read(self) -> int:
         """Footer rows decoded so far: what this index's lookups cost in sealed segments."""
@@ -514,22 +521,28 @@ class Index:
         """`length` bytes of the segment at `offset` (see use())."""
         return self.use(segment_id, "reading segment", os.pread, length, offset)
 
-    def read(self, location: FrameLocation, kind: int | None = None) -> fmt.Record:
-        """The record at `location` (of `kind`, if known), its frame verified; IntegrityError if damaged.
+    def read(self, location: FrameLocation, kind: int | None = None, key: bytes | None = None) -> fmt.Record:
+        """The record at `location` (of `kind` and plain `key`, if known), its frame verified; IntegrityError if damaged.
 
         The length a footer or batch claims is checked against the kind's largest record and the segment's
-        size before anything is allocated (tests/engine/test_segment_limits.py)."""
+        size before anything is allocated (tests/engine/test_segment_limits.py). In an encrypted store the location
+        may be a GROUP record's: the group is authenticated whole, and the record (kind, key) taken from it."""
         where = f"{self._where(location.segment_id)} offset {location.offset}"
-        largest = fmt.MAX_RECORD_FRAME if kind is None else fmt.max_record_frame(kind)
+        largest = fmt.MAX_RECORD_FRAME if kind is None else max(fmt.max_record_frame(kind), self._largest_group())
         if location.length > largest:
             over = f"past the largest record ({largest})"
             raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, {over}")
         data = self.use(location.segment_id, "reading segment", _read_within, location, where)
         record = fmt.decode_record(data, where)
+        if self.sealer is not None and record.kind == kinds.GROUP:
+            return _member(self.sealer, record, kind, key, where)
         if self.sealer is None or record.kind not in kinds.KNOWN:
             return record
         body = self.sealer.open(record.kind, record.key, record.body, where)  # authenticated before anything decodes it
         return fmt.Record(record.kind, self.sealer.plain_key(record.kind, record.key, where), body)
+
+    def _largest_group(self) -> int:
+        return 0 if self.sealer is None else fmt.max_record_frame(kinds.GROUP)
 
     def read_body(self, kind: int, key: bytes, first: FrameLocation, check: Callable[[bytes], object] | None = None) -> bytes:
         """The body of the record `key` whose first copy lies at `first`, and where it lies now if its
@@ -567,7 +580,7 @@ class Index:
         intact: bytes | None = None
         for location in [first, *others]:
             try:
-                record = self.read(location, kind)
+                record = self.read(location, kind, key)
             except IntegrityError as exc:
                 damage = damage or exc
                 continue
@@ -589,6 +602,20 @@ class Index:
 
     def where(self, location: FrameLocation) -> str:
         return f"{self._where(location.segment_id)} offset {location.offset}"
+
+
+def _member(sealer: Sealer, group: fmt.Record, kind: int | None, key: bytes | None, where: str) -> fmt.Record:
+    """The record (kind, plain key) of the GROUP record `group`, the group authenticated and checked first.
+
+    Each read opens the group again: keeping the last one opened saved a third of the openings of a
+    conversation's history read (1,374 -> 905 for 300 steps) and no measurable time (1.3-1.6 s either way)."""
+    members = sealer.open_group(group.key, group.body, where)
+    if kind is None or key is None:
+        raise IntegrityError(f"{where}: a group of records, read without naming which of its records")
+    for member in members:
+        if member.kind == kind and member.key == key:
+            return fmt.Record(member.kind, member.key, member.body)
+    raise IntegrityError(f"{where}: its group of records holds no {kinds.NAMES.get(kind, kind)} record {key[:80]!r}")
 
 
 def _read_within(fd: int, location: FrameLocation, where: str) -> bytes:

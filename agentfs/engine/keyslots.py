@@ -135,3 +135,37 @@ def remove_slot(root: Path, slot_id: str, *, sync: bool) -> None:
     (slots_dir(root) / slot_id).unlink()
     if sync:
         fsync_dir(slots_dir(root))
+
+
+class StoreKeys:
+    """The key slots of one store (`store.keys`), for `agentfs key add/remove/passwd`: each change is durable
+    (with durability="power") when it returns. A plaintext store has no master key and takes no slot."""
+
+    def __init__(self, root: Path, tmp_dir: Path, sealer: crypto.Sealer | None, *, sync: bool) -> None:
+        self.root = root
+        self._tmp_dir = tmp_dir
+        self._sealer = sealer
+        self._sync = sync
+
+    @property
+    def master(self) -> bytes | None:
+        """The unlocked master key, which every slot wraps; None for a plaintext store."""
+        return None if self._sealer is None else self._sealer.master
+
+    def new_slot(self, encryption: Encryption, *, label: str = "") -> crypto.Slot:
+        """A new slot wrapping the master key, opened by `encryption`'s passphrase or key file; `add` writes it."""
+        if self._sealer is None:
+            raise FormatError(f"{self.root} is not encrypted: it has no key slots")
+        return new_slot(self._sealer.master, encryption, label=label)
+
+    def slots(self) -> list[crypto.Slot]:
+        """Every slot in keys/, in slot id order."""
+        return read_slots(self.root)
+
+    def add(self, slot: crypto.Slot) -> None:
+        """Write `slot` (made by `new_slot` from the master key) beside the others."""
+        write_slot(self.root, self._tmp_dir, slot, sync=self._sync)
+
+    def remove(self, slot_id: str) -> None:
+        """Delete the slot `slot_id`: its passphrase or key file no longer unlocks this store."""
+        remove_slot(self.root, slot_id, sync=self._sync)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing
-from ..format import kinds
+from ..format import codec, kinds
 from ..format.entries import Entry, decode_entry_at
-from .repository import Repository
+from .index import Index
 
 DAMAGE = (FormatError, IntegrityError)  # what reading a truncated or corrupt entry raises
 log = logging.getLogger("agentfs")
@@ -15,7 +16,22 @@ SWEEP_FROM = 64  # ids: fewer are each looked up (a few footer rows each), more 
 SWEEP_SHARE = 8  # ...when they are at least an eighth of the run's
 
 
-def readable(store: Repository, run: str, checkpoint_id: str) -> Entry | None:
+class EntryReads(Protocol):
+    """What these functions read of a store: a Repository (which offers them as methods; this module is below it)."""
+
+    @property
+    def index(self) -> Index: ...
+    @property
+    def source(self) -> object: ...  # None for a store without a remote (a sweep then reads the records in place)
+    @property
+    def hasher(self) -> codec.Hasher: ...
+    def read_entry(self, run: str, checkpoint_id: str) -> Entry: ...
+    def has_entry(self, run: str, checkpoint_id: str) -> bool: ...
+    def ids(self, run: str) -> list[str]: ...
+    def retired_ids(self, run: str) -> set[str]: ...
+
+
+def readable(store: EntryReads, run: str, checkpoint_id: str) -> Entry | None:
     """The entry; None (logged) if the local copy is damaged, or if it was pruned since it was listed.
 
     Only a damaged LOCAL entry is skipped: one fetched from a remote that does not verify is refused
@@ -34,7 +50,7 @@ def readable(store: Repository, run: str, checkpoint_id: str) -> Entry | None:
         return None
 
 
-def parents(store: Repository, run: str, ids: list[str]) -> dict[str, str | None]:
+def parents(store: EntryReads, run: str, ids: list[str]) -> dict[str, str | None]:
     """Checkpoint id -> the parent its manifest names, for each of `ids` that `readable` reads (the others are left out).
 
     A sweep: the run's record locations are found once, and each entry is read and decoded from there (about a third
@@ -49,7 +65,7 @@ def parents(store: Repository, run: str, ids: list[str]) -> dict[str, str | None
         location = located.get(checkpoint_id)
         if location is not None:
             try:
-                record = store.index.read(location, kinds.ENTRY)
+                record = store.index.read(location, kinds.ENTRY, kinds.pair_key(run, checkpoint_id))
                 if record.kind == kinds.ENTRY and record.key == kinds.pair_key(run, checkpoint_id):
                     decoded = decode_entry_at(record.body, run, checkpoint_id, f"{run}@{checkpoint_id}", store.hasher)
                     found[checkpoint_id] = decoded.manifest.parent
@@ -62,7 +78,7 @@ def parents(store: Repository, run: str, ids: list[str]) -> dict[str, str | None
     return found
 
 
-def heads(store: Repository, run: str, ids: list[str]) -> list[str]:
+def heads(store: EntryReads, run: str, ids: list[str]) -> list[str]:
     """Ids among `ids` (the run's, oldest first) where a line of the run ends: two or more is divergence.
 
     A head is a checkpoint that no readable checkpoint of the run names as parent and that is newer
@@ -81,7 +97,7 @@ def heads(store: Repository, run: str, ids: list[str]) -> list[str]:
     return [leaf for leaf in leaves[:-1] if leaf > newest_retired] + leaves[-1:]
 
 
-def damaged(store: Repository, run: str, ids: list[str]) -> list[tuple[str, str]]:
+def damaged(store: EntryReads, run: str, ids: list[str]) -> list[tuple[str, str]]:
     """(id, why) of each entry among `ids` that cannot be read."""
     problems = []
     for checkpoint_id in ids:
@@ -94,7 +110,7 @@ def damaged(store: Repository, run: str, ids: list[str]) -> list[tuple[str, str]
     return problems
 
 
-def diverged(store: Repository, runs: set[str]) -> dict[str, list[str]]:
+def diverged(store: EntryReads, runs: set[str]) -> dict[str, list[str]]:
     """run -> its heads, for each of `runs` with more than one head (two machines appended to one parent)."""
     found = {}
     for run in sorted(runs):

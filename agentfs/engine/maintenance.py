@@ -249,14 +249,17 @@ def _compact(store: Repository, grace: float, marked: set[bytes], report: GcRepo
     for segment_id in segment_ids(store.segments_dir):
         path = store.segments_dir / fmt.segment_name(segment_id)
         try:
-            view = open_segment(path)
+            view = open_segment(path, store.index.expand)
             young = now - path.stat().st_mtime <= grace
         except (AgentFSError, FileNotFoundError):
             continue  # a segment this agentfs cannot read is never deleted by it
         if not view.sealed:
             continue  # a live writer's
         try:
-            records = [store.index.read(segments.FrameLocation(segment_id, entry.offset, entry.length)) for entry in view.entries]
+            records = [
+                store.index.read(segments.FrameLocation(segment_id, entry.offset, entry.length), entry.kind, _plain(store, entry))
+                for entry in view.entries
+            ]
         except AgentFSError as exc:
             report.damaged.append(f"{path}: {exc}: left as it is")
             continue
@@ -322,15 +325,16 @@ def salvage(store: Repository) -> SalvageReport:
                 continue
             records, missing = [], []
             for entry in opened.footer.entries():
-                if entry.kind == kinds.FORK:
-                    records.append(fmt.Record(entry.kind, entry.key, b""))  # its key is all it holds
-                    continue
                 try:
-                    body = store.index.read_body(entry.kind, entry.key, segments.FrameLocation(segment_id, entry.offset, entry.length))
+                    key = _plain(store, entry)  # appended again as records are: by plain key, sealed anew
+                    if entry.kind == kinds.FORK:
+                        records.append(fmt.Record(entry.kind, key, b""))  # its key is all it holds
+                        continue
+                    body = store.index.read_body(entry.kind, key, segments.FrameLocation(segment_id, entry.offset, entry.length))
                 except AgentFSError as exc:
                     missing.append(f"{_describe(entry)} ({exc})")
                     continue
-                records.append(fmt.Record(entry.kind, entry.key, body))
+                records.append(fmt.Record(entry.kind, key, body))
             if missing:
                 report.left.append(f"{path}: no intact copy of {len(missing)} of its records: {'; '.join(missing[:5])}")
                 continue
@@ -342,6 +346,11 @@ def salvage(store: Repository) -> SalvageReport:
             report.restored.append(str(path))
         store.index.refresh()
     return report
+
+
+def _plain(store: Repository, entry: fmt.IndexEntry) -> bytes:
+    """A footer's or scan's record key as the index takes it: an encrypted store's stored run names read back."""
+    return entry.key if store.sealer is None else store.sealer.plain_key(entry.kind, entry.key, "a segment's record key")
 
 
 def _describe(entry: fmt.IndexEntry) -> str:

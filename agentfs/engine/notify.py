@@ -21,7 +21,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from ..format.refs import EntryAddress
-from .repository import Repository
+from .segment_store import SegmentStore
 
 RESCAN = 0.5
 
@@ -53,7 +53,7 @@ class _Hints(FileSystemEventHandler):
 class Watcher:
     """Reports each local checkpoint of `run` (default: every run) committed after it started, once."""
 
-    def __init__(self, store: Repository, run: str | None = None, on_hint: Callable[[], None] | None = None) -> None:
+    def __init__(self, store: SegmentStore, run: str | None = None, on_hint: Callable[[], None] | None = None) -> None:
         self.store = store
         self.run = run
         self._on_hint = on_hint  # called from watchdog's thread after each hint: wakes an async consumer

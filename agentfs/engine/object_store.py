@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec, kinds
 from ..format.refs import parse_node
-from ..format.segment import Record, max_record_frame, record_body_unchecked
+from ..format.segment import FRAME, Record, max_record_frame, record_body_unchecked
 from ..format.walk import Children, Reached
 from ..fsutil import drop_cached, start_writeback
 from .index import Index
@@ -25,6 +25,7 @@ from .object_cache import HeldTrees, ObjectCache
 from .segments import FrameLocation
 
 OBJECT_FRAME_MAX = max_record_frame(kinds.OBJECT)
+GROUP_KIND = bytes((kinds.GROUP,))  # a frame's kind byte, as it lies in the frame
 
 Fetch = Callable[[bytes], bytes | None]
 # the cores this process may run on: at most this many of a writer's jobs store chunks at once (_store_all)
@@ -109,6 +110,8 @@ class ObjectStore:
         if location.length > OBJECT_FRAME_MAX:  # checked before the read allocates it; the segment's end: index.read
             raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, over the largest object's")
         data = self.index.pread(location.segment_id, location.length, location.offset)
+        if self.index.sealer is not None and data[FRAME.size - 1 : FRAME.size] == GROUP_KIND:  # one of a group's records
+            return codec.decode(self.index.read(location, kinds.OBJECT, oid).body, oid, where, self.hasher)
         body = record_body_unchecked(data, kinds.OBJECT, oid, where)
         if self.index.sealer is not None:  # authenticated before it is decompressed
             body = memoryview(self.index.sealer.open(kinds.OBJECT, oid, body, where))

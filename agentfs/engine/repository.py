@@ -3,7 +3,8 @@
 The engine's one interface to what is stored; features (core/) and sync (sync/) both build on it,
 and the public Store (api.py) holds one (`store.engine`) and adds the features.
 
-The engine API: all core/ may use (a forbidden import contract keeps it off fsutil and the locks).
+The engine API: core/ sees it as core/engine_api.py's EngineAPI, a Protocol of the members below that it uses
+(import contracts keep core/ off every other engine module, fsutil and the locks).
 "Durable" means it survives power loss once the call returns, with durability="power" (with
 "process", a killed process only).
 
@@ -22,6 +23,8 @@ The engine API: all core/ may use (a forbidden import contract keeps it off fsut
 - config: `read_config`, `rewrite_config` (durable, under the config lock).
 - objects: `db` (an ObjectStore; new objects through ObjectWriter), `pool`.
 - `where_stored` names where an entry or record lies, for messages; `writer()`, `id`, `source`.
+- for core: `readable`, `run_parents`, `run_heads`, `damaged_entries` (engine/lineage.py), `fork_relations`,
+  `object_writer()`, `watcher(run, on_hint)` (engine/notify.py).
 - for sync: `remote_state_dir(name)` and `remote_state_names()` (a remote's private state: caches,
   not truth), `repair_record` (a damaged local record gets a verified copy beside it), `watched_dir()`
   (every commit makes a file-system event under it: a hint, never the truth).
@@ -42,7 +45,7 @@ from ..aio import Offloader
 from ..errors import FormatError, IntegrityError, NotFound, RetirementRefused, StoreClosed
 from ..format import keys, kinds
 from ..format import segment as fmt
-from ..format.config import ENCRYPTED_HASH, check_store_config, encode_config, encrypted, encryption_config, new_config
+from ..format.config import ENCRYPTED_HASH, GROUPS_FROM, check_store_config, encode_config, encrypted, encryption_config, new_config
 from ..format.crypto import Sealer, new_master
 from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
@@ -51,10 +54,12 @@ from ..format.keys import RETIRED_RECORDS
 from ..format.refs import EntryAddress
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
+from . import lineage
 from .index import IdSlice
 from .keyslots import Encryption, Unlocked, new_slot, read_slots, unlock, write_slot
 from .locks import EXCLUSIVE, flock
-from .object_store import ObjectStore
+from .notify import Watcher
+from .object_store import ObjectStore, ObjectWriter
 from .segment_store import SegmentStore
 from .segment_writer import DURABILITY, Durability
 
@@ -75,6 +80,8 @@ __all__ = ["DURABILITY", "Durability", "Repository", "Source"]
 class Source(Protocol):
     """Where a store fetches what it lacks: a remote, read as untrusted."""
 
+    @property
+    def url(self) -> str: ...
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None: ...
     def fetch_object(self, oid: bytes) -> bytes | None: ...
     def list_ids(self, run: str, kind: str = ...) -> list[str]: ...
@@ -129,7 +136,8 @@ class Repository(SegmentStore):
         self.root = root
         self.sync_writes = durability == "power"
         config, sealer = self._open_config(encryption, adopt)
-        super().__init__(root, durability, sealer)
+        field = encrypted(config)
+        super().__init__(root, durability, sealer, group_records=field is not None and field["format"] >= GROUPS_FROM)
         self.config = config
         self.source = source
         self.db = ObjectStore(self.index, self._append, self.make_durable, sync_writes=self.sync_writes, hasher=self.hasher)
@@ -401,6 +409,37 @@ class Repository(SegmentStore):
 
     def read_packed(self, oid: bytes, location: EntryAddress) -> bytes:
         return self.read_entry(*location).packed(oid, f"log entry {location[0]}@{location[1]}")
+
+    # for core/ (core/engine_api.py names all it uses): a run's shape (engine/lineage.py), new objects, change hints
+
+    def readable(self, run: str, checkpoint_id: str) -> Entry | None:
+        """The entry; None (logged) if the local copy is damaged or was pruned since it was listed (lineage.readable)."""
+        return lineage.readable(self, run, checkpoint_id)
+
+    def run_parents(self, run: str, ids: list[str]) -> dict[str, str | None]:
+        """Checkpoint id -> its parent, for each of `ids` that can be read (lineage.parents)."""
+        return lineage.parents(self, run, ids)
+
+    def run_heads(self, run: str, ids: list[str]) -> list[str]:
+        """Ids among `ids` (the run's, oldest first) where a line of the run ends (lineage.heads)."""
+        return lineage.heads(self, run, ids)
+
+    def damaged_entries(self, run: str, ids: list[str]) -> list[tuple[str, str]]:
+        """(id, why) of each entry among `ids` that cannot be read (lineage.damaged)."""
+        return lineage.damaged(self, run, ids)
+
+    def fork_relations(self) -> list[tuple[str, str]]:
+        """(source, target) of every fork noted here (note_fork), sorted."""
+        self.index.refresh()
+        return sorted((source, target) for source, targets in self.index.forks.items() for target in targets)
+
+    def object_writer(self) -> ObjectWriter:
+        """A writer of one commit's new objects (loose ones written on the pool; see ObjectWriter)."""
+        return ObjectWriter(self.db, self.pool)
+
+    def watcher(self, run: str | None = None, on_hint: Callable[[], None] | None = None) -> Watcher:
+        """Reports each local checkpoint of `run` (default: every run) committed from now on (engine/notify.py)."""
+        return Watcher(self, run, on_hint)
 
     # for sync
 

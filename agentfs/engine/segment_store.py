@@ -17,12 +17,13 @@ from pathlib import Path
 from ..errors import StoreClosed
 from ..format import codec, keys, kinds
 from ..format import segment as fmt
-from ..format.crypto import SEALED_OVERHEAD, Sealer
+from ..format.crypto import Sealer
 from ..format.refs import EntryAddress
 from ..fsutil import fsync_dir
 from . import segments
 from .index import Index
 from .locks import EXCLUSIVE, SHARED, LockFiles, forks
+from .record_groups import seal_batch
 from .sealing import protect_sealed
 from .segment_writer import SEAL_AT, Durability, SegmentWriter, seal_orphans
 
@@ -33,9 +34,11 @@ log = logging.getLogger("agentfs")
 class SegmentStore:
     """The segments of the store at `root`: where records lie, and appending durably to them."""
 
-    def __init__(self, root: Path, durability: Durability, sealer: Sealer | None = None) -> None:
+    def __init__(self, root: Path, durability: Durability, sealer: Sealer | None = None, *, group_records: bool = False) -> None:
         self.root = root
         self.sealer = sealer  # an encrypted store's keys: records are sealed as they are appended, opened by the index
+        # an encrypted store of encryption format 2 seals a batch's small records together (record_groups.py)
+        self.group_records = sealer is not None and group_records
         self.durability = durability
         self.sync_writes = durability == "power"
         self.segments_dir = root / keys.SEGMENTS
@@ -116,7 +119,7 @@ class SegmentStore:
         with self._lock:
             self._check_open()
             if self._writer is None:
-                writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability)
+                writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability, expand=self.index.expand)
                 # Hazard: the writer may adopt a segment that another process (the slot's last holder) appended to
                 # after this index last read it, and refresh_index never reads the tail of the writer's own segment.
                 # Unread, those records were lost to this process: a commit's parent= check under the run lock saw
@@ -148,7 +151,11 @@ class SegmentStore:
 
     def _append_batch(self, records: Sequence[fmt.Record], sync: bool) -> tuple[int, list[fmt.IndexEntry]]:
         """_append, for a caller that needs no FrameLocation: (the segment's id, the records' index entries)."""
-        segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync)
+        if self.group_records and self.sealer is not None:
+            frames, placed = seal_batch(self.sealer, records)
+            segment_id, start, end, entries = self._segment_writer().append_batch(frames, sync=sync, placed=placed)
+        else:
+            segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync)
         self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
             with self._lock:
@@ -156,8 +163,8 @@ class SegmentStore:
         return segment_id, entries
 
     def sealed(self, records: Sequence[fmt.Record]) -> Sequence[fmt.Record]:
-        """`records` as segments and packs hold them: in an encrypted store each key as stored and each body
-        sealed under it (format/crypto.py); else unchanged."""
+        """`records` as packs (and segments of encryption format 1) hold them: in an encrypted store each key as
+        stored and each body sealed under it (format/crypto.py); else unchanged."""
         sealer = self.sealer
         if sealer is None:
             return records
@@ -204,7 +211,7 @@ class SegmentStore:
         """Seal this process's segment and those no live writer holds, so that compaction may copy them."""
         if self._writer is not None:
             self._writer.seal()
-        seal_orphans(self.segments_dir, self.locks_dir, durability=self.durability)
+        seal_orphans(self.segments_dir, self.locks_dir, durability=self.durability, expand=self.index.expand)
         self.index.refresh()
 
     def append_compacted(self, records: Sequence[fmt.Record]) -> None:
@@ -267,8 +274,8 @@ class SegmentStore:
             return None
         if self.sealer is None:
             return location.length - fmt.record_overhead(len(kinds.pair_key(run, record_id)))
-        key = kinds.pair_key(self.sealer.stored_run(run), record_id)
-        return location.length - fmt.record_overhead(len(key)) - SEALED_OVERHEAD
+        # sealed: its location may be a group's, so the frame's length says nothing of it
+        return len(self.index.read(location, kinds.KIND_OF[kind], kinds.pair_key(run, record_id)).body)
 
     def local_records(self, kind: str) -> Iterator[tuple[str, str]]:
         """(run, id) of every JOURNAL_RECORDS or RETIRED_RECORDS record in the store."""

@@ -94,8 +94,9 @@ def _allocate(fd: int, start: int, end: int, *, zeros: bool) -> None:
         os.posix_fallocate(fd, start, end - start)
 
 
-def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots: int = SLOTS) -> None:
-    """Seal the unsealed segments of every slot no writer holds (its writers died or closed), for compaction."""
+def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots: int = SLOTS, expand: fmt.Expand | None = None) -> None:
+    """Seal the unsealed segments of every slot no writer holds (its writers died or closed), for compaction (an
+    encrypted store's groups opened by `expand`, so that its footer lists the records they hold)."""
     for slot in range(slots):
         path = slot_lock_path(locks, slot)
         if not path.exists():
@@ -113,7 +114,7 @@ def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots:
                 except AgentFSError:
                     continue
                 if header.slot == slot and not sealed:
-                    view = open_segment(segment)
+                    view = open_segment(segment, expand)
                     segment_fd = os.open(segment, os.O_RDWR)
                     try:
                         write_seal(segment_fd, segment, segment_id, view.end, view.entries, sync=durability == "power")
@@ -135,10 +136,14 @@ class SegmentWriter:
         segment_bytes: int = SEGMENT_BYTES,
         slots: int = SLOTS,
         preallocation_step: int = PREALLOCATION_STEP,
+        expand: fmt.Expand | None = None,
     ) -> None:
+        """`expand`: an encrypted store's group opener (fmt.decode_batch), so that an adopted segment's seal lists
+        the records its groups hold."""
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
         self.directory, self.segment_bytes, self.preallocation_step = directory, segment_bytes, preallocation_step
+        self.expand = expand
         self.sync = durability == "power"
         make_dirs(directory, sync=self.sync)
         make_dirs(locks, sync=self.sync)
@@ -169,7 +174,7 @@ class SegmentWriter:
             if header.slot == self.slot and not sealed:
                 mine.append(segment_id)
         for index, segment_id in enumerate(mine):
-            view = open_segment(self.directory / fmt.segment_name(segment_id))
+            view = open_segment(self.directory / fmt.segment_name(segment_id), self.expand)
             self._fd, self._path = os.open(view.path, os.O_RDWR), os.fspath(view.path)
             self.segment_id, self.entries = segment_id, view.entries
             self.position, self.torn_end, self.allocated = view.end, view.torn_end, os.fstat(self._fd).st_size
@@ -192,8 +197,13 @@ class SegmentWriter:
         segment_id, _start, _end, entries = self.append_batch(records, sync=sync)
         return [FrameLocation(segment_id, entry.offset, entry.length) for entry in entries]
 
-    def append_batch(self, records: Sequence[fmt.Record], *, sync: bool = True) -> tuple[int, int, int, list[fmt.IndexEntry]]:
-        """append(), returning what an index of the batch needs: (segment id, start, end, the records' index entries)."""
+    def append_batch(
+        self, records: Sequence[fmt.Record], *, sync: bool = True, placed: Sequence[fmt.Placed] | None = None
+    ) -> tuple[int, int, int, list[fmt.IndexEntry]]:
+        """append(), returning what an index of the batch needs: (segment id, start, end, the records' index entries).
+
+        `placed`: an encrypted store's records as they lie in `records`' frames (several in one GROUP frame):
+        the index entries (and the footer's rows) are then theirs, each at its frame's location."""
         with self._mutex:
             if self._lock_fd < 0:  # closed: its slot is free, so another writer may append there now
                 raise StoreClosed(f"the segment writer of {self.directory} is closed")
@@ -218,6 +228,8 @@ class SegmentWriter:
             start = self.position
             self.position += length
             self.torn_end = max(self.position, self.torn_end)
+            if placed is not None:
+                entries = [fmt.IndexEntry(p.kind, p.key, entries[p.frame].offset, entries[p.frame].length) for p in placed]
             self.entries.extend(entries)
             return self.segment_id, start, self.position, entries
 

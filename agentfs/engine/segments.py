@@ -100,16 +100,17 @@ class SealedSegment(NamedTuple):
     damage: str = ""  # a sealed segment found truncated or damaged (read through its seal copy): what it lost
 
 
-def open_segment(path: Path) -> SegmentView:
-    """Open one segment: the footer of a sealed one, decoded whole, or a scan of an unsealed one."""
-    opened = open_indexed(path)
+def open_segment(path: Path, expand: fmt.Expand | None = None) -> SegmentView:
+    """Open one segment: the footer of a sealed one, decoded whole, or a scan of an unsealed one (an encrypted
+    store's groups opened by `expand`, fmt.decode_batch)."""
+    opened = open_indexed(path, expand)
     if isinstance(opened, SegmentView):
         return opened
     problems = [opened.damage] if opened.damage else []
     try:
         entries = opened.footer.entries()
     except AgentFSError as exc:
-        view = scan_from(path, fmt.HEADER.size)
+        view = scan_from(path, fmt.HEADER.size, expand)
         view.problems[:0] = [*problems, f"{exc}; scanning the segment instead"]
         return view
     return SegmentView(path, opened.header, True, entries, opened.end, opened.end, problems)
@@ -128,7 +129,7 @@ def _open_file(path: Path, flags: int = os.O_RDONLY) -> int:
     return fd
 
 
-def open_indexed(path: Path) -> SegmentView | SealedSegment:
+def open_indexed(path: Path, expand: fmt.Expand | None = None) -> SegmentView | SealedSegment:
     """Open one segment for an index: the footer of a sealed one (read, checked, not decoded), a scan of an unsealed one.
 
     A segment whose seal copy (fmt.SealCopy) proves it sealed but that has no intact seal of its own now
@@ -160,7 +161,7 @@ def open_indexed(path: Path) -> SegmentView | SealedSegment:
         copy = seal_copy(path, header)
         if copy is not None:
             return _from_seal_copy(path, size, copy, "; ".join(problems) or "it has no intact seal")
-        return _scan(fd, size, path, header, problems)
+        return _scan(fd, size, path, header, problems, expand=expand)
     finally:
         os.close(fd)
 
@@ -199,17 +200,19 @@ def _from_seal_copy(path: Path, size: int, copy: fmt.SealCopy, why: str) -> Seal
     return SealedSegment(copy.header, footer, copy.footer_offset, damage)
 
 
-def scan_from(path: Path, start: int) -> SegmentView:
+def scan_from(path: Path, start: int, expand: fmt.Expand | None = None) -> SegmentView:
     """Scan an unsealed segment from `start` (the end of what a reader already indexed): its new batches."""
     fd = _open_file(path)
     try:
         header = fmt.decode_header(_pread(fd, fmt.HEADER.size, 0), str(path))
-        return _scan(fd, os.fstat(fd).st_size, path, header, [], start)
+        return _scan(fd, os.fstat(fd).st_size, path, header, [], start, expand)
     finally:
         os.close(fd)
 
 
-def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str], start: int = fmt.HEADER.size) -> SegmentView:
+def _scan(
+    fd: int, size: int, path: Path, header: fmt.Header, problems: list[str], start: int = fmt.HEADER.size, expand: fmt.Expand | None = None
+) -> SegmentView:
     window = Window(fd, size)
     entries: list[fmt.IndexEntry] = []
     position = end = start
@@ -221,7 +224,7 @@ def _scan(fd: int, size: int, path: Path, header: fmt.Header, problems: list[str
         length = fmt.batch_length(head, header.segment_id, position)
         if length is not None and position + length <= size:
             try:  # a frame at a time: a batch is never read whole (tests/engine/test_segment_limits.py)
-                entries.extend(fmt.decode_batch(window.read, header.segment_id, position, str(path)))
+                entries.extend(fmt.decode_batch(window.read, header.segment_id, position, str(path), expand))
             except AgentFSError as exc:
                 # the intact BEGIN frame vouches for where the next batch starts; an intact END (or a
                 # next batch) says the whole batch was written: damage, not a torn append
@@ -293,15 +296,15 @@ def ids_of(names: list[str]) -> list[int]:
 class SegmentReader:
     """Lists a directory of segments and reads records at their locations, verifying each frame."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path, expand: fmt.Expand | None = None) -> None:
+        self.directory, self.expand = directory, expand
         self.problems: list[str] = []
 
     def segments(self) -> Iterator[SegmentView]:
         """Each segment opened, oldest first; a segment that cannot be opened is reported and skipped."""
         for segment_id in segment_ids(self.directory):
             try:
-                view = open_segment(self.directory / fmt.segment_name(segment_id))
+                view = open_segment(self.directory / fmt.segment_name(segment_id), self.expand)
             except (AgentFSError, FileNotFoundError) as exc:  # a segment compacted away meanwhile is gone, not damage
                 if not isinstance(exc, FileNotFoundError):
                     self.problems.append(str(exc))

@@ -38,14 +38,27 @@ REMOTE_FIELDS = ("format", "hash", "codec", "chunking", "inline_max", "pack_max"
 ENCRYPTED_HASH = "hmac-sha256"  # an encrypted store's keyed object ids (format/crypto.py): readers without encryption refuse it
 
 
+# The "encryption" field's format: 1, every record sealed alone; 2, a store's segments may also hold GROUP
+# records (small records sealed together, format/groups.py), which a reader of format 1 would skip as an unknown
+# kind, losing the records inside: so it refuses format 2 by this number. New stores are made with 2. A
+# remote's packs hold records sealed alone in both, so a remote's config says 1 (older agentfs keeps reading it).
+ENCRYPTION_FORMAT = 2
+ENCRYPTION_FORMATS = (1, 2)  # what this agentfs reads
+REMOTE_ENCRYPTION_FORMAT = 1
+GROUPS_FROM = 2  # the encryption format from which a store's segments hold groups
+
+
 def remote_config(config: dict[str, Any]) -> dict[str, Any]:
     """The config a pusher publishes on a remote: the store's format fields only, with the remote's format."""
-    return {**{key: config[key] for key in REMOTE_FIELDS if key in config}, "format": REMOTE_FORMAT}
+    fields = {**{key: config[key] for key in REMOTE_FIELDS if key in config}, "format": REMOTE_FORMAT}
+    if "encryption" in fields:
+        fields["encryption"] = {**fields["encryption"], "format": REMOTE_ENCRYPTION_FORMAT}
+    return fields
 
 
 def encryption_config(key_id: str) -> dict[str, Any]:
-    """The config's "encryption" field: the ciphers, and which master key (key slots name it too)."""
-    return {"format": 1, "cipher": "aes-256-gcm", "names": "aes-siv-512", "ids": ENCRYPTED_HASH, "key_id": key_id}
+    """A new store's "encryption" field: the ciphers, and which master key (key slots name it too)."""
+    return {"format": ENCRYPTION_FORMAT, "cipher": "aes-256-gcm", "names": "aes-siv-512", "ids": ENCRYPTED_HASH, "key_id": key_id}
 
 
 def encrypted(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -53,8 +66,11 @@ def encrypted(config: dict[str, Any]) -> dict[str, Any] | None:
     field = config.get("encryption")
     if field is None:
         return None
-    if not isinstance(field, dict) or field.get("format") != 1 or not isinstance(field.get("key_id"), str):
+    if not isinstance(field, dict) or not isinstance(field.get("key_id"), str):
         raise FormatError(f"config's encryption field {str(field)[:80]} is not one this agentfs reads")
+    if field.get("format") not in ENCRYPTION_FORMATS:
+        known = " and ".join(map(str, ENCRYPTION_FORMATS))
+        raise FormatError(f"config's encryption format {str(field.get('format'))[:40]} is not one this agentfs reads (it reads {known})")
     return field
 
 

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from ..errors import FormatError, IntegrityError, InvalidName, WrongKey
-from . import kinds
+from . import groups, kinds
 
 MASTER_LENGTH = 32
 NONCE_LENGTH = 12  # AES-GCM's 96-bit nonce, random per record
@@ -99,6 +99,25 @@ class Sealer:
             return self._records.decrypt(bytes(data[:NONCE_LENGTH]), memoryview(data)[NONCE_LENGTH:], bytes((kind,)) + key)
         except InvalidTag:
             raise IntegrityError(f"{where}: sealed record does not authenticate (damaged, moved, or sealed under another key)") from None
+
+    # groups: several small records sealed as one GROUP record (format/groups.py)
+
+    def seal_group(self, members: list[groups.Member]) -> bytes:
+        """A GROUP record's body (its key is empty): the members, plain keys and plaintext bodies, sealed together."""
+        return self.seal(kinds.GROUP, b"", groups.encode_inner(members))
+
+    def open_group(self, key: bytes, body: bytes | memoryview, where: str) -> list[groups.Member]:
+        """The members of the GROUP record (key, body), authenticated whole before any of it is parsed, then checked
+        (groups.decode_inner); IntegrityError or FormatError naming `where`."""
+        if key:
+            raise FormatError(f"{where}: a group of records has a key ({len(key)} bytes); a group's is empty")
+        if len(body) > groups.MAX_INNER + SEALED_OVERHEAD:  # checked before the decryption allocates it
+            raise IntegrityError(f"{where}: a group of records of {len(body)} bytes, over the largest ({groups.MAX_INNER})")
+        return groups.decode_inner(self.open(kinds.GROUP, key, body, where), where)
+
+    def group_members(self, key: bytes, body: bytes, where: str) -> list[tuple[int, bytes]]:
+        """(kind, stored key) of each record of a GROUP record: what a scan indexes at the group's location."""
+        return [(member.kind, self.stored_key(member.kind, member.key)) for member in self.open_group(key, body, where)]
 
     # run names
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 from isal.isal_zlib import crc32
 
 from ..errors import FormatError, IntegrityError, SerializationError
-from . import codec, kinds
+from . import codec, groups, kinds
 from .crypto import SEALED_OVERHEAD
 from .footer import FIRST_RECORD_KIND, Footer, IndexEntry, encode_footer
 
@@ -62,11 +62,17 @@ ZERO_FRAME = bytes(FRAME.size)
 MAX_RECORD_BODY = 64 << 20
 
 Read = Callable[[int, int], bytes]  # (offset, length) -> the bytes there; fewer at the end of the file
+# (a GROUP frame's key, its body, where) -> (kind, stored key) of each record it holds, authenticated and checked
+# (crypto.Sealer.group_members); an encrypted store's scans index those records at the group's location
+Expand = Callable[[bytes, bytes, str], list[tuple[int, bytes]]]
 
 
 def max_record_frame(kind: int) -> int:
     """The longest frame a record of `kind` may have: its key (at most MAX_KEY bytes) and its body, at most
-    codec.MAX_BLOB for an object, nothing for a fork, MAX_RECORD_BODY else; sealed, 28 bytes more."""
+    codec.MAX_BLOB for an object, nothing for a fork, a group's largest plaintext for a group, MAX_RECORD_BODY
+    else; sealed, 28 bytes more."""
+    if kind == kinds.GROUP:
+        return FRAME.size + KEY_LENGTH.size + groups.MAX_INNER + SEALED_OVERHEAD  # its key is empty
     body = codec.MAX_BLOB if kind == kinds.OBJECT else 0 if kind == kinds.FORK else MAX_RECORD_BODY
     return FRAME.size + KEY_LENGTH.size + MAX_KEY + body + SEALED_OVERHEAD
 
@@ -78,6 +84,15 @@ class Record(NamedTuple):
     kind: int
     key: bytes
     body: bytes
+
+
+class Placed(NamedTuple):
+    """Where a record of a batch lies among the batch's frames: frame number `frame` holds it (alone, or in a group)
+    as (kind, key), its key as stored."""
+
+    frame: int
+    kind: int
+    key: bytes
 
 
 class Header(NamedTuple):
@@ -187,10 +202,12 @@ def batch_length(data: bytes | memoryview, segment_id: int, offset: int) -> int 
     return int(length)
 
 
-def decode_batch(read: Read, segment_id: int, offset: int, where: str) -> list[IndexEntry]:
+def decode_batch(read: Read, segment_id: int, offset: int, where: str, expand: Expand | None = None) -> list[IndexEntry]:
     """The records of the batch at `offset`, read a frame at a time through `read`; IntegrityError unless all
     of it is intact. Each record frame's claimed length is checked against its kind's largest
-    (max_record_frame) and the batch's end before the frame is read: a crafted length allocates nothing."""
+    (max_record_frame) and the batch's end before the frame is read: a crafted length allocates nothing.
+    With `expand` (an encrypted store's), a GROUP frame gives an entry per record it holds, at its own
+    location; a group that does not open makes the batch damaged (its AgentFSError)."""
     head = read(offset, BEGIN_FRAME)
     length = batch_length(head, segment_id, offset)
     if length is None:
@@ -213,7 +230,12 @@ def decode_batch(read: Read, segment_id: int, offset: int, where: str) -> list[I
         key_length = KEY_LENGTH.unpack_from(payload)[0] if len(payload) >= KEY_LENGTH.size else MAX_KEY + 1
         if KEY_LENGTH.size + key_length > len(payload):
             raise FormatError(f"{at}: a record frame of kind {kind} is malformed")
-        entries.append(IndexEntry(kind, payload[KEY_LENGTH.size : KEY_LENGTH.size + key_length], position, size))
+        key = payload[KEY_LENGTH.size : KEY_LENGTH.size + key_length]
+        if kind == kinds.GROUP and expand is not None:
+            members = expand(key, payload[KEY_LENGTH.size + key_length :], at)
+            entries += [IndexEntry(inner, stored, position, size) for inner, stored in members]
+        else:
+            entries.append(IndexEntry(kind, key, position, size))
         position += size
     if position != end:
         raise IntegrityError(f"{where} offset {position}: the batch's records overrun its end frame")

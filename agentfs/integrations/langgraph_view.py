@@ -17,8 +17,8 @@ class StoreView:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._local = store.engine.source is None
-        if self._local:
+        self._local = store.remote is None
+        if self._local:  # store.engine: one look at the segments, then lookups without one (module docstring)
             store.engine.refresh_index()
 
     def head(self, run: str) -> str | None:

@@ -7,10 +7,9 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ..engine.object_store import ObjectStore, ObjectWriter
-from ..engine.repository import Repository
 from ..errors import FormatError, SerializationError
 from ..format import chunking, codec
 from ..format.manifest import MAX_VALUE
@@ -335,6 +334,16 @@ class BlobReader:
         return b"".join(self.chunks(ref, home, where))
 
 
-def blob_reader(repository: Repository) -> BlobReader:
+class BlobSource(Protocol):
+    """Where a store's blobs are: its object db, and its entries for packed objects (a Repository)."""
+
+    @property
+    def db(self) -> ObjectStore: ...
+    @property
+    def pool(self) -> Executor: ...
+    def read_packed(self, oid: bytes, location: EntryAddress) -> bytes: ...
+
+
+def blob_reader(repository: BlobSource) -> BlobReader:
     """Reads the blobs of `repository`'s checkpoints: loose and tree objects from its object db, packed from its entries."""
     return BlobReader(repository.db, repository.read_packed, lambda: repository.pool)

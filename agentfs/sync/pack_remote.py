@@ -132,6 +132,29 @@ class PackRemote:
     def remove_slot(self, slot_id: str) -> None:
         self.transport.delete(self.transport.key(*keys.key_slot_key(slot_id)))
 
+    # what a push puts up (sync/push.py): create-only keys; one that exists with other bytes is a RemoteError
+
+    def put_pack(self, pack_id: str, data: bytes) -> None:
+        self.transport.create(self.transport.key(*keys.pack_key(pack_id)), data)
+
+    def put_pack_index(self, pack_id: str, footer: bytes) -> None:
+        self.transport.create(self.transport.key(*keys.pack_index_key(pack_id)), footer)
+
+    def put_retirement(self, run: str, record_id: str, body: bytes) -> None:
+        """A retirement record (its body as stored) under its own key too, beside its pack (FORMAT.md)."""
+        self.transport.create(self.transport.key(*keys.retired_key(self.stored_run(run), record_id)), body)
+
+    def head_key(self, stored: str, checkpoint_id: str) -> str:
+        """The key of a head (`stored`: the run's stored name), as messages name it."""
+        return self.transport.key(*keys.head_key(stored, checkpoint_id))
+
+    def put_head(self, stored: str, checkpoint_id: str, data: bytes) -> bytes | None:
+        """Create a head key: None; if it exists already, what it holds (b"" if gone meanwhile), for the caller to check."""
+        key = self.head_key(stored, checkpoint_id)
+        if self.transport.create(key, data, compare=False):
+            return None
+        return self.transport.read(key, MAX_HEAD) or b""
+
     def attach(self, store: Repository) -> None:
         """Record what is fetched from here in the store's index for this remote; check the remote's format and keys."""
         if self.index is not None:

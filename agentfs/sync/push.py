@@ -25,11 +25,11 @@ from ..engine.keyslots import read_slots
 from ..engine.lineage import diverged
 from ..engine.repository import Repository
 from ..errors import AgentFSError
-from ..format import keys, kinds
+from ..format import kinds
 from ..format.config import remote_config
 from ..format.entries import Entry
 from ..format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
-from ..format.pack import MAX_HEAD, Pack, decode_head, encode_head, encode_pack
+from ..format.pack import Pack, decode_head, encode_head, encode_pack
 from ..format.refs import EntryAddress
 from ..format.segment import IndexEntry, Record
 from ..format.walk import reach
@@ -244,7 +244,8 @@ class Pusher:
 
     def _sizes(self, oids: list[bytes]) -> int:
         """About how many bytes `oids` are here (their frames): the progress bar's total."""
-        return sum(location.length for oid in oids if (location := self.store.db.location(oid)) is not None)
+        frames = {location for oid in oids if (location := self.store.db.location(oid)) is not None}  # a group's frame once
+        return sum(location.length for location in frames)
 
     def _entries(self, batch: list[EntryAddress], held: Holdings) -> dict[EntryAddress, tuple[bytes, Entry]]:
         """The batch's entries, checked, with any entry they borrow from that the remote does not hold."""
@@ -355,7 +356,7 @@ class Pusher:
         a push cut short later does not upload them again. A pack holding entries is indexed by _put_indexes."""
         pack = encode_pack(self.store.sealed(records), self.writer)  # an encrypted store's packs hold what its segments do
         records.clear()  # the pack holds the bytes now: memory bound
-        self.remote.transport.create(self.remote.transport.key(*keys.pack_key(pack.pack_id)), pack.data)
+        self.remote.put_pack(pack.pack_id, pack.data)
         with self._stats_lock:
             stats.bytes += len(pack.data)
         if self._bar is not None:
@@ -369,7 +370,7 @@ class Pusher:
         return pack
 
     def _put_index(self, pack: Pack) -> None:
-        self.remote.transport.create(self.remote.transport.key(*keys.pack_index_key(pack.pack_id)), pack.footer)
+        self.remote.put_pack_index(pack.pack_id, pack.footer)
         self.remote.catalogue.keep_index(pack.pack_id, pack.footer)  # never fetched back by this store's confirmations
 
     def _put_indexes(self, pool: ThreadPoolExecutor, packs: list[Pack]) -> list[tuple[str, list[IndexEntry]]]:
@@ -403,7 +404,7 @@ class Pusher:
         except AgentFSError:
             return  # refused (and reported) as its pack was made, or removed since
         body = self.store.sealed([Record(kinds.RETIRED, kinds.pair_key(run, record_id), data or b"")])[0].body
-        self.remote.transport.create(self.remote.transport.key(*keys.retired_key(self.remote.stored_run(run), record_id)), body)
+        self.remote.put_retirement(run, record_id, body)
 
     def _put_head(self, run: str, checkpoint_id: str, entry: Entry) -> None:
         """The head key, last: it names the packs holding the entry and its closure, where this index knows them."""
@@ -412,11 +413,11 @@ class Pusher:
         needed += [self._place_key(kinds.OBJECT, oid) for oid in self._closure((run, checkpoint_id), entry, set())]
         packs = {self.index.places[key] for key in needed if key in self.index.places}
         stored = self.remote.stored_run(run)  # an encrypted store's head keys name no run
-        key = self.remote.transport.key(*keys.head_key(stored, checkpoint_id))
-        if not self.remote.transport.create(key, encode_head(stored, checkpoint_id, sorted(packs)), compare=False):
-            held = self.remote.transport.read(key, MAX_HEAD)  # pushed before (a recheck): any valid head key for it will do
-            named = f"{run}@{checkpoint_id}" if self.store.sealer is None else key  # an encrypted store's errors name no run
-            decode_head(held or b"", stored, checkpoint_id, f"remote {self.remote.url} head key {named}")
+        held = self.remote.put_head(stored, checkpoint_id, encode_head(stored, checkpoint_id, sorted(packs)))
+        if held is not None:  # pushed before (a recheck): any valid head key for it will do
+            # an encrypted store's errors name no run
+            named = f"{run}@{checkpoint_id}" if self.store.sealer is None else self.remote.head_key(stored, checkpoint_id)
+            decode_head(held, stored, checkpoint_id, f"remote {self.remote.url} head key {named}")
 
     def _place_key(self, kind: int, key: bytes) -> str:
         """A record's name in the index's places: by its stored key in an encrypted store (no run name in the file)."""

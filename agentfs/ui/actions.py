@@ -42,8 +42,8 @@ def routes(pages: Pages) -> list[Route]:
     async def fork(request: Request) -> Response:
         fields = await form(request)
         run, checkpoint_id, new_name = fields.get("run", ""), fields.get("id", ""), fields.get("new_name", "")
-        await store.engine.offload(store.run(run).fork, checkpoint_id, new_name)
-        await store.engine.offload(record, store, user, run, "fork", checkpoint_id, f"forked to {new_name}")
+        await store.to_thread(store.run(run).fork, checkpoint_id, new_name)
+        await store.to_thread(record, store, user, run, "fork", checkpoint_id, f"forked to {new_name}")
         return _to("/run", name=new_name)
 
     async def edit(request: Request) -> Response:
@@ -53,31 +53,31 @@ def routes(pages: Pages) -> list[Route]:
             state = json.loads(fields.get("state", ""))
         except ValueError as exc:
             return _to("/checkpoint", run=run, id=parent, message=f"not committed: the state is not valid JSON ({exc})")
-        source = await store.engine.offload(store.run(run).get, parent)
+        source = await store.to_thread(store.run(run).get, parent)
 
         def commit() -> Any:
             metadata = {**source.metadata, "agentfs_ui": {"action": "edit", "user": user, "from": parent}}
             return store.run(run).commit(state, parent=parent, metadata=metadata, artifacts=dict(source.artifacts))
 
         try:
-            committed = await store.engine.offload(commit)
+            committed = await store.to_thread(commit)
         except agentfs.Conflict as exc:
             return _to("/checkpoint", run=run, id=parent, message=f"conflict, nothing committed: {exc}")
-        await store.engine.offload(record, store, user, run, "edit", committed.id, f"edited state of {parent}")
+        await store.to_thread(record, store, user, run, "edit", committed.id, f"edited state of {parent}")
         return _to("/checkpoint", run=run, id=committed.id, message=f"committed {committed.id} on top of {parent}")
 
     async def abandon(request: Request) -> Response:
         fields = await form(request)
         run, key, reason = fields.get("run", ""), fields.get("key", ""), fields.get("reason", "").strip()[:MAX_NOTE]
-        await store.engine.offload(store.run(run).journal.abandon, key, f"{reason or 'no reason given'} (by {user} in agentfs ui)")
-        await store.engine.offload(record, store, user, run, "abandon", None, f"abandoned call {key!r}: {reason}")
+        await store.to_thread(store.run(run).journal.abandon, key, f"{reason or 'no reason given'} (by {user} in agentfs ui)")
+        await store.to_thread(record, store, user, run, "abandon", None, f"abandoned call {key!r}: {reason}")
         return _to("/journal", run=run)
 
     async def note(request: Request) -> Response:
         fields = await form(request)
         run, checkpoint_id, text = fields.get("run", ""), fields.get("id", ""), fields.get("note", "").strip()[:MAX_NOTE]
-        await store.engine.offload(store.run(run).get, checkpoint_id)  # a note names a checkpoint that exists
-        await store.engine.offload(record, store, user, run, "note", checkpoint_id, text)
+        await store.to_thread(store.run(run).get, checkpoint_id)  # a note names a checkpoint that exists
+        await store.to_thread(record, store, user, run, "note", checkpoint_id, text)
         return _to("/run", name=run)
 
     def guarded(handler: Any) -> Any:

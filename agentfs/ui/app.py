@@ -71,7 +71,7 @@ class Pages:
         self.runs = RunsPage(store, self.heads)
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        if self.store.engine.source is not None:  # a remote is browsed without live updates (watch reads local segments)
+        if self.store.remote is not None:  # a remote is browsed without live updates (watch reads local segments)
             context.pop("live", None)
         html = templates.get_template(template).render(settings=self.settings, **context)
         return HTMLResponse(html, status_code=status)
@@ -178,7 +178,7 @@ def create_app(store: agentfs.Store, guard: Guard, settings: Settings) -> Starle
         Route("/session", _safe(pages, pages.session)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    if store.engine.source is None:  # a remote's runs are looked at when shown: listing them all is one request each
+    if store.remote is None:  # a remote's runs are looked at when shown: listing them all is one request each
         routes.append(Route("/events", pages.events))
         pages.heads.warm()
     if settings.allow_writes:

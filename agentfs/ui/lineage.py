@@ -75,11 +75,11 @@ class Heads:
             self._known[run] = known
             if len(known.heads) < 2:
                 return list(known.heads)
-            newest_retired = max(self.store.engine.retired_ids(run), default="")
+            newest_retired = max(self.store.run(run).retired(), default="")
             return [leaf for leaf in known.heads[:-1] if leaf > newest_retired] + known.heads[-1:]
 
     def _parent(self, run: str, checkpoint_id: str) -> str | None:
         try:
-            return self.store.engine.read_entry(run, checkpoint_id).manifest.parent
+            return self.store.run(run).get(checkpoint_id).parent
         except agentfs.AgentFSError:  # damaged, or pruned since it was listed: it names no parent
             return None

@@ -137,15 +137,16 @@ class RunsPage:
         return newest[1] if newest else {}
 
     def _remotes(self) -> list[tuple[str, PushIndex]]:
-        if self.store.engine.source is not None:
+        if self.store.remote is not None:
             return []
+        # store.engine: the per-run count of checkpoints not yet pushed reads each remote's push index (sync/index.py)
         return [((directory / "url").read_text().strip(), PushIndex(directory)) for directory in synced_dirs(self.store.engine)]
 
     def row(self, entry: Entry, remotes: list[tuple[str, PushIndex]]) -> Row:
         count, newest, size, metadata, diverged = 0, None, 0, {}, False
         pending: dict[str, int] = {url: 0 for url, _ in remotes}
         for name in entry.runs:
-            ids = self.store.engine.ids(name)
+            ids = self.store.run(name).ids()
             count += len(ids)
             if not ids:
                 continue

@@ -69,7 +69,7 @@ def run_view(store: agentfs.Store, heads: Heads, name: str, page: int) -> RunVie
     run_heads = heads.of(name)
     shown = [run.get(checkpoint_id) for checkpoint_id in reversed(window.ids)]
     forks: dict[str, list[str]] = {}
-    for other in sorted(store.engine.forks_of(name)):
+    for other in sorted(store.run(name).forks()):
         source = _forked_from(store.run(other))
         if source is not None and source[0] == name:
             forks.setdefault(source[1], []).append(other)

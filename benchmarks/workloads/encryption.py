@@ -9,7 +9,8 @@ see the same load on this shared machine:
 - the large artifact (``big_mb`` MiB of mixed data): commit throughput, the best of two commits into
   fresh stores on each side, taking turns, goal >= 0.85x;
 - store size (the segments' bytes) after each of the three, goal within 2%, each noting what the
-  extra bytes are (28 bytes of nonce and tag a sealed record, the longer stored run names in keys);
+  extra bytes are (28 bytes of nonce and tag a sealed frame: one per group of a commit's small records,
+  one per larger record; the frames' keys, which hold stored run names outside groups and nothing in one);
 - resume from moto's S3 (10 checkpoints pushed, `latest().state` from an empty directory): the
   requests the server received, goal equal.
 
@@ -22,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from agentfs.engine.segments import open_segment, segment_ids
+from agentfs.engine.segments import scan_from, segment_ids
 from agentfs.format.crypto import SEALED_OVERHEAD
-from agentfs.format.segment import segment_name
+from agentfs.format.kinds import GROUP
+from agentfs.format.segment import HEADER, segment_name
 
 from .. import data
 from ..context import Context
@@ -47,24 +49,30 @@ def _size(store: Any) -> int:
 
 
 class _Records(NamedTuple):
+    """The record frames of a store's segments, as the bytes lie (a group is one frame, its records inside it)."""
+
     count: int
-    key_bytes: int  # of the record keys: an encrypted store's entry keys hold a longer stored run name
+    groups: int
+    key_bytes: int  # of the frames' keys: stored run names in a lone record's, nothing in a group's
 
 
 def _records(store: Any) -> _Records:
     segments = Path(store.root, "segments")
-    entries = [entry for sid in segment_ids(segments) for entry in open_segment(segments / segment_name(sid)).entries]
-    return _Records(len(entries), sum(len(entry.key) for entry in entries))
+    # each segment's batches as written (a scan stops at a sealed segment's footer, whose rows name a group's records)
+    frames = [entry for sid in segment_ids(segments) for entry in scan_from(segments / segment_name(sid), HEADER.size).entries]
+    return _Records(len(frames), sum(entry.kind == GROUP for entry in frames), sum(len(entry.key) for entry in frames))
 
 
 def _gap_note(records: dict[str, _Records], sizes: dict[str, int]) -> str:
-    """What the encrypted store's extra bytes are: each record's nonce and tag, and longer keys."""
-    sealing = records["encrypted"].count * SEALED_OVERHEAD
-    keys = records["encrypted"].key_bytes - records["plaintext"].key_bytes
+    """What the encrypted store's extra bytes are: each sealed frame's nonce and tag, and the frames' keys."""
+    encrypted = records["encrypted"]
+    sealing = encrypted.count * SEALED_OVERHEAD
+    keys = encrypted.key_bytes - records["plaintext"].key_bytes
     gap = sizes["encrypted"] - sizes["plaintext"]
     return (
-        f"of the {gap / 1e3:,.0f} KB more: {records['encrypted'].count:,} sealed records x {SEALED_OVERHEAD} B = "
-        f"{sealing / 1e3:,.0f} KB, longer stored keys {keys / 1e3:,.0f} KB"
+        f"of the {gap / 1e3:,.1f} KB more: {encrypted.count:,} sealed frames ({encrypted.groups:,} of them groups of small "
+        f"records) x {SEALED_OVERHEAD} B = {sealing / 1e3:,.1f} KB; frame keys {keys / 1e3:+,.1f} KB (a group's is empty, "
+        "its records' plain keys inside it)"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import io
 import json
@@ -9,6 +10,7 @@ import os
 import pydoc
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import agentfs
+from agentfs.api import copy_store
+from agentfs.core.engine_api import EngineAPI
 from tests.helpers import raw
+from tests.servers import make_file_spec
 
 ULID_CHARS = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
@@ -40,10 +45,12 @@ def _records_of(store: agentfs.Store, run: str) -> dict[tuple[str, str, str], by
 # --- the Store's surface ------------------------------------------------------------------------------
 
 # what README.md, docs/ and examples/ show users calling on a Store: the Store holds its engine
-# (engine/repository.py) in `store.engine` instead of being one, so help(agentfs.Store) lists these only
+# (engine/repository.py) in `store.engine` instead of being one, so help(agentfs.Store) lists these only.
+# `remote`, `retention`, `keys` and `to_thread` are what the front-ends (cli/, ui/, integrations/) asked of the
+# engine before (docs/DESIGN.md, "Layers").
 STORE_API = {
-    "run", "runs", "verify", "gc", "set_retention", "watch", "stats", "sync", "close", "root", "id",
-    "aruns", "averify", "agc", "aset_retention", "astats", "awatch", "async_sync",
+    "run", "runs", "verify", "gc", "set_retention", "retention", "watch", "stats", "sync", "close", "root", "id",
+    "remote", "keys", "aruns", "averify", "agc", "aset_retention", "astats", "awatch", "async_sync", "to_thread",
 }  # fmt: skip
 
 
@@ -55,6 +62,99 @@ def test_store_shows_only_the_documented_api_each_with_a_docstring(tmp_path: Pat
     shown = pydoc.render_doc(agentfs.Store, renderer=pydoc.plaintext)
     assert all(f"{name}(" in shown or f"{name}\n" in shown for name in STORE_API)
     assert not [name for name in ("read_entry", "append_entry", "writing", "excluding_writers", "offload") if name in shown]
+
+
+# everything core/ uses of the engine (core/engine_api.py, a Protocol the Repository satisfies: mypy checks it
+# where api.py hands its engine to core/): an engine member that core/ starts to use is added here on purpose
+ENGINE_API = {
+    "id", "source", "hasher", "db", "pool", "offload", "writer", "object_writer", "watcher",
+    "writing", "excluding_writers", "appending", "journal_lock",
+    "heads", "index_generation", "ids", "id_slice", "head", "local_runs", "local_ids", "local_entries", "has_entry",
+    "knew_entry", "read_entry", "local_entry", "read_packed", "cache_entry", "append_entry",
+    "readable", "run_parents", "run_heads", "damaged_entries",
+    "note_fork", "forks_of", "fork_relations", "retirements", "retired_ids", "retire",
+    "record_ids", "poll_record_ids", "local_records", "read_record", "record_size", "append_record",
+    "make_records_durable", "where_stored", "read_config", "rewrite_config",
+}  # fmt: skip
+
+
+def test_core_reaches_the_engine_through_the_members_its_protocol_names(tmp_path: Path) -> None:
+    assert {name for name in vars(EngineAPI) if not name.startswith("_")} == ENGINE_API
+    with agentfs.open(tmp_path / ".agentfs") as store:
+        assert [name for name in sorted(ENGINE_API) if not hasattr(store.engine, name)] == []
+
+
+# --- what the front-ends use instead of store.engine ------------------------------------------------------
+
+
+def test_remote_names_the_url_a_store_was_opened_with(tmp_path: Path) -> None:
+    url = make_file_spec(tmp_path).url
+    with agentfs.open(tmp_path / "a") as store:
+        assert store.remote is None
+        store.run("r").commit({"n": 1})
+        with store.sync(url, {"auto_mkdir": True}, interval=0.1) as daemon:
+            assert daemon.flush(timeout=30)
+        assert store.remote is None  # pushing to a remote is not fetching from it
+    with agentfs.open(tmp_path / "b", remote=url) as other:
+        assert other.remote == url
+
+
+def test_to_thread_runs_the_call_off_the_event_loop_on_the_stores_pool(store: agentfs.Store) -> None:
+    async def main() -> tuple[str, str, str]:
+        call = lambda n, *, name: (threading.current_thread().name, store.run(name).commit({"n": n}).id)  # noqa: E731
+        on, checkpoint_id = await store.to_thread(call, 1, name="r")
+        return threading.current_thread().name, on, checkpoint_id
+
+    loop_thread, call_thread, checkpoint_id = asyncio.run(main())
+    assert call_thread != loop_thread and call_thread.startswith("agentfs-async")  # the Offloader's threads (aio.py)
+    assert store.run("r").head_id() == checkpoint_id
+
+
+def test_retention_reads_the_policy_set_retention_wrote(store: agentfs.Store) -> None:
+    assert store.retention() is None
+    store.set_retention(keep_last=3, keep_within=60)
+    assert store.retention() == {"keep_last": 3, "keep_within": 60.0}
+    store.set_retention()
+    assert store.retention() is None
+
+
+def test_run_forks_and_retired_name_what_retention_keeps_and_removed(store: agentfs.Store) -> None:
+    run = store.run("a")
+    first = run.commit({"n": 1})
+    store.run("other").commit({"x": 1})
+    forked = run.fork(first.id, "b")
+    forked.fork(forked.head_id() or "", "c")
+    assert run.forks() == {"b", "c"} and forked.forks() == {"c"} and store.run("other").forks() == set()
+    assert run.retired() == set()
+    run.commit({"n": 2})
+    last = run.commit({"n": 3})
+    report = run.prune(keep_last=1)  # the first stays: the forks borrow from it
+    assert report.removed and run.retired() == set(report.removed) and first.id not in run.retired() and last.id not in run.retired()
+
+
+def test_keys_add_and_remove_slots_of_an_encrypted_store_only(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path / "plain") as plain:
+        assert plain.keys.master is None and plain.keys.slots() == []
+        with pytest.raises(agentfs.FormatError, match="not encrypted"):
+            plain.keys.new_slot(agentfs.Encryption(passphrase="p"))
+    with agentfs.open(tmp_path / "secret", encryption=agentfs.Encryption(passphrase="one", scrypt_n=2**4)) as store:
+        master = store.keys.master
+        assert master is not None and len(store.keys.slots()) == 1
+        added = store.keys.new_slot(agentfs.Encryption(passphrase="two", scrypt_n=2**4), label="test")
+        store.keys.add(added)
+        first = next(slot.slot_id for slot in store.keys.slots() if slot.slot_id != added.slot_id)
+        store.keys.remove(first)
+        assert [slot.slot_id for slot in store.keys.slots()] == [added.slot_id]
+    with pytest.raises(agentfs.WrongKey):
+        agentfs.open(tmp_path / "secret", encryption="one").close()
+    agentfs.open(tmp_path / "secret", encryption="two").close()
+
+
+def test_copy_store_copies_every_run_with_its_ids(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path / "a") as source, agentfs.open(tmp_path / "b") as dest:
+        ids = [source.run("r").commit({"n": n}).id for n in range(3)]
+        report = copy_store(source, dest)
+        assert report.checkpoints == 3 and dest.run("r").ids() == ids and dest.run("r").latest().state == {"n": 2}  # type: ignore[union-attr]
 
 
 # --- open -----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 import agentfs
 
-from .workloads import digest
+from .workloads import digest, encryption
 
 Location = tuple[str, str]  # (run, checkpoint id) or (run, journal key)
 
@@ -44,7 +44,7 @@ def _read_whole(checkpoint: agentfs.Checkpoint) -> tuple[str, dict[str, str]]:
 
 def check(root: Path, acks: list[dict[str, Any]]) -> list[str]:
     try:
-        store = agentfs.open(root, durability="process")  # the check's own commit needs no sync
+        store = agentfs.open(root, durability="process", encryption=encryption(root, ""))  # the check's own commit needs no sync
     except Exception as exc:  # any failure to open is the finding
         return [f"open: {type(exc).__name__}: {exc}"]
     with store:

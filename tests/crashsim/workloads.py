@@ -58,6 +58,19 @@ def commit(store: agentfs.Store) -> None:
     ack_commit(run.commit({"step": 4}, artifacts={"model.bin": ARTIFACT}))  # deduplicated against step 3
 
 
+def encrypted(store: agentfs.Store) -> None:
+    """Commits and journal calls in an encrypted store: each batch's small records lie in one GROUP record."""
+    commit(store)
+    once(store)
+
+
+def encryption(root: Path, name: str) -> agentfs.Encryption | None:
+    """The key of an encrypted workload's store (made with it, or found holding key slots), else None."""
+    if name in ENCRYPTED or (root / "keys").is_dir():
+        return agentfs.Encryption(passphrase="crash states", scrypt_n=1 << 10)
+    return None
+
+
 def fork(store: agentfs.Store) -> None:
     source = store.run("w/src")
     ack_commit(source.commit({"turn": 1}, artifacts={"a.txt": b"first"}))
@@ -196,12 +209,14 @@ WORKLOADS: dict[str, Callable[..., None]] = {
     "reuse": reuse,
     "rollover": rollover,
     "unsynced": unsynced,
+    "encrypted": encrypted,
 }
+ENCRYPTED = ("encrypted",)  # workloads run on an encrypted store
 SETUPS: dict[str, Callable[[agentfs.Store], None]] = {"prune_gc": prune_gc_setup}
 # workloads on a store that agentfs.open must not open first (a format-1 store)
 PATH_WORKLOADS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_workload}
 PATH_SETUPS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_setup}
-SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart", "reuse", "rollover")  # the ones a test runs
+SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart", "reuse", "rollover", "encrypted")  # the ones a test runs
 
 
 def main(argv: list[str]) -> None:
@@ -214,7 +229,7 @@ def main(argv: list[str]) -> None:
         (PATH_SETUPS if rest == ["--setup"] else PATH_WORKLOADS)[name](root)
         return
     plants.apply(plant)
-    with agentfs.open(root) as store:
+    with agentfs.open(root, encryption=encryption(root, name)) as store:
         if rest == ["--setup"]:
             SETUPS[name](store)
         else:

@@ -71,13 +71,13 @@ class AgentFSArtifactService(BaseArtifactService):
             raise InputValidationError("Not supported artifact type.")
         else:
             raise InputValidationError(f"artifact {filename!r}: references to other artifacts are not supported by agentfs")
-        return await self.store.engine.offload(self._save, run, filename, part, mime_type, custom_metadata or {})
+        return await self.store.to_thread(self._save, run, filename, part, mime_type, custom_metadata or {})
 
     async def load_artifact(
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None, version: int | None = None
     ) -> types.Part | None:
         run = self._run(app_name, user_id, filename, session_id)
-        return await self.store.engine.offload(self._load, run, version)
+        return await self.store.to_thread(self._load, run, version)
 
     async def list_artifact_keys(self, *, app_name: str, user_id: str, session_id: str | None = None) -> list[str]:
         artifact_util.validate_path_segment(app_name, "app_name")
@@ -87,24 +87,24 @@ class AgentFSArtifactService(BaseArtifactService):
         roots = [artifacts_root(self.prefix, app_name, user_id, None)]
         if session_id is not None:
             roots.append(artifacts_root(self.prefix, app_name, user_id, session_id))
-        return await self.store.engine.offload(self._keys, roots)
+        return await self.store.to_thread(self._keys, roots)
 
     async def delete_artifact(self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None) -> None:
-        await self.store.engine.offload(self._run(app_name, user_id, filename, session_id).delete)
+        await self.store.to_thread(self._run(app_name, user_id, filename, session_id).delete)
 
     async def list_versions(self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None) -> list[int]:
-        records = await self.store.engine.offload(self._versions, self._run(app_name, user_id, filename, session_id))
+        records = await self.store.to_thread(self._versions, self._run(app_name, user_id, filename, session_id))
         return [record.version for record in records]
 
     async def list_artifact_versions(
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[ArtifactVersion]:
-        return await self.store.engine.offload(self._versions, self._run(app_name, user_id, filename, session_id))
+        return await self.store.to_thread(self._versions, self._run(app_name, user_id, filename, session_id))
 
     async def get_artifact_version(
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None, version: int | None = None
     ) -> ArtifactVersion | None:
-        records = await self.store.engine.offload(self._versions, self._run(app_name, user_id, filename, session_id))
+        records = await self.store.to_thread(self._versions, self._run(app_name, user_id, filename, session_id))
         if version is None:
             return records[-1] if records else None
         return next((record for record in records if record.version == version), None)

@@ -73,28 +73,28 @@ class AgentFSSessionService(BaseSessionService):
     async def create_session(
         self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None, session_id: str | None = None
     ) -> Session:
-        return await self.store.engine.offload(
+        return await self.store.to_thread(
             self._create, app_name, user_id, state or {}, (session_id or "").strip() or str(uuid.uuid4())
         )
 
     async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None) -> Session | None:
-        return await self.store.engine.offload(self._get, app_name, user_id, session_id.strip(), config)
+        return await self.store.to_thread(self._get, app_name, user_id, session_id.strip(), config)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
-        return ListSessionsResponse(sessions=await self.store.engine.offload(self._list, app_name, user_id))
+        return ListSessionsResponse(sessions=await self.store.to_thread(self._list, app_name, user_id))
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        await self.store.engine.offload(self.run(app_name, user_id, session_id.strip()).delete)
+        await self.store.to_thread(self.run(app_name, user_id, session_id.strip()).delete)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        return await self.store.engine.offload(self._scoped, user_state_run(self.prefix, app_name, user_id))
+        return await self.store.to_thread(self._scoped, user_state_run(self.prefix, app_name, user_id))
 
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
             return event
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        if await self.store.engine.offload(self._append, session, event):
+        if await self.store.to_thread(self._append, session, event):
             session.last_update_time = event.timestamp
             self._commit_event_to_session(session, event)
         return event
@@ -105,7 +105,7 @@ class AgentFSSessionService(BaseSessionService):
         """A new session of the same user holding the events up to and with `at_event_id` (all by default)
         and the session state as it was then; the two sessions diverge after it."""
         fork_id = (new_session_id or "").strip() or str(uuid.uuid4())
-        return await self.store.engine.offload(self._fork, app_name, user_id, session_id, fork_id, at_event_id)
+        return await self.store.to_thread(self._fork, app_name, user_id, session_id, fork_id, at_event_id)
 
     def once(self, tool_context: ToolContext, fn: Callable[..., T], /, *args: Any, key: str | None = None, **kwargs: Any) -> T:
         """Inside a tool: `fn(*args, **kwargs)` at most once per key in the session's journal (default key: the

@@ -152,13 +152,14 @@ class Generations(ThreadRuns):
         cutoff = time.time() - (0.0 if at_once else RECLAIM_AFTER)
         runs = [run for generation, at in left_at.items() if at.timestamp() <= cutoff for run in self._runs_of(thread, generation)]
         if runs:
-            delete_runs(self.store.engine, runs)
+            delete_runs(self.store.engine, runs)  # store.engine: runs that borrow from each other go at once (retention.py)
         if len(switches) > 1 and all(at.timestamp() <= cutoff for at in left_at.values()):
             control.prune(keep_last=1)  # every generation it named is gone: only the current pointer matters
         return runs
 
     def _runs_of(self, thread: str, generation: str) -> list[str]:
         prefix = f"{self.layout.thread_root(thread)}/g{generation}"
+        # store.engine: this store's runs only (store.runs() would list a remote's too)
         return [run for run in self.store.engine.local_runs() if run == prefix or run.startswith(prefix + "/")]
 
     def _relocated(self, item: Item, moved: dict[tuple[Namespace, str], str]) -> dict[str, Any]:

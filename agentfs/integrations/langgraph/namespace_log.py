@@ -93,6 +93,7 @@ class NamespaceLog:
         """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
         and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
         a commit made with `parent=` the head fails if another writer appended since."""
+        # store.engine: this process's last append to the run, and whether it was indexed, without a look at the segments
         hint = self.store.engine.heads.get(self.run.name) if trust_hint else None
         # knew_entry takes no look at the segments: if the hint was retired since, the commit's parent= check fails
         if hint is not None and self.store.engine.knew_entry(self.run.name, hint):

@@ -256,7 +256,7 @@ class AgentFSSession:
         before the cancellation reaches it (as the SDK's own sessions do): a change is then committed
         or not begun, never still landing behind the caller's back.
         """
-        work = asyncio.ensure_future(self.store.engine.offload(call, *args))  # the store's bounded pool (aio.py)
+        work = asyncio.ensure_future(self.store.to_thread(call, *args))  # the store's bounded pool (aio.py)
         cancellation: asyncio.CancelledError | None = None
         while not work.done():
             try:

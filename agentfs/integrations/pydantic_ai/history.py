@@ -136,13 +136,13 @@ class AgentFSMessageHistory:
     # async twins: the same calls on the store's offload pool
 
     async def amessages(self) -> list[ModelMessage]:
-        return await self.store.engine.offload(self.messages)
+        return await self.store.to_thread(self.messages)
 
     async def aappend(self, messages: Sequence[ModelMessage]) -> agentfs.Checkpoint | None:
-        return await self.store.engine.offload(self.append, messages)
+        return await self.store.to_thread(self.append, messages)
 
     async def afork(self, conversation_id: str, *, at: int | None = None) -> AgentFSMessageHistory:
-        return await self.store.engine.offload(lambda: self.fork(conversation_id, at=at))
+        return await self.store.to_thread(lambda: self.fork(conversation_id, at=at))
 
     def _dumped(self, head: str | None) -> list[Any]:
         if head is None:

@@ -1,0 +1,39 @@
+"""An encrypted store's batches as segments hold them: small records sealed together in GROUP records.
+
+A commit of a growing conversation appends about four small records; sealed one by one, each paid a
+nonce and a tag (28 bytes) and its key's stored run name (some 40 bytes over the plain name), 5% of
+the store. Sealed as one group, the commit pays one seal, and the keys inside are plain (FORMAT.md,
+"Groups of records"). Records over groups.SMALL_MEMBER are sealed alone, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..format import groups, kinds
+from ..format import segment as fmt
+from ..format.crypto import Sealer
+
+
+def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Record], list[fmt.Placed]]:
+    """The frames of a batch holding `records` (plain keys and bodies), and where each record lies among them
+    (in `records`' order, its key as stored): the small ones in groups, each larger one sealed alone."""
+    sizes = [groups.member_size(r.key, r.body) if len(r.body) <= groups.SMALL_MEMBER else -1 for r in records]
+    planned = groups.plan(sizes)
+    group_of = {index: number for number, members in enumerate(planned) for index in members}
+    frame_of_group: dict[int, int] = {}
+    frames: list[fmt.Record] = []
+    placed: list[fmt.Placed] = []
+    for index, record in enumerate(records):
+        stored = sealer.stored_key(record.kind, record.key)
+        number = group_of.get(index)
+        if number is None:
+            placed.append(fmt.Placed(len(frames), record.kind, stored))
+            frames.append(fmt.Record(record.kind, stored, sealer.seal(record.kind, stored, record.body)))
+            continue
+        if number not in frame_of_group:
+            frame_of_group[number] = len(frames)
+            members = [groups.Member(records[i].kind, records[i].key, records[i].body) for i in planned[number]]
+            frames.append(fmt.Record(kinds.GROUP, b"", sealer.seal_group(members)))
+        placed.append(fmt.Placed(frame_of_group[number], record.kind, stored))
+    return frames, placed
