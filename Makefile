@@ -48,8 +48,19 @@ docs: $(DOCS_DEPS)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The fast tests: the format, the engine, serialization and the Python API on local stores (no remote
-# servers, no frameworks, no CLI processes, no crash harness); the whole suite is `make test`
-CHECK_TESTS := $(addprefix tests/test_,$(addsuffix .py,api ids names format format_extension index index_footer engine_api read_path lineage_parents run_id_slice serialization_errors serialization_packer roundtrip schema retention gc dedup locks encryption))
+# servers, no frameworks, no CLI processes, no crash harness), and the check that every test path the code
+# and the docs name exists; the whole suite is `make test`
+CHECK_TESTS := tests/docs/test_named_tests_exist.py \
+	tests/format/test_bytes_on_disk.py tests/format/test_versions_and_extension.py tests/format/test_vectors_from_spec.py \
+	tests/format/test_vectors_read_by_agentfs.py tests/format/test_checkpoint_ids.py \
+	tests/engine/test_index.py tests/engine/test_index_footer.py tests/engine/test_engine_api.py \
+	tests/engine/test_lineage_parents.py tests/engine/test_gc.py tests/engine/test_locks.py \
+	tests/serialization/test_roundtrip.py tests/serialization/test_serialization_errors.py \
+	tests/serialization/test_serialization_packer.py \
+	tests/objects/test_read_path.py tests/objects/test_dedup.py \
+	tests/core/test_api.py tests/core/test_unsafe_names.py tests/core/test_run_id_slice.py \
+	tests/core/test_schema_versions.py tests/core/test_retention.py \
+	tests/encryption/test_encryption.py
 check: lint docs
 	$(BIN)/python -m pytest -q $(CHECK_TESTS)
 
@@ -95,14 +106,14 @@ test-strands: $(STRANDS_VENV)/bin/python
 # Every crash state of every workload (tests/crashsim/README.md); `make test` runs a bounded sample.
 crash-states: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
-	AGENTFS_CRASH_STATES=full $(BIN)/python -m pytest -q tests/test_crash_states.py
+	AGENTFS_CRASH_STATES=full $(BIN)/python -m pytest -q tests/engine/test_crash_states.py
 
 # The interrupted-push test at the issue's size (300 MB, 10 SIGKILLs) and the memory test at 1 GiB on
 # moto too; `make test` runs 64 MB with 2 kills, and 1 GiB on a file remote with 64 MiB on moto
 test-push-stress: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	AGENTFS_RESUME_BYTES=300000000 AGENTFS_RESUME_KILLS=10 AGENTFS_MEMORY_S3_BYTES=1073741824 \
-		$(BIN)/python -m pytest -q -s tests/test_push_resume.py tests/test_sync_memory.py
+		$(BIN)/python -m pytest -q -s tests/sync/test_push_resume.py tests/sync/test_sync_memory.py
 
 # libfaketime for the clock-skew tests (Debian package faketime); installed once, skipped when present
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

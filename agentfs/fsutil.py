@@ -113,7 +113,7 @@ def make_dirs(path: Path, *, sync: bool) -> None:
     Hazard: a directory that already exists may have been made by a process killed before it
     fsynced the parent (or by one with durability="process"): what is written into it and fsynced
     would still vanish with it on power loss. So an existing directory is trusted only once this
-    process has fsynced its parent (tests/test_crash_states.py, the restart workload).
+    process has fsynced its parent (tests/engine/test_crash_states.py, the restart workload).
     """
     key = _dir_key(path)
     if (key is not None and (not sync or key in _durable_dirs)) or path.parent == path:

@@ -51,7 +51,7 @@ def new_id(after: str | None = None) -> str:
             candidate = _successor(_last)
         _last = candidate
     # `after`'s lead stays out of _last: one head from a machine whose clock is an hour ahead would
-    # otherwise put every later id of this process, in every run, an hour ahead (tests/test_ids.py)
+    # otherwise put every later id of this process, in every run, an hour ahead (tests/format/test_checkpoint_ids.py)
     if after is not None and candidate <= after:
         candidate = _time_digits(milliseconds(after) + 1) + _random_digits()
     return candidate

@@ -12,7 +12,7 @@ could not resolve; s3fs names the "bucket" `KEY:SECRET@bucket`). Two layers keep
 - `scrub(text)`: what looks like a secret in any text: userinfo before `@`, URL query strings, and
   `token=` / `signature=` / `X-Amz-*=` parameters. The CLI's error line and the sync status pass through it.
 
-tests/test_redaction.py plants an endpoint query token and a bucket credential and looks for them on each surface.
+tests/sync/test_redaction.py plants an endpoint query token and a bucket credential and looks for them on each surface.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ pytest_plugins = ["tests.servers", "tests.helpers.hostile"]
 
 # Hazard: a suite started in the background of a non-interactive shell (`make test &`, nohup, some CI runners)
 # inherits SIGINT ignored, and an ignored signal stays ignored across exec: every agentfs process a test starts
-# then ignored the Ctrl-C the test sends it, and the Ctrl-C tests failed (test_cli.py, test_newcomer.py; seen in
+# then ignored the Ctrl-C the test sends it, and the Ctrl-C tests failed (tests/cli/test_cli.py, tests/cli/test_first_use.py; seen in
 # a rehearsal of .ci/run started with `&`). A handler of ours is reset to the default at exec, so children get
 # a terminal user's SIGINT whatever the runner did.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:

@@ -179,7 +179,7 @@ def cmd_clone(args: argparse.Namespace) -> int:
     try:
         # opened once with the remote as source: a new store takes an encrypted remote's key (its passphrase or
         # --key-file); then pulled into without one, so a record the remote cannot serve is skipped and named,
-        # not fetched again by a read (tests/test_hostile_remote.py, the rest of a clone proceeds)
+        # not fetched again by a read (tests/sync/test_hostile_remote.py, the rest of a clone proceeds)
         options, key_file = storage_options(args.storage_options), getattr(args, "key_file", None)
         unlock = agentfs.Encryption(key_file=key_file) if key_file else None
         agentfs.open(target, remote=args.url, storage_options=options, encryption=unlock).close()

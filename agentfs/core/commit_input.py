@@ -96,7 +96,7 @@ def check_artifacts(artifacts: Mapping[str, ArtifactSource]) -> dict[str, Artifa
 
 def _check_readable(name: str, source: Any) -> None:
     """A file-like source must be open for reading: a closed or write-only one would fail mid-commit with a bare
-    ValueError or io.UnsupportedOperation (tests/test_newcomer.py)."""
+    ValueError or io.UnsupportedOperation (tests/cli/test_first_use.py)."""
     described = f"artifact {name!r} ({getattr(source, 'name', type(source).__name__)})"
     if getattr(source, "closed", False):
         raise SerializationError(f"{described} is a closed file; give an open binary file ('rb'), bytes or a path")

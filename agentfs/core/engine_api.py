@@ -3,7 +3,7 @@
 core/ annotates its store with `EngineAPI` and imports no engine module but this one (pyproject's import-linter
 contract "core reaches the engine through core/engine_api.py"), so what the features ask of the engine is this
 one list. `agentfs.engine.repository.Repository` satisfies it structurally: mypy checks that wherever api.py (or a
-front-end) hands a Repository to core/, e.g. `Run(self.engine, ...)`. tests/test_api.py pins the member names, so
+front-end) hands a Repository to core/, e.g. `Run(self.engine, ...)`. tests/core/test_api.py pins the member names, so
 an engine method that core/ starts to use is added here on purpose. The semantics of each member are the
 Repository's (engine/repository.py, "The engine API").
 """

@@ -4,7 +4,7 @@ A list value is stored as its items' msgpack bytes without the array header (ser
 cut by FastCDC into chunks under a tree. The parent's list extended by `items` is therefore the parent's bytes
 followed by the items' bytes, and its chunks are the parent's chunks up to the last cut that the appended bytes
 cannot move, then the cuts of the bytes from there on: what a commit of the whole list would store, chunk for
-chunk and ref for ref (tests/test_extend.py compares them), found by encoding and hashing only the new items
+chunk and ref for ref (tests/core/test_extend.py compares them), found by encoding and hashing only the new items
 and the parent's last chunks (under one chunk's greatest size) instead of the whole list.
 """
 

@@ -277,7 +277,7 @@ class Journal:
 
         Hazard: another process may have linked them into journal/ and been killed before it fsynced
         the directory (or run with durability="process"): a result returned from them could be undone
-        by power loss after the caller acted on it (tests/test_crash_states.py, the restart workload).
+        by power loss after the caller acted on it (tests/engine/test_crash_states.py, the restart workload).
         """
         cache = self._cache
         if call.start_id in cache.synced:

@@ -9,7 +9,7 @@ replaced it) makes refresh rebuild the index.
 Retirement records hide the checkpoints and journal records they name, wherever they lie (format 2 never deletes a
 record in place). Each run's head is kept, so `head` and `has` cost the same at 10 or 100,000 checkpoints; so are a
 run's ids, sorted, once asked for (`id_slice`: a page costs the page), kept up as records are added and dropped when a
-retirement or a newly opened footer touches the run (tests/test_index.py::
+retirement or a newly opened footer touches the run (tests/engine/test_index.py::
 test_id_slice_follows_sealed_segments_other_writers_an_older_id_a_copy_and_retirement). A record that cannot be
 indexed (a damaged batch, a malformed key) is skipped and named in `problems`; a retirement record that does not
 decode hides nothing (verify reports it). A damaged footer row raises IntegrityError naming the segment when a lookup
@@ -500,7 +500,7 @@ class Index:
 
         Hazard: close() (or a rebuild) in another thread would close the descriptor under the action, which
         then failed with a bare EBADF or, the number taken again by another open, read another file. A
-        descriptor in use is closed only when its last user is done (tests/test_close_threads.py)."""
+        descriptor in use is closed only when its last user is done (tests/engine/test_close_from_any_thread.py)."""
         with self._lock:
             fd = self._fd(segment_id)
             if fd is None:
@@ -525,7 +525,7 @@ class Index:
         """The record at `location` (of `kind` and plain `key`, if known), its frame verified; IntegrityError if damaged.
 
         The length a footer or batch claims is checked against the kind's largest record and the segment's
-        size before anything is allocated (tests/test_segment_limits.py). In an encrypted store the location
+        size before anything is allocated (tests/engine/test_segment_limits.py). In an encrypted store the location
         may be a GROUP record's: the group is authenticated whole, and the record (kind, key) taken from it."""
         where = f"{self._where(location.segment_id)} offset {location.offset}"
         largest = fmt.MAX_RECORD_FRAME if kind is None else max(fmt.max_record_frame(kind), self._largest_group())

@@ -40,7 +40,7 @@ def readable(store: EntryReads, run: str, checkpoint_id: str) -> Entry | None:
     try:
         return store.read_entry(run, checkpoint_id)
     except ObjectMissing:
-        raise  # named by the remote, its bytes gone: loud (tests/test_hostile_remote.py, missing is loud)
+        raise  # named by the remote, its bytes gone: loud (tests/sync/test_hostile_remote.py, missing is loud)
     except NotFound:
         return None
     except DAMAGE as exc:
@@ -56,7 +56,7 @@ def parents(store: EntryReads, run: str, ids: list[str]) -> dict[str, str | None
     A sweep: the run's record locations are found once, and each entry is read and decoded from there (about a third
     of what `read_entry` costs for each, which searches every footer); an entry that does not decode there (damaged,
     moved by a compaction) and every entry of a store with a remote go through `readable`, whose rules then apply.
-    tests/test_divergence_retention.py and tests/test_lineage_parents.py hold both paths to `readable`'s answers."""
+    tests/core/test_divergence_retention.py and tests/engine/test_lineage_parents.py hold both paths to `readable`'s answers."""
     # finding every location costs the whole run: worth it for a good part of it
     sweep = store.source is None and len(ids) > SWEEP_FROM and len(ids) * SWEEP_SHARE >= store.index.id_slice(kinds.ENTRY, run, 0, 0).total
     located = store.index.locations(kinds.ENTRY, run) if sweep else {}
@@ -85,7 +85,7 @@ def heads(store: EntryReads, run: str, ids: list[str]) -> list[str]:
     than every checkpoint retention removed from the run (the newest is always a head). prune keeps
     the newest checkpoints and, of the older ones, only those a kept checkpoint needs (a fork's
     source, one borrowed from); with the line that went on from it removed, such a checkpoint names
-    no child, yet it is no second head (tests/test_divergence_retention.py). Retirement records are
+    no child, yet it is no second head (tests/core/test_divergence_retention.py). Retirement records are
     pushed, so every machine draws the same heads. A line of another machine whose newest checkpoint
     is older than the run's last prune is not counted either: the next prune removes it.
     """

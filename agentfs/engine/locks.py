@@ -15,7 +15,7 @@ or journal's lock) and others wait for one. Hazard: closing a held descriptor ma
 bare EBADF (or, with the number reused, an unlock of another file), and a waiter blocked forever on a lock
 whose holder waited for it to leave (close() waits for commits in flight). So a held file's descriptor is
 closed by its last holder's release, and from `interrupt()` on, a thread waiting for a lock gives up with
-StoreClosed (tests/test_close_threads.py).
+StoreClosed (tests/engine/test_close_from_any_thread.py).
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ class ObjectWriter:
     FLUSH_BYTES = 4 << 20
     # gathered bytes past which a pool thread waits for the append under way instead of going on
     # compressing: an append that rolls the segment over fsyncs the old one (tens of ms). Peak RSS
-    # follows it closely, glibc's per-thread arenas keeping what was freed (tests/test_memory.py's
+    # follows it closely, glibc's per-thread arenas keeping what was freed (tests/objects/test_large_artifact_memory.py's
     # 1 GiB artifact: 135 MB over the baseline at 12 MiB, 230 MB at 24 MiB, before a stream was read into
     # 4 reused blocks and jobs were limited to the cores; 17 MB over it now; its limit is 200 MB)
     MAX_GATHERED = 12 << 20

@@ -64,7 +64,7 @@ def protect_sealed(directory: Path, sealed: Iterable[int], names: Collection[str
     Hazard: a segment sealed by an agentfs that predates seal copies (or by a writer killed between the
     seal and its copy) has none, so a later truncation of it read as an unsealed segment's torn tail and
     lost its checkpoints silently. Store open calls this for its sealed segments (tests/
-    test_segment_faults.py, the store sealed before seal copies). The seal is made durable (fsync of the
+    tests/engine/test_segment_faults.py, the store sealed before seal copies). The seal is made durable (fsync of the
     segment) before the copy that vouches for it is published, as a seal's own copy is."""
     protected = []
     for segment_id in sealed:

@@ -76,12 +76,12 @@ class SegmentStore:
         Hazard: close() used to wait for the pool while holding the store's lock, which a pool thread of an
         in-flight commit (making a reused record durable) waited for: a deadlock. Waiting here holds nothing
         another thread needs; a write of this thread itself (close from inside a commit) is not waited for
-        (tests/test_segment_faults.py, close during a commit).
+        (tests/engine/test_segment_faults.py, close during a commit).
 
         Hazard: a closing thread that holds a lock (a run's or journal's stripe, the gc lock) would wait for a
         commit in flight that waits for that lock: a deadlock. Then waiters for the store's locks are told to
         give up first (StoreClosed; LockFiles.interrupt), so the commits in flight end (tests/
-        test_close_threads.py); else they finish."""
+        tests/engine/test_close_from_any_thread.py); else they finish."""
         own = getattr(self._inside, "depth", 0)
         if own or getattr(self._held, "paths", None):
             self._lock_files.interrupt()
@@ -124,7 +124,7 @@ class SegmentStore:
                 # after this index last read it, and refresh_index never reads the tail of the writer's own segment.
                 # Unread, those records were lost to this process: a commit's parent= check under the run lock saw
                 # a stale head and appended over it, so two commits shared a parent and the newer head lacked the
-                # other's changes (tests/test_concurrency.py, adopted segment). So the tail is read once here,
+                # other's changes (tests/engine/test_concurrent_writers.py, adopted segment). So the tail is read once here,
                 # before the writer is published: until then refresh_index takes no segment as this process's own.
                 try:
                     self.index.refresh()
@@ -137,7 +137,7 @@ class SegmentStore:
     def _leave_parents_writer(self) -> None:
         """In a child forked after this store wrote, drop the writer inherited from the parent: it holds the
         parent's slot and appends at the parent's offsets, so parent and child would overwrite each other's
-        batches (tests/test_concurrency.py, fork). The child takes a slot of its own at its first append."""
+        batches (tests/engine/test_concurrent_writers.py, fork). The child takes a slot of its own at its first append."""
         if self._writer is not None and self._writer_forks != forks():
             self._writer.abandon()
             self._lock = threading.Lock()  # a parent's thread may have held it at the fork
@@ -219,7 +219,7 @@ class SegmentStore:
 
         Hazard: a compaction that fails midway (ENOSPC, EIO) would leave its partial output, holding the
         space the store needs to go on. Every segment it made is removed before the error propagates, so
-        the store is as before (tests/test_disk_full.py, tests/test_segment_faults.py)."""
+        the store is as before (tests/engine/test_disk_full.py, tests/engine/test_segment_faults.py)."""
         writer = self._segment_writer()
         made = len(writer.created)
         try:
@@ -290,7 +290,7 @@ class SegmentStore:
     # stripe (run-NN); never two stripes of one kind.
     # - Slot first: with every slot taken, a new writer waits for the one its pid picks, until that holder
     #   closes; waiting with its run's stripe (or the gc lock) held, it would block that holder's next commit
-    #   to the run, and the holder would never close (tests/test_locks.py). So writing(), excluding_writers()
+    #   to the run, and the holder would never close (tests/engine/test_locks.py). So writing(), excluding_writers()
     #   and the stripes take this process's slot before their own lock.
     # - Journal, then gc and run: FORMAT.md lets a thread holding a journal lock commit; today none does
     #   (under journal_lock(run) a journal reads and appends that run's records: append_record takes no

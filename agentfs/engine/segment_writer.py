@@ -35,7 +35,7 @@ from ulid import ULID
 from ..errors import AgentFSError, StoreClosed
 from ..format import segment as fmt
 from ..fsutil import fsync_dir, make_dirs, temp_path
-from ..fsutil import write_all as _write_all  # the name tests/test_segment_faults.py's rollover crash wraps
+from ..fsutil import write_all as _write_all  # the name tests/engine/test_segment_faults.py's rollover crash wraps
 from .sealing import tmp_dir_of, write_seal
 from .segments import FrameLocation, open_segment, peek, seal_copy_path, segment_ids, storing
 
@@ -267,7 +267,7 @@ class SegmentWriter:
         Hazard: a segment must appear in segments/ only with its header durable. Created there, a crash
         (or ENOSPC) between the create and the header's sync left a 0-byte or header-less segment that
         every verify then called corrupt. So it is made in tmp/ (header, first step, fsync) and linked
-        in under its id (tests/test_segment_faults.py, the rollover crash)."""
+        in under its id (tests/engine/test_segment_faults.py, the rollover crash)."""
         previous = self._fd
         size = fmt.HEADER.size + max(min(self.preallocation_step, MIN_PREALLOCATION), needed)
         segment_id = (segment_ids(self.directory) or [0])[-1] + 1
@@ -357,7 +357,7 @@ class SegmentWriter:
 
         The child's descriptors share their open file descriptions with the parent's: close() would cut the
         parent's segment back to what the child knew of it, and a LOCK_UN would free the parent's slot; a
-        descriptor closed leaves the flock held by the parent's (tests/test_locks.py, fork)."""
+        descriptor closed leaves the flock held by the parent's (tests/engine/test_locks.py, fork)."""
         for fd in (self._fd, self._lock_fd):
             if fd >= 0:
                 os.close(fd)

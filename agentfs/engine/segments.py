@@ -134,7 +134,7 @@ def open_indexed(path: Path, expand: fmt.Expand | None = None) -> SegmentView | 
 
     A segment whose seal copy (fmt.SealCopy) proves it sealed but that has no intact seal of its own now
     (truncated, or its end damaged) is indexed through the copy's footer, its damage named (`damage`): its
-    records that lie past its end are reported lost, never silently dropped (tests/test_segment_faults.py)."""
+    records that lie past its end are reported lost, never silently dropped (tests/engine/test_segment_faults.py)."""
     fd = _open_file(path)
     try:
         size = os.fstat(fd).st_size
@@ -223,7 +223,7 @@ def _scan(
             break  # preallocated zeros, or the footer of a seal whose trailer never became durable
         length = fmt.batch_length(head, header.segment_id, position)
         if length is not None and position + length <= size:
-            try:  # a frame at a time: a batch is never read whole (tests/test_segment_limits.py)
+            try:  # a frame at a time: a batch is never read whole (tests/engine/test_segment_limits.py)
                 entries.extend(fmt.decode_batch(window.read, header.segment_id, position, str(path), expand))
             except AgentFSError as exc:
                 # the intact BEGIN frame vouches for where the next batch starts; an intact END (or a

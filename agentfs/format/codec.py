@@ -39,7 +39,7 @@ SMALL_LEVEL, LARGE_LEVEL = 1, 3
 ENTRY_PARAMETERS = zstandard.ZstdCompressionParameters.from_level(1, source_size=SMALL_OBJECT, min_match=6, hash_log=13)
 # No object is larger than this, uncompressed: the largest a writer makes is a chunk of chunking.LARGE (768 KiB);
 # packed objects are at most refs.PACK_MAX, tree nodes at most 512 children (about 23 KiB)
-# (tests/test_hostile_decode.py checks these). A reader refuses a larger object before decompressing it, so a
+# (tests/serialization/test_hostile_decode.py checks these). A reader refuses a larger object before decompressing it, so a
 # crafted frame (8 KB declaring 256 MiB, or 1 TiB) costs at most this much memory, whatever its hash.
 MAX_OBJECT = 1 << 20
 MAX_BLOB = HEADER_SIZE + MAX_OBJECT  # an object file: raw bytes are stored only where zstd saves nothing

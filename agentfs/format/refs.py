@@ -95,7 +95,7 @@ tuple_new = tuple.__new__
 
 def decode_ref(raw: Any, where: str) -> Ref:
     """The typed ref of the msgpack array `raw`, refused unless well formed: refs come from files that may have
-    been tampered with (tests/test_format_refs.py, test_malformed_refs_are_refused)."""
+    been tampered with (tests/format/test_blob_references.py, test_malformed_refs_are_refused)."""
     kind = raw[0] if isinstance(raw, list) and raw and isinstance(raw[0], int) else None
     if kind == INLINE:
         if len(raw) == 2 and isinstance(raw[1], bytes) and len(raw[1]) <= INLINE_MAX:
@@ -164,7 +164,7 @@ def node_ends(count: int, size: int, previous_size: int) -> bool:
     every master key a tree of another shape. A growing value rewrites its last node of each level at every
     commit, so the store's size varied with the key: a 1,000-step conversation (benchmarks.data) stored
     +6% to +10% over plaintext for three keys, most of it in tree nodes. Sizes are the same in both stores,
-    so an encrypted tree has exactly the plaintext tree's shape (tests/test_encryption.py,
+    so an encrypted tree has exactly the plaintext tree's shape (tests/encryption/test_encryption.py,
     test_tree_nodes_end_where_the_plaintext_store_s_do). Chunk sizes are FastCDC's, cut from content, so ends
     stay content-defined: an edit moves only the ends near it. An observer learns that a node's last child
     has a size that mixes below a threshold: a few bits of a size that is a function of content, as every
@@ -179,7 +179,7 @@ def node_ends(count: int, size: int, previous_size: int) -> bool:
     The size is mixed rather than taken mod a power of two: sizes in structured data are often multiples
     of one, FastCDC's largest chunk too. A child as big as the one before never ends a node, so a run of
     equal sizes (a repeated block, cut at the same place in each copy) gets NODE_MAX children a node, not NODE_MIN,
-    which would pass MAX_DEPTH beyond 4^8 chunks (tests/test_format.py, test_equal_chunks_fill_nodes_to_512)."""
+    which would pass MAX_DEPTH beyond 4^8 chunks (tests/format/test_bytes_on_disk.py, test_equal_chunks_fill_nodes_to_512)."""
     if count >= NODE_MAX:
         return True
     if count < NODE_MIN or size == previous_size:

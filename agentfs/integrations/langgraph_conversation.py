@@ -3,7 +3,7 @@
 LangGraph's own serializer rebuilds each message by importing the module its record names; `PlainSerde`
 reads the same msgpack records into plain dicts (`{"__type__": "module.Class", ...fields}`) and imports
 nothing, so a record from a remote cannot make this process load code
-(tests/test_ui_conversations.py::test_a_record_naming_a_module_imports_nothing).
+(tests/ui/test_ui_conversations.py::test_a_record_naming_a_module_imports_nothing).
 """
 
 from __future__ import annotations

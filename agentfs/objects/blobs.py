@@ -138,7 +138,8 @@ class BlobWriter:
         depth = 0
         while len(level) > 1:
             depth += 1
-            if depth > MAX_DEPTH:  # readers refuse a deeper ref: refused here, not committed unreadable (tests/test_tree_bounds.py)
+            # readers refuse a deeper ref: refused here, not committed unreadable (tests/objects/test_chunk_tree_bounds.py)
+            if depth > MAX_DEPTH:
                 raise TreeTooDeep(
                     f"its {size:,} bytes need a chunk tree deeper than the {MAX_DEPTH} levels agentfs reads "
                     f"({len(level):,} nodes at depth {MAX_DEPTH})"
@@ -264,7 +265,7 @@ class BlobReader:
     def chunks(self, ref: Ref, home: EntryAddress, where: str) -> Iterator[bytes]:
         """The blob's bytes, a verified chunk at a time, never more than its reference claims: each tree node's
         children must add up to the size its parent (or the reference) gives it before any is read, and each
-        chunk must be the size its node gives it (tests/test_tree_bounds.py)."""
+        chunk must be the size its node gives it (tests/objects/test_chunk_tree_bounds.py)."""
         total = 0
         for chunk in self._chunks(ref, home, where):
             total += len(chunk)

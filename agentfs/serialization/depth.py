@@ -10,7 +10,7 @@ msgpack's ext hook, one C call inside the other; 200 nested tuples overflowed an
 `msgpack.unpackb` (its context, about 40 KiB, lives on the C stack) and killed the reader with SIGSEGV.
 values.py decodes with `msgpack.Unpacker` objects (their context is on the heap: about 1 KiB of C stack
 a level, measured: 100 levels run in a 128 KiB thread stack, 200 do not) and refuses an ext record
-nested more than MAX_DEPTH deep before decoding it; tests/test_hostile_decode.py runs the limit and
+nested more than MAX_DEPTH deep before decoding it; tests/serialization/test_hostile_decode.py runs the limit and
 one past it in a child process. The walk below is iterative: no value is too deep for it.
 """
 

@@ -19,7 +19,7 @@ LIST_BODY = 1  # a list stored as its items' bytes, without the array header
 MAP_BODY = 2  # a dict stored as its keys' and values' bytes, without the map header
 PLAIN = 0
 # how deep the (recursive) searches for an error's path go: a cycle within it is named as one, deeper ones are
-# reported as too deep (tests/test_hostile_decode.py's depth sweep reaches 2,000)
+# reported as too deep (tests/serialization/test_hostile_decode.py's depth sweep reaches 2,000)
 SEARCH_DEPTH = 2 * MAX_DEPTH
 BIN8, BIN16, BIN32 = b"\xc4", b"\xc5", b"\xc6"  # msgpack's bin headers
 Path = str | Callable[[], str]  # where a value lies, for errors; a callable is called only to word an error

@@ -6,7 +6,7 @@ or held as far as this store knows: checkpoints this store pushed to it or pulle
 index, kept under remotes/<name>/). A record is refused whole, never applied in part, when it names
 
 - a checkpoint this store holds that this remote never held (committed here and not pushed there,
-  or pulled from another remote): tests/test_hostile_remote.py::test_a_forged_retirement_of_unpushed_work_is_refused_whole;
+  or pulled from another remote): tests/sync/test_hostile_remote.py::test_a_forged_retirement_of_unpushed_work_is_refused_whole;
 - a head of its run, this store's or the remote's (retention keeps the newest checkpoint), unless it
   retires the run whole (a deleted run): ::test_a_forged_retirement_naming_the_head_is_refused_here_and_on_a_fresh_clone.
 

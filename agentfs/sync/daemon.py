@@ -233,7 +233,7 @@ class SyncDaemon:
 
     def _warn_unpushed(self) -> None:
         """One warning when leaving a `with` block leaves commits behind (over an unreachable remote it would
-        otherwise end silently): how many, and the last error (tests/test_newcomer.py). `stop()` returns False instead."""
+        otherwise end silently): how many, and the last error (tests/cli/test_first_use.py). `stop()` returns False instead."""
         if self.pusher is not None:
             checkpoints, records = len(self.pusher.pending()), len(self.pusher.pending_records())
         else:  # the remote could not even be opened: nothing here is known to be on it

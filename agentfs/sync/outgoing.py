@@ -58,7 +58,8 @@ class Holdings:
     fetched): the push index is a cache, and its claims are confirmed here before a head is published.
 
     A claim no pack index supports (the remote lost data) is counted and dropped by `settle`, so the
-    object or entry goes up again (tests/test_push_resume.py::test_push_uploads_again_what_the_remote_lost).
+    object or entry goes up again
+    (tests/sync/test_push_resume.py::test_a_push_uploads_again_what_the_remote_lost_before_it_publishes_a_head).
     """
 
     def __init__(self, remote: PackRemote, index: PushIndex) -> None:

@@ -69,7 +69,7 @@ class PackCatalogue:
         # Hazard: forget() empties the record map and load_all() fills it again; a reader on another thread that
         # looked in between found nothing and reported a record the remote lists as vanished, not its missing pack.
         # Relisting holds this lock and a reader that misses waits for it
-        # (tests/test_hostile_remote.py::test_a_truncated_or_deleted_pack_is_named_and_the_rest_of_a_clone_proceeds).
+        # (tests/sync/test_hostile_remote.py::test_a_truncated_or_deleted_pack_is_named_and_the_rest_of_a_clone_proceeds).
         self._relisting = threading.Lock()
         self._listed_at = float("-inf")
         self._kept: Path | None = None
@@ -114,7 +114,7 @@ class PackCatalogue:
 
         A record whose key is not a valid run name and id (`../../x`), or in an encrypted remote not a stored
         name of this key, is skipped and reported, never taken in:
-        tests/test_hostile_remote.py::test_a_traversal_run_name_inside_a_pack_is_skipped_naming_pack_and_key."""
+        tests/sync/test_hostile_remote.py::test_a_traversal_run_name_inside_a_pack_is_skipped_naming_pack_and_key."""
         checked = (self._checked_entry(pack_id, entry) for entry in sorted(entries, key=lambda entry: entry.offset))
         frames = [entry for entry in checked if entry is not None]
         with self._lock:

@@ -33,7 +33,7 @@ from .remote import Remote
 MAX_FRAME = 64 << 20
 MAX_OBJECT_FRAME = KEYED_FRAME.size + 32 + codec.MAX_BLOB  # an object's frame: its head, its key (the oid), its blob
 # one ranged GET fetches neighbouring records up to this many bytes (half a pack: push.PACK_TARGET); times the
-# reading threads, it bounds a reader's memory (tests/test_sync_memory.py)
+# reading threads, it bounds a reader's memory (tests/sync/test_sync_memory.py)
 READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes
 
@@ -279,7 +279,8 @@ class PackRemote:
     def fetch_entry(self, run: str, checkpoint_id: str) -> bytes | None:
         """The entry's bytes; None if no pack holds it. RemoteDataMissing if the run's head key names it (or
         a pack index lists it) and its bytes are gone: a resuming reader must not start over, nor from an
-        older checkpoint (tests/test_hostile_remote.py::test_a_head_key_naming_a_missing_checkpoint_is_an_error_never_the_older_one)."""
+        older checkpoint
+        (tests/sync/test_hostile_remote.py::test_a_head_key_naming_a_missing_checkpoint_is_an_error_never_the_older_one)."""
         head = self.heads.get(run)
         head_key = self.transport.key(*keys.head_key(run, checkpoint_id))
         named = "" if head is None or head.checkpoint_id != checkpoint_id else f"; head key {head_key} names it"

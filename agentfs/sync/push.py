@@ -3,8 +3,8 @@
 In that order, each step waiting for the one before: a reader that sees a head key finds every pack
 index it needs, and every index names a pack that is whole. A pack of objects only gets its index as
 soon as it is up, and the push index notes its objects then, so a push cut short at any point resumes
-without uploading them again (tests/test_push_resume.py). Packs go up concurrently (at most IN_FLIGHT
-at once: memory stays bounded by about 2 x (IN_FLIGHT + 1) x PACK_TARGET, tests/test_sync_memory.py);
+without uploading them again (tests/sync/test_push_resume.py). Packs go up concurrently (at most IN_FLIGHT
+at once: memory stays bounded by about 2 x (IN_FLIGHT + 1) x PACK_TARGET, tests/sync/test_sync_memory.py);
 every record is verified before it is packed, so nothing corrupt goes up. What the remote holds, by
 its pack indexes, is skipped: the push index is confirmed against them before a head is published.
 """
@@ -43,7 +43,7 @@ from .remote_gc import GcBarrier
 BATCH = 1024
 # a pack is closed once it holds this many bytes (a big artifact spans several); a push cut short sends again at most
 # the IN_FLIGHT packs not yet indexed (8 MiB). Larger packs or more in flight: more bytes lost to a kill
-# (tests/test_push_resume.py bounds them at 1.3x a clean push); smaller: more requests to resume an artifact
+# (tests/sync/test_push_resume.py bounds them at 1.3x a clean push); smaller: more requests to resume an artifact
 PACK_TARGET = 8 << 20
 IN_FLIGHT = 1
 CHECK_WINDOW = 16  # objects read and verified at once before packing (bounds memory: 16 chunks, ~64 KiB to 1 MiB each)
@@ -324,7 +324,7 @@ class Pusher:
         every one whole when this returns."""
         # Hazard: packs built on all of `pool`'s threads left a pack-sized buffer in each thread's malloc arena
         # (glibc keeps freed large blocks once its mmap threshold has grown): a 256 MiB push peaked at 179 MB RSS.
-        # Built on IN_FLIGHT threads of their own, it stays bounded (tests/test_sync_memory.py).
+        # Built on IN_FLIGHT threads of their own, it stays bounded (tests/sync/test_sync_memory.py).
         with ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="agentfs-pack") as packer:
             return self._put_packs_on(packer, records, stats)
 

@@ -76,7 +76,7 @@ class Remote:
     @contextlib.contextmanager
     def failing(self, operation: str, *expected: type[Exception]) -> Iterator[None]:
         """Turn any failure of `operation` into one RemoteError naming the URL, its secrets and those of the
-        storage options redacted (tests/test_redaction.py).
+        storage options redacted (tests/sync/test_redaction.py).
 
         s3fs lets botocore's own exceptions out (no credentials, an endpoint that refuses), which are
         not OSErrors; `expected` ones (FileNotFoundError: the key is not there) are the caller's to handle.

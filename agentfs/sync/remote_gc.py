@@ -214,7 +214,7 @@ def remote_gc(
             # adopting (putting its index) that moment: an index naming a deleted pack, its objects vouched for.
             # gc adopts such packs itself first (create-only: the same index bytes a pusher puts); their objects
             # are then ordinary unreferenced objects, deleted through the plan pushers honour
-            # (tests/test_push_resume.py::test_gc_with_a_short_grace_adopts_a_young_pack_instead_of_deleting_it).
+            # (tests/sync/test_push_resume.py::test_gc_with_a_short_grace_adopts_a_young_pack_instead_of_deleting_it).
             remote.catalogue.pack_ids()
             adopted = adopt_young(remote)
             listed = remote.list_objects()

@@ -12,7 +12,7 @@ any object with `url` and `storage_options` (`RemoteLocation` is one):
 The command line accepts a protocol fsspec lists in `fsspec.available_protocols()` (its known
 implementations); a filesystem only registered with `fsspec.register_implementation` is refused there.
 Needs pytest. agentfs's own tests run it on file://, memory://, S3 (moto) and GCS (its emulator):
-tests/test_remote_backends.py. A backend that acknowledges pack uploads and drops them fails four of
+tests/sync/test_remote_backends.py. A backend that acknowledges pack uploads and drops them fails four of
 its five tests (RemoteDataMissing naming the pack, or a wrong answer).
 """
 

@@ -1,5 +1,5 @@
 """The Starlette application of `agentfs ui`: read-only pages, and with `allow_writes` the action endpoints
-(actions.py), which do not exist otherwise (tests/test_ui_browser.py::test_writes_refused_without_allow_writes)."""
+(actions.py), which do not exist otherwise (tests/ui/test_ui_browser.py::test_writes_refused_without_allow_writes)."""
 
 from __future__ import annotations
 

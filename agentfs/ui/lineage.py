@@ -5,7 +5,7 @@ asks the engine for two small slices of the run's ids (Run.id_slice), not for al
 Hazard: ids are sorted, and a pull can insert an older id anywhere, or a prune remove some; the cache is reused only
 when the run's first id and the id at the last known count are unchanged (then every id up to there is, but for
 an insertion and a removal that exactly balance before it, which only a pull racing a prune could make: the next
-change of either reloads). tests/test_ui_pages.py::test_heads_follow_new_commits_and_a_pulled_divergence."""
+change of either reloads). tests/ui/test_ui_pages.py::test_heads_follow_new_commits_and_a_pulled_divergence."""
 
 from __future__ import annotations
 

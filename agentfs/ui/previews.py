@@ -3,7 +3,7 @@ through markdown-it-py with raw HTML off and then nh3 (ammonia), so nothing from
 
 markdown-it-py (CommonMark, html=False) turns `<script>` into text and refuses `javascript:` links; nh3, a
 binding of the Rust sanitiser ammonia, then keeps only an allow-list of tags and attributes, so a bug in either
-alone does not let script through (tests/test_ui_safety.py::test_markdown_is_rendered_and_sanitised).
+alone does not let script through (tests/ui/test_ui_safety.py::test_markdown_is_rendered_and_sanitised).
 """
 
 from __future__ import annotations

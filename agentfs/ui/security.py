@@ -3,7 +3,7 @@ that keep store content from running script in the page.
 
 - The token is random per launch and printed in the URL; a request carrying it as `?token=` gets it as an
   HttpOnly, SameSite=Strict cookie and is redirected to the same URL without it. Any request without the
-  token (query or cookie) is refused with 403 (tests/test_ui_safety.py::test_missing_or_wrong_token_is_refused).
+  token (query or cookie) is refused with 403 (tests/ui/test_ui_safety.py::test_missing_or_wrong_token_is_refused).
 - Host must name the address served (DNS rebinding: a page of another site resolving its name to 127.0.0.1
   sends its own Host) (test_foreign_host_is_refused). The port must be the one served; the name must be an IP
   literal (a rebinding page cannot send one: the attack needs the attacker's own DNS name), `localhost`, the name

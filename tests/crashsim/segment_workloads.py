@@ -1,4 +1,4 @@
-"""Segment-file workloads for the crash-state test and the multi-process tests of tests/test_segments.py.
+"""Segment-file workloads for the crash-state test and the multi-process tests of tests/engine/test_segments.py.
 
 `python -m tests.crashsim.segment_workloads NAME DIR [ARGS]` works on DIR/store/segments (locks in
 DIR/store/locks):

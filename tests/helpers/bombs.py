@@ -1,6 +1,6 @@
 """Decompression bombs: object files whose few KB of zstd decompress (or claim to) to far more than any
 object holds, built a MiB at a time so that building one costs no memory; and a child process that decodes
-one and reports the peak memory it cost (tests/test_hostile_decode.py, benchmarks/bombs.py).
+one and reports the peak memory it cost (tests/serialization/test_hostile_decode.py, benchmarks/bombs.py).
 
     python -m tests.helpers.bombs KIND    print JSON {"kind", "outcome", "peak_over_baseline", "blob_bytes"}
 

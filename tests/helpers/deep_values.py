@@ -1,4 +1,4 @@
-"""A child process for the depth tests (tests/test_hostile_decode.py, tests/test_value_properties.py): a value
+"""A child process for the depth tests (tests/serialization/test_hostile_decode.py, tests/serialization/test_value_properties.py): a value
 too deep for the C stack kills the process that reads it, so each attempt runs here, never in pytest.
 
     python -m tests.helpers.deep_values commit STORE KIND DEPTH   commit {"v": value}; print the outcome

@@ -3,7 +3,7 @@
 It opens no Store, takes no lock and shares no cache with the store under test, but it is not
 independent of the engine: it finds and reads records with the engine's own segment reader and index
 (engine/segments.py, engine/index.py), so a test through it trusts those two, which
-tests/test_segments.py, tests/test_index.py and tests/test_index_footer.py test on their own.
+tests/engine/test_segments.py, tests/engine/test_index.py and tests/engine/test_index_footer.py test on their own.
 
 Tests that damage, delete, count or read stored bytes do it through these functions only, so a new
 on-disk format re-implements this one module and every test keeps asserting the same promise. Each

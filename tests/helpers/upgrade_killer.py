@@ -1,4 +1,4 @@
-"""`agentfs upgrade STORE`, SIGKILLed at one point of its work (for tests/test_upgrade.py).
+"""`agentfs upgrade STORE`, SIGKILLed at one point of its work (for tests/format/test_upgrade_from_format1.py).
 
     python upgrade_killer.py POINT STORE
 

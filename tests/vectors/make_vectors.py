@@ -1,7 +1,7 @@
 """Make the format-2 test vectors (tests/vectors/format2/): a small plaintext store and a file remote pushed from it.
 
 Run by hand from the repository root when the vectors must be made again (the committed bytes, not this
-script, are the test data; tests/test_format_vectors.py reads them from docs/FORMAT.md alone):
+script, are the test data; tests/format/test_vectors_from_spec.py reads them from docs/FORMAT.md alone):
 
     python tests/vectors/make_vectors.py tests/vectors/format2
 

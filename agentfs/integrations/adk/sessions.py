@@ -6,7 +6,7 @@
 - `app:` and `user:` state deltas go to the app's and the user's state runs (one checkpoint each)
   before the event's checkpoint; `temp:` state never reaches the store. Hazard: a crash between the two
   leaves the scoped values set without the event; the deltas are values, not increments, so the
-  invocation that runs again sets the same values (test_adk.py, the SIGKILL test).
+  invocation that runs again sets the same values (tests/integrations/test_adk.py, the SIGKILL test).
 - What ADK lacks: `fork_session` at an event (the fork borrows the checkpoint that ended with that
   event: nothing is copied), and `once`, which runs a tool's side effect at most once per call id in
   the session's journal, so an invocation that runs again after a crash gets the recorded result.

@@ -1,0 +1,53 @@
+"""engine/lineage.parents: the sweep over a run's entries answers what reading each entry with `readable` answers
+(a damaged entry left out, a retired one absent), so Run.heads() and the ui's heads keep their meaning. Divergence
+through the sweep: tests/core/test_divergence_retention.py and tests/ui/test_ui_pages.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import agentfs
+from agentfs.engine.lineage import SWEEP_FROM, parents, readable
+from agentfs.format import kinds
+
+pytestmark = pytest.mark.timeout(60)
+ENTRIES = 4 * SWEEP_FROM + 300  # more than the store's entry cache holds
+
+
+def one_by_one(store: agentfs.Store, run: str, ids: list[str]) -> dict[str, str | None]:
+    entries = {checkpoint_id: readable(store.engine, run, checkpoint_id) for checkpoint_id in ids}
+    return {checkpoint_id: entry.manifest.parent for checkpoint_id, entry in entries.items() if entry is not None}
+
+
+def damage(store: agentfs.Store, run: str, checkpoint_id: str) -> None:
+    """Flip a byte in the middle of the entry's record, where it lies in its segment."""
+    location = store.engine.index.location(kinds.ENTRY, run, checkpoint_id)
+    assert location is not None
+    path = Path(store.engine.index.where(location).rsplit(" offset ", 1)[0])
+    with open(path, "r+b") as file:
+        file.seek(location.offset + location.length // 2)
+        byte = file.read(1)
+        file.seek(location.offset + location.length // 2)
+        file.write(bytes([byte[0] ^ 0xFF]))
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def test_the_sweep_answers_what_readable_answers_with_a_damaged_entry_and_after_a_prune(tmp_path: Path) -> None:
+    with agentfs.open(tmp_path, durability="process") as store:
+        run = store.run("r")
+        ids = [run.commit({"step": step}).id for step in range(ENTRIES)]
+        assert parents(store.engine, "r", ids) == one_by_one(store, "r", ids) == {ids[0]: None, **dict(zip(ids[1:], ids, strict=False))}
+        assert run.heads() == [ids[-1]]
+        damaged = ids[20]  # long out of the entry cache
+        damage(store, "r", damaged)  # still indexed here (a reopened store's scan would skip its batch)
+        assert store.engine.has_entry("r", damaged)
+        swept = parents(store.engine, "r", ids)
+        assert damaged not in swept and swept == one_by_one(store, "r", ids)
+        assert run.heads() == [ids[19], ids[-1]]  # the damaged entry names no parent: its own is a leaf
+        run.prune(keep_last=SWEEP_FROM + 5)
+        kept = run.ids()
+        assert parents(store.engine, "r", kept) == one_by_one(store, "r", kept)
