@@ -52,13 +52,13 @@ docs: $(DOCS_DEPS)
 # and the docs name exists; the whole suite is `make test`
 CHECK_TESTS := tests/docs/test_named_tests_exist.py \
 	tests/format/test_bytes_on_disk.py tests/format/test_versions_and_extension.py tests/format/test_vectors_from_spec.py \
-	tests/format/test_vectors_read_by_agentfs.py tests/format/test_checkpoint_ids.py \
+	tests/format/test_vectors_read_by_agentfs.py tests/format/test_checkpoint_ids.py tests/format/test_blob_references.py \
 	tests/engine/test_index.py tests/engine/test_index_footer.py tests/engine/test_engine_api.py \
 	tests/engine/test_lineage_parents.py tests/engine/test_gc.py tests/engine/test_locks.py \
 	tests/serialization/test_roundtrip.py tests/serialization/test_serialization_errors.py \
 	tests/serialization/test_serialization_packer.py \
 	tests/objects/test_read_path.py tests/objects/test_dedup.py \
-	tests/core/test_api.py tests/core/test_unsafe_names.py tests/core/test_run_id_slice.py \
+	tests/core/test_api.py tests/core/test_checkpoint_summary.py tests/core/test_unsafe_names.py tests/core/test_run_id_slice.py \
 	tests/core/test_schema_versions.py tests/core/test_retention.py \
 	tests/encryption/test_encryption.py
 check: lint docs
