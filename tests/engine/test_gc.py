@@ -12,10 +12,15 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pytest
+
 import agentfs
+from agentfs.engine import sealing
 from agentfs.engine.object_store import ObjectWriter
+from agentfs.engine.segment_writer import SEAL_AT
 from agentfs.format import chunking
 from agentfs.objects.blobs import BlobWriter
 from tests.helpers import raw, workload
@@ -176,3 +181,33 @@ def test_gc_drops_what_retirement_hides_and_another_process_follows_the_compacti
             _check_checkpoint(other.run("agent").get(checkpoint_id), committed[checkpoint_id])
         assert raw.record_ids(store, "agent", raw.RETIRED_RECORDS) and store.verify().ok
         assert other.run("agent").once("tool", lambda: "again") == "result"
+
+
+def test_a_gc_with_no_grace_waits_for_a_closing_writer_to_publish_its_seal_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store closing with 1 MiB or more in its segment seals it, and the seal copy goes through tmp/; a gc of
+    another store object (another process, in real use) sweeping tmp/ with grace 0 right then deleted the file
+    before its rename, and close() failed. Here that gc is started at the moment the copy sits in tmp/."""
+    root = tmp_path / ".agentfs"
+    writer = agentfs.open(root)
+    writer.run("big").commit({"blob": random.Random(1).randbytes(SEAL_AT + 4096)})
+    other = agentfs.open(root)
+    other.run("warm").commit({"step": 0})  # its own writer slot, so its gc only waits for the gc lock
+    write_temp = sealing.write_temp
+    swept: list[threading.Thread] = []
+
+    def write_temp_then_gc(tmp_dir: Path, data: bytes | memoryview, *, sync: bool) -> Path:
+        temp = write_temp(tmp_dir, data, sync=sync)
+        if not swept:  # the first copy written: sweep tmp/ now, from another thread
+            sweep = threading.Thread(target=other.gc, kwargs={"grace": 0})
+            swept.append(sweep)
+            sweep.start()
+            sweep.join(timeout=2.0)  # the gc finishes here only if it did not wait for the closing writer
+        return temp
+
+    monkeypatch.setattr(sealing, "write_temp", write_temp_then_gc)
+    writer.close()  # failed with a StorageError naming the vanished temp file
+    swept[0].join(timeout=60)
+    other.close()
+    with agentfs.open(root) as store:
+        assert len(store.run("big").latest().state["blob"]) == SEAL_AT + 4096
+        assert store.verify().ok
