@@ -3,7 +3,13 @@
     python resume_commit.py STORE URL RUN
 
 Opens STORE with `remote=URL`, prints "ready <head id>", waits for a line on stdin so that
-several machines commit at the same moment, commits on that head, pushes, and prints "pushed <id>".
+several machines commit at the same moment, commits on that head and prints "committed <id>", waits
+for a second line, pushes, and prints "pushed <id>".
+
+The second wait keeps every machine's push after every machine's commit. A store opened with `remote=`
+reads the remote's head at each commit (Repository.head), so a machine that commits after another has
+pushed sees that commit as the head and raises Conflict, which is right, but not the race these tests
+make: the clock-skew test failed so under load, one machine's commit landing after another's push.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ def main() -> int:
         print("ready", head.id, flush=True)
         sys.stdin.readline()
         made = run.commit({"resumed_from": head.id}, parent=head.id)
+        print("committed", made.id, flush=True)
+        sys.stdin.readline()
         with store.sync(url) as daemon:
             if not daemon.flush(timeout=20):
                 print("push timed out", flush=True)

@@ -114,6 +114,12 @@ def _resume_round(machines: dict[str, str], url: str, run: str) -> dict[tuple[st
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
+    for proc in procs:  # every machine committed before any pushes (helpers/resume_commit.py)
+        assert proc.stdout is not None and proc.stdout.readline().split()[0] == "committed"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("push\n")
+        proc.stdin.flush()
     confirmed: dict[tuple[str, str], object] = {}
     for proc in procs:
         out, _ = proc.communicate(timeout=60)

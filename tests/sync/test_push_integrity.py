@@ -66,6 +66,12 @@ def test_machines_behind_the_head_they_resume_from_make_distinct_ids_and_push_bo
         assert machine.stdin is not None
         machine.stdin.write("go\n")
         machine.stdin.flush()
+    for machine in machines:  # both committed before either pushes (helpers/resume_commit.py)
+        assert machine.stdout is not None and machine.stdout.readline().split()[0] == "committed"
+    for machine in machines:
+        assert machine.stdin is not None
+        machine.stdin.write("push\n")
+        machine.stdin.flush()
     made = []
     for machine in machines:
         out, _ = machine.communicate(timeout=60)
