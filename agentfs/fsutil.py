@@ -74,7 +74,26 @@ def trust_above(path: Path) -> None:
 
 
 def temp_path(tmp_dir: Path, suffix: str = ".tmp") -> Path:
-    return tmp_dir / f"{secrets.token_hex(12)}{suffix}"
+    """A new name in `tmp_dir`, `<pid>-<random><suffix>`: the writing process's id first, so that a sweep of the
+    directory can tell a file still being written (its process runs) from debris (writer_alive)."""
+    return tmp_dir / f"{os.getpid()}-{secrets.token_hex(12)}{suffix}"
+
+
+def writer_alive(temp: Path) -> bool:
+    """Whether the process that named `temp` (temp_path) still runs on this machine, so the file may be about to be
+    renamed into place. Hazard: gc with grace 0 swept tmp/ and deleted a seal copy's file before its writer renamed
+    it, and that writer's close() failed (tests/engine/test_gc.py, the closing writer's seal copy). False for a
+    name without a process id (an earlier agentfs's) and for a process that is gone (killed: its file is debris)."""
+    pid, dash, _rest = temp.name.partition("-")
+    if not dash or not pid.isdigit() or int(pid) <= 0:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or an id too large to be checked: kept until its grace has passed again
+    return True
 
 
 def write_temp(tmp_dir: Path, data: bytes | memoryview, *, sync: bool) -> Path:

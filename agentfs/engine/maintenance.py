@@ -16,7 +16,7 @@ from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
 from ..format.refs import EntryAddress, PackedRef
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
-from ..fsutil import fsync_dir
+from ..fsutil import fsync_dir, writer_alive
 from . import segments
 from .index import Index
 from .repository import Repository
@@ -218,7 +218,7 @@ def gc(store: Repository, grace: float = 3600.0) -> GcReport:
         now = time.time()
         for temp in [*store.tmp_dir.iterdir(), *_headerless_segments(store.segments_dir)]:
             try:
-                if now - temp.stat().st_mtime > grace:
+                if now - temp.stat().st_mtime > grace and not (temp.parent == store.tmp_dir and writer_alive(temp)):
                     temp.unlink()
                     report.temp_deleted += 1
             except FileNotFoundError:

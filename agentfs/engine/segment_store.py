@@ -102,12 +102,7 @@ class SegmentStore:
                 if writer is not None:
                     try:
                         if writer.position >= SEAL_AT and writer.current_segment() is not None:
-                            # the next open reads its footer instead of scanning its batches. Hazard: the seal publishes
-                            # its copy through tmp/, and a gc of another process sweeping tmp/ with grace 0 deleted the
-                            # file before its rename, so close() failed (tests/engine/test_gc.py, gc while a writer
-                            # commits). Sealing under the gc lock, shared, keeps gc's sweep out meanwhile.
-                            with self._lock_files.hold(self._gc_lock_path, SHARED):
-                                writer.seal()
+                            writer.seal()  # the next open reads its footer instead of scanning its batches
                     finally:
                         writer.close()  # an unsealed segment is left for the slot's next writer to continue
         finally:

@@ -183,10 +183,11 @@ def test_gc_drops_what_retirement_hides_and_another_process_follows_the_compacti
         assert other.run("agent").once("tool", lambda: "again") == "result"
 
 
-def test_a_gc_with_no_grace_waits_for_a_closing_writer_to_publish_its_seal_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gc_with_no_grace_spares_the_seal_copy_a_closing_writer_is_publishing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A store closing with 1 MiB or more in its segment seals it, and the seal copy goes through tmp/; a gc of
     another store object (another process, in real use) sweeping tmp/ with grace 0 right then deleted the file
-    before its rename, and close() failed. Here that gc is started at the moment the copy sits in tmp/."""
+    before its rename, and close() failed. Here that gc runs at the moment the copy sits in tmp/: it must leave
+    a file whose writer still runs (fsutil.writer_alive)."""
     root = tmp_path / ".agentfs"
     writer = agentfs.open(root)
     writer.run("big").commit({"blob": random.Random(1).randbytes(SEAL_AT + 4096)})
@@ -201,7 +202,7 @@ def test_a_gc_with_no_grace_waits_for_a_closing_writer_to_publish_its_seal_copy(
             sweep = threading.Thread(target=other.gc, kwargs={"grace": 0})
             swept.append(sweep)
             sweep.start()
-            sweep.join(timeout=2.0)  # the gc finishes here only if it did not wait for the closing writer
+            sweep.join(timeout=2.0)
         return temp
 
     monkeypatch.setattr(sealing, "write_temp", write_temp_then_gc)
