@@ -95,7 +95,7 @@ def extended_ref(
         whole = base_data if base_data is not None else blob_reader(store).read(ref, home, where)
         return ValueRef(LIST_BODY, count + added.items, blobs.put(whole + added.data))
     held = store.db.held_trees.get(ref.oid)  # a tree this process committed: its chunks are held
-    leaves = held if held is not None else _leaves(store, ref, where)
+    leaves = held.leaves if held is not None else _leaves(store, ref, where)
     if held is None and sum(length for _oid, length in leaves) != size:
         raise FormatError(f"{where}: the chunks of checkpoint {home[0]}@{home[1]}'s list add up to another size than its reference's")
     # a chunk's cut is final where max_size bytes or more follow the chunk's start (chunking.cut_block): the
@@ -114,7 +114,7 @@ def extended_ref(
         tail = base_data[size - sum(length for _oid, length in leaves[kept:]) :] + added.data
     else:
         tail = b"".join(reader.read(LooseRef(oid, length), home, where) for oid, length in leaves[kept:]) + added.data
-    return ValueRef(LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], tail, params))
+    return ValueRef(LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], tail, params, held))
 
 
 def _params(size: int) -> chunking.ChunkParams:

@@ -51,30 +51,46 @@ class ObjectCache:
             return self._bytes
 
 
-class HeldTrees:
-    """The chunks ([id, size] each) of the last few chunk trees this process committed, by the tree's root id.
+class NodeSpan(NamedTuple):
+    """A tree node as a level of a tree holds it: the node ([id, size]) and how many children of the level below it groups."""
 
-    Each is a promise that the store holds those chunks, durably as the store's durability asks: the commit
-    that wrote the tree stored or checked every one (ObjectWriter.reuse) and had returned. An `Extend` of
-    that tree then reuses them without looking each up (core/extend.py)."""
+    node: TreeChild
+    children: int
+
+
+class HeldTree(NamedTuple):
+    """A chunk tree this process committed: its root id, its chunks, and its nodes level by level from the chunks up."""
+
+    root: bytes
+    leaves: list[TreeChild]
+    levels: list[list[NodeSpan]]
+
+
+class HeldTrees:
+    """The chunks ([id, size] each) and nodes of the last few chunk trees this process committed, by the tree's root id.
+
+    Each is a promise that the store holds those chunks and nodes, durably as the store's durability asks: the
+    commit that wrote the tree stored or checked every one (ObjectWriter.reuse) and had returned. An `Extend` of
+    that tree then reuses them without looking each up (core/extend.py), and the nodes over its kept chunks
+    without encoding and hashing them again (objects/blobs.py, BlobWriter.put_after)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._held: OrderedDict[bytes, list[TreeChild]] = OrderedDict()
+        self._held: OrderedDict[bytes, HeldTree] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, root: bytes) -> list[TreeChild] | None:
+    def get(self, root: bytes) -> HeldTree | None:
         with self._lock:
-            leaves = self._held.get(root)
-            if leaves is not None:
+            tree = self._held.get(root)
+            if tree is not None:
                 self._held.move_to_end(root)
-            return leaves
+            return tree
 
-    def add(self, trees: list[tuple[bytes, list[TreeChild]]]) -> None:
+    def add(self, trees: list[HeldTree]) -> None:
         with self._lock:
-            for root, leaves in trees:
-                self._held[root] = leaves
-                self._held.move_to_end(root)
+            for tree in trees:
+                self._held[tree.root] = tree
+                self._held.move_to_end(tree.root)
             while len(self._held) > self.capacity:
                 self._held.popitem(last=False)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from typing import IO, Any, Protocol
 
+from ..engine.object_cache import HeldTree, NodeSpan
 from ..engine.object_store import ObjectStore, ObjectWriter
 from ..errors import FormatError, SerializationError
 from ..format import chunking, codec
@@ -48,7 +49,7 @@ class BlobWriter:
         self._writer: ObjectWriter | None = None
         self.reuse = reuse  # oid -> located ref already in the store (the parent's values)
         self.pack: dict[bytes, bytes] = {}
-        self.trees: list[tuple[bytes, list[TreeChild]]] = []  # (root, chunks) of the trees put_after made
+        self.trees: list[HeldTree] = []  # the trees put_after made
 
     @property
     def writer(self) -> ObjectWriter:
@@ -78,14 +79,16 @@ class BlobWriter:
         """Whether the store holds every object of `oids` (each made durable, as add() does): a blob may refer to them unwritten."""
         return all(self.writer.reuse(oid) for oid in oids)
 
-    def put_after(self, kept: list[TreeChild], tail: bytes, params: chunking.ChunkParams) -> Ref:
+    def put_after(self, kept: list[TreeChild], tail: bytes, params: chunking.ChunkParams, base: HeldTree | None = None) -> Ref:
         """The ref of a blob whose first chunks are `kept` ([id, size] each, which the store `holds`) and whose
         remaining bytes, `tail`, are cut with `params`: that of the whole blob when `kept` are its chunks up to
-        a final cut (core/extend.py)."""
+        a final cut (core/extend.py). `base`: a tree this process committed whose chunks begin with `kept`; its
+        nodes over them are taken as they are (_group)."""
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunking.cut_bytes(params, tail)]
         leaves = kept + [TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending]
-        ref = self._root(leaves)
-        self.trees.append((ref.oid, leaves))
+        levels: list[list[NodeSpan]] = []
+        ref = self._root(leaves, levels, [] if base is None else base.levels, len(kept))
+        self.trees.append(HeldTree(ref.oid, leaves, levels))
         return ref
 
     def put_stream(self, stream: IO[Any]) -> Ref:
@@ -130,8 +133,11 @@ class BlobWriter:
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunks]
         return self._root([TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending])
 
-    def _root(self, level: list[TreeChild]) -> LooseRef | TreeRef:
-        """The ref of a blob whose chunks are `level` (in order): LOOSE or a tree above them."""
+    def _root(
+        self, level: list[TreeChild], levels: list[list[NodeSpan]] | None = None, base: Sequence[list[NodeSpan]] = (), same: int = 0
+    ) -> LooseRef | TreeRef:
+        """The ref of a blob whose chunks are `level` (in order): LOOSE or a tree above them. `levels`, when given,
+        gets the tree's nodes level by level; `base`: those of a tree whose chunks begin with `same` of these."""
         size = sum(child.size for child in level)
         if len(level) == 1:
             return LooseRef(level[0].oid, size)
@@ -144,23 +150,39 @@ class BlobWriter:
                     f"its {size:,} bytes need a chunk tree deeper than the {MAX_DEPTH} levels agentfs reads "
                     f"({len(level):,} nodes at depth {MAX_DEPTH})"
                 )
-            level = self._group(level)
+            spans, same = self._group(level, base[depth - 1] if depth <= len(base) else [], same)
+            if levels is not None:
+                levels.append(spans)
+            level = [span.node for span in spans]
         return TreeRef(level[0].oid, size, depth)
 
-    def _group(self, children: list[TreeChild]) -> list[TreeChild]:
-        nodes: list[TreeChild] = []
+    def _group(self, children: list[TreeChild], base: list[NodeSpan], same: int) -> tuple[list[NodeSpan], int]:
+        """The nodes over `children`, and how many of them are `base`'s: the nodes a level of another tree made over
+        children of which the first `same` are these. Where a node ends depends on the children up to its end only
+        (node_ends), so each of base's nodes over those children is this level's too, but its last: that one ended
+        with its level, not by node_ends. Taken as they are, they are neither encoded nor hashed again (a growing
+        list's commit regroups only its last nodes; tests/core/test_grown_list.py compares each ref with a fresh
+        store's)."""
+        nodes: list[NodeSpan] = []
+        start = 0
+        for span in base[:-1]:
+            if start + span.children > same:
+                break
+            nodes.append(span)
+            start += span.children
+        reused = len(nodes)
         current: list[TreeChild] = []
-        previous_size = -1
-        for child in children:
+        previous_size = children[start - 1].size if start else -1
+        for child in children[start:]:
             current.append(child)
             ends = node_ends(len(current), child.size, previous_size)
             previous_size = child.size
             if ends:
-                nodes.append(self._node(current))
+                nodes.append(NodeSpan(self._node(current), len(current)))
                 current = []
         if current:
-            nodes.append(self._node(current))
-        return nodes
+            nodes.append(NodeSpan(self._node(current), len(current)))
+        return nodes, reused
 
     def _node(self, children: list[TreeChild]) -> TreeChild:
         return TreeChild(self.writer.add(encode_node(children)), sum(child.size for child in children))
