@@ -1,7 +1,8 @@
 """A bounded cache of objects' verified bytes, by id, for the readers of checkpoints.
 
-Serving from it is safe because objects are content-addressed: an id is the sha256 of the very bytes
-kept under it, checked when they were read. Only checkpoint readers use it; verify, push and gc read
+Serving from it is safe because objects are content-addressed: an id is the sha256 (or an encrypted store's
+keyed id) of the very bytes kept under it, checked when they were read, or computed from them by the writer
+that stored them. Only checkpoint readers use it; verify, push and gc read
 the disk every time, which is what they are for.
 """
 
@@ -36,6 +37,11 @@ class ObjectCache:
         if len(data) <= self.largest:
             self._keep(oid, data)
         return data
+
+    def keep(self, oid: bytes, data: bytes | memoryview) -> None:
+        """Keep `data` under `oid`, which this process computed from it (a writer's chunk: ObjectWriter.keep)."""
+        if len(data) <= self.largest:
+            self._keep(oid, bytes(data))
 
     def _keep(self, oid: bytes, data: bytes) -> None:
         with self._lock:

@@ -257,6 +257,10 @@ class ObjectWriter:
                 self._submit(self._write, oid, bytes(data))
         return oid
 
+    def keep(self, oid: bytes, data: bytes | memoryview) -> None:
+        """Keep an object this commit stores (its id computed here from `data`) for the store's readers, as if read."""
+        self.objects.cache.keep(oid, data)
+
     def add_later(self, data: bytes | memoryview) -> bytes | Future[bytes]:
         """Like add(); a large chunk's hashing is done on the pool too (its id is then a future): the
         caller only cuts. `data` is handed to the pool uncopied: it must not change until finish()."""

@@ -84,8 +84,12 @@ class BlobWriter:
         remaining bytes, `tail`, are cut with `params`: that of the whole blob when `kept` are its chunks up to
         a final cut (core/extend.py). `base`: a tree this process committed whose chunks begin with `kept`; its
         nodes over them are taken as they are (_group)."""
-        pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in chunking.cut_bytes(params, tail)]
+        cut = list(chunking.cut_bytes(params, tail))
+        pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in cut]
         leaves = kept + [TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending]
+        for chunk, leaf in zip(cut, leaves[len(kept) :], strict=True):
+            # the next extension reads the last of them again (core/extend.py): from memory, not the segment
+            self.writer.keep(leaf.oid, chunk)
         levels: list[list[NodeSpan]] = []
         ref = self._root(leaves, levels, [] if base is None else base.levels, len(kept))
         self.trees.append(HeldTree(ref.oid, leaves, levels))

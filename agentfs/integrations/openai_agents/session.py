@@ -288,8 +288,11 @@ class AgentFSSession:
         (the commit encodes and stores the new items only, whatever the branch's length)."""
         run = self._run(branch)
         added_turns = _turns(added)
+        last = self._written  # one read: another worker thread may replace it
+        # this object's last commit to the branch is taken for its head without a look at the segments: the commit
+        # checks it under the run lock, and if another writer appended meanwhile (Conflict) the head is read
+        head = last.checkpoint_id if last.run == run.name and last.checkpoint_id else run.head_id()
         while True:
-            head = run.head_id()
             written = self._written_branch(run, head)
             entries, turns = [*written.entries, *added], written.turns + added_turns
             metadata = self._metadata(branch, "add_items", entries, turns)
@@ -297,7 +300,8 @@ class AgentFSSession:
             try:
                 checkpoint = run.commit(state, metadata=metadata, parent=head)
             except agentfs.Conflict:
-                continue  # another writer moved the head since the read: append to the new head instead
+                head = run.head_id()  # another writer moved the head: append to the new head instead
+                continue
             self._written = _Written(run.name, checkpoint.id, entries, written.usage, turns)
             return
 
