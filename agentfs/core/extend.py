@@ -57,7 +57,7 @@ def grown_ref(
 ) -> ValueRef | None:
     """A whole list committed under `key` (`value`: LIST_BODY, its items, its bytes) stored as an extension of the
     parent's list `base` (at `home`), when this process committed that list and its bytes begin the new ones:
-    the same ref as a commit of the whole list (tests/core/test_extend.py), found by comparing the bytes with
+    the same ref as a commit of the whole list (tests/core/test_grown_list.py), found by comparing the bytes with
     those the process kept (HeldLists) instead of cutting and hashing them all. None when it is not so."""
     items, data = value[1], value[2]
     if base is None or base.format != LIST_BODY or not isinstance(base.blob, (LooseRef, TreeRef)) or items <= base.items:

@@ -365,9 +365,10 @@ class Run:
         where = f"state[{key!r}] of a commit to run {self.name!r}"
         if not isinstance(value, Extension):
             value_format, count, data = value
-            if value_format == LIST_BODY and len(data) > PACK_MAX and head is not None:  # a list that may have grown
-                base = self.store.read_entry(self.name, head).manifest.state.get(key)
-                grown = grown_ref(self.store, blobs, base, (self.name, head), key, value, where)
+            # a list that may have grown; a damaged head (unreadable) offers no list to grow, as nothing to reuse
+            head_entry = self.store.readable(self.name, head) if value_format == LIST_BODY and len(data) > PACK_MAX and head else None
+            if head_entry is not None and head is not None:
+                grown = grown_ref(self.store, blobs, head_entry.manifest.state.get(key), (self.name, head), key, value, where)
                 if grown is not None:
                     return grown
             return ValueRef(value_format, count, blobs.put(data))

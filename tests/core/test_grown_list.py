@@ -15,6 +15,7 @@ import agentfs
 from agentfs.engine.object_cache import HeldLists
 from agentfs.format import chunking
 from agentfs.format.refs import TreeRef
+from tests.helpers import raw
 
 
 def _messages(rng: random.Random, count: int) -> list[dict[str, object]]:
@@ -104,6 +105,21 @@ def test_a_head_moved_by_another_store_is_not_extended_from_the_held_bytes(tmp_p
     with agentfs.open(tmp_path / "oracle") as oracle:
         assert mine.manifest.state == oracle.run("o").commit({"messages": list(grown)}).manifest.state
     assert agentfs.open(tmp_path).run("r").latest().state == {"messages": grown}
+
+
+def test_a_damaged_head_does_not_stop_a_commit_of_the_grown_list(tmp_path: Path) -> None:
+    """A commit appends after the run's head even when its entry is damaged (nothing of it is reused): the grown list
+    is then stored whole, and reads back. Planted (the head's entry read, not asked whether it is readable): the
+    commit raises the head's IntegrityError."""
+    rng = random.Random(5)
+    run = agentfs.open(tmp_path).run("r")
+    messages = _messages(rng, 30)
+    head = run.commit({"messages": list(messages)})
+    raw.corrupt_record(tmp_path, "r", raw.LOG_RECORDS, head.id)
+    messages += _messages(rng, 2)
+    after = agentfs.open(tmp_path).run("r").commit({"messages": list(messages)})  # a store that has not read the head
+    assert after.parent == head.id
+    assert agentfs.open(tmp_path).run("r").get(after.id).state == {"messages": messages}
 
 
 def test_an_encrypted_store_grows_a_list_as_it_stores_it_whole(tmp_path: Path) -> None:
