@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 from typing import Protocol
 
@@ -108,25 +109,28 @@ def _leaves(store: EntryReads, run: str, ids: list[str]) -> list[str]:
     out all the same. The records are hints for listing: nothing that keeps data safe reads them.
     tests/engine/test_lineage_records.py holds the answer to the manifests' (a fork, a divergence, a retirement, a
     store written before the records)."""
-    visible = set(ids)
-    covered: set[str] = set()
-    candidates: set[str] = set()
-    named: set[str] = set()
-    inner: list[tuple[set[str], set[str]]] = []  # (ids of a segment, its leaves): the others there are named by a child
     try:
         usable = [(segment, lineage) for segment in store.index.lineages(run) if (lineage := _read_lineage(store, run, segment))]
     except AgentFSError:  # a damaged footer row: every entry's manifest is read instead
         usable = []
-    for segment, lineage in usable:
-        here = set(segment.ids)
-        covered |= here
-        candidates.update(lineage.leaves)
-        named.update(lineage.outside)
-        inner.append((here, set(lineage.leaves)))
-    rest = [checkpoint_id for checkpoint_id in ids if checkpoint_id not in covered] if covered else ids
+    candidates = {leaf for _segment, lineage in usable for leaf in lineage.leaves}
+    named = {parent for _segment, lineage in usable for parent in lineage.outside}
+    inner: list[tuple[set[str], set[str]]] = []  # (ids of a segment, its leaves): the others there are named by a child
+    if len(usable) == 1 and usable[0][0].ids == ids:
+        rest: list[str] = []  # the common case: one sealed segment holds the whole run
+    else:
+        inner = [(set(segment.ids), set(lineage.leaves)) for segment, lineage in usable]
+        covered = set().union(*(here for here, _leaves in inner))
+        rest = [checkpoint_id for checkpoint_id in ids if checkpoint_id not in covered] if covered else ids
     named.update(parent for parent in parents(store, run, rest).values() if parent is not None)
-    candidates = (candidates & visible) | set(rest)
-    return sorted(c for c in candidates if c not in named and not any(c in here and c not in leaves for here, leaves in inner))
+    listed = {leaf for leaf in candidates if _holds(ids, leaf)} | set(rest)  # retired leaves are not the run's
+    return sorted(c for c in listed if c not in named and not any(c in here and c not in leaves for here, leaves in inner))
+
+
+def _holds(ids: list[str], checkpoint_id: str) -> bool:
+    """Whether the sorted `ids` hold `checkpoint_id`."""
+    at = bisect.bisect_left(ids, checkpoint_id)
+    return at < len(ids) and ids[at] == checkpoint_id
 
 
 def _read_lineage(store: EntryReads, run: str, segment: SegmentLineage) -> Lineage | None:
