@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import agentfs
 
+FIRST_LOOK_READS = 8  # checkpoints: a run this short has its manifests read, cheaper than Run.heads (another listing)
+
 
 @dataclass
 class _Known:
@@ -63,7 +65,7 @@ class Heads:
                 if first.ids == [known.first] and tail.ids[:1] == [known.last]:
                     new = tail.ids[1:]
             if known is None or new is None:
-                known, new = self._first_look(run), []
+                known, new = self._first_look(run)
             try:
                 named = list(self.store.run(run).parents(new).values())
             except agentfs.AgentFSError:  # one entry could not be read in the sweep: each is read alone
@@ -79,12 +81,16 @@ class Heads:
             newest_retired = max(self.store.run(run).retired(), default="")
             return [leaf for leaf in known.heads[:-1] if leaf > newest_retired] + known.heads[-1:]
 
-    def _first_look(self, run: str) -> _Known:
-        """The run's heads from the engine, and where its ids stood just before (a checkpoint committed in between
-        is new at the next look: its parent is read then, and it is not listed twice)."""
+    def _first_look(self, run: str) -> tuple[_Known, list[str]]:
+        """What is known of the run before its first look, and its ids whose manifests the look reads: all of a short
+        run's; none of a longer one's, whose heads the engine gives (Run.heads: its lineage records, so not every
+        manifest), with where its ids stood just before (a checkpoint committed in between is new at the next look:
+        its parent is read then, and it is not listed twice)."""
         ids = self.store.run(run).ids()
+        if len(ids) <= FIRST_LOOK_READS:
+            return _Known(), ids
         heads = self.store.run(run).heads()
-        return _Known(len(ids), ids[0] if ids else None, ids[-1] if ids else None, heads)
+        return _Known(len(ids), ids[0], ids[-1], heads), []
 
     def _parent(self, run: str, checkpoint_id: str) -> str | None:
         try:
