@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+import msgpack
 import pytest
 
 import agentfs
@@ -95,6 +96,9 @@ def test_a_record_body_is_checked_before_it_is_used() -> None:
     for bad in (b"\x01", encode_lineage(Lineage(7, 1, [], [])), encode_lineage(Lineage(7, 1, ["not a ulid"], []))):
         with pytest.raises(agentfs.FormatError, match="lineage record here"):
             decode_lineage(bad, "here")
+    newer = msgpack.packb({"format": 2, "segment": 7, "rows": 1, "leaves": ["01" + "A" * 24], "outside": []})
+    with pytest.raises(agentfs.FormatError, match="lineage record here has record format 2, this agentfs reads 1"):
+        decode_lineage(newer, "here")
 
 
 def test_compaction_drops_the_records_and_the_heads_stay_those_of_the_manifests(tmp_path: Path) -> None:
