@@ -51,7 +51,7 @@ from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import RETIRED_RECORDS
-from ..format.lineage import Parent
+from ..format.lineage import EntryParent, Parent
 from ..format.refs import EntryAddress
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
@@ -62,7 +62,7 @@ from .locks import EXCLUSIVE, flock
 from .notify import Watcher
 from .object_store import ObjectStore, ObjectWriter
 from .segment_store import SegmentStore
-from .segment_writer import DURABILITY, Durability, EntryParent
+from .segment_writer import DURABILITY, Durability
 
 HOST = socket.gethostname()
 log = logging.getLogger("agentfs")

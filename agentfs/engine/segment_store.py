@@ -18,6 +18,7 @@ from ..errors import StoreClosed
 from ..format import codec, keys, kinds
 from ..format import segment as fmt
 from ..format.crypto import Sealer
+from ..format.lineage import EntryParent
 from ..format.refs import EntryAddress
 from ..fsutil import fsync_dir
 from . import segments
@@ -25,7 +26,7 @@ from .index import Index
 from .locks import EXCLUSIVE, SHARED, LockFiles, forks
 from .record_groups import seal_batch
 from .sealing import protect_sealed
-from .segment_writer import SEAL_AT, Durability, EntryParent, SegmentWriter, seal_orphans
+from .segment_writer import SEAL_AT, Durability, SegmentWriter, seal_orphans
 
 COMPACTION_BATCH = 1024  # records per batch when compaction copies live records
 log = logging.getLogger("agentfs")

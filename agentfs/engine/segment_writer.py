@@ -28,14 +28,13 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from ulid import ULID
 
 from ..errors import AgentFSError, StoreClosed
-from ..format import kinds
 from ..format import segment as fmt
-from ..format.lineage import encode_lineage, summarize
+from ..format.lineage import EntryParent, lineage_records
 from ..fsutil import fsync_dir, make_dirs, temp_path
 from ..fsutil import write_all as _write_all  # the name tests/engine/test_segment_faults.py's rollover crash wraps
 from .sealing import tmp_dir_of, write_seal
@@ -50,13 +49,6 @@ MIN_PREALLOCATION = 64 << 10  # ... and at least this many
 WRITEV_FROM = 256 << 10  # bytes: a batch this big is written from its parts (_write_parts)
 IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
 SEAL_AT = 1 << 20  # bytes: a segment this big is sealed on a clean close, and when adopted after a crash
-
-
-class EntryParent(NamedTuple):
-    """What a writer knows of an ENTRY record it appends: its run (the plain name) and the parent its manifest names."""
-
-    run: str
-    parent: str | None
 
 
 def _as_is(records: Sequence[fmt.Record]) -> Sequence[fmt.Record]:
@@ -342,7 +334,7 @@ class SegmentWriter:
         fd, self._fd = self._fd, -1  # closed whatever the seal's outcome: a segment that failed to seal is not appended to
         try:
             end, entries = self.position, self.entries
-            lineage = self.stored(self._lineage())
+            lineage = self.stored(lineage_records(self.segment_id, self.entries, self.parents))
             if lineage:
                 parts, added = fmt.batch_parts(self.segment_id, end, lineage)
                 length = sum(map(len, parts))
@@ -350,30 +342,12 @@ class SegmentWriter:
                     _write_parts(fd, parts, length, end)
                     if self.sync:
                         # durable before the footer that lists them: a crash cannot leave a seal naming lost frames
-                        # (tests/engine/test_lineage_records.py; make crash-states, workload seal)
+                        # (tests/engine/test_crash_states.py, workload rollover: a seal after commits)
                         os.fdatasync(fd)
                 end, entries = end + length, [*entries, *added]
             write_seal(fd, Path(self._path), self.segment_id, end, entries, sync=self.sync)
         finally:
             os.close(fd)
-
-    def _lineage(self) -> list[fmt.Record]:
-        """One LINEAGE record for each run whose every ENTRY record in the current segment this writer appended (it
-        knows their parents); a run with others (an adopted segment's, a compaction's copies) gets none, and readers
-        read those entries' manifests instead (FORMAT.md, "Lineage records")."""
-        keys_of: dict[bytes, list[bytes]] = {}
-        for entry in self.entries:
-            if entry.kind == kinds.ENTRY:
-                keys_of.setdefault(entry.key.partition(b"\0")[0], []).append(entry.key)
-        records = []
-        for keys in keys_of.values():
-            known = [self.parents[key] for key in keys if key in self.parents]
-            if len(known) < len(keys):
-                continue
-            pairs = [(key.partition(b"\0")[2].decode(), parent.parent) for key, parent in zip(keys, known, strict=True)]
-            lineage = encode_lineage(summarize(self.segment_id, len(keys), pairs))
-            records.append(fmt.Record(kinds.LINEAGE, kinds.pair_key(known[0].run, str(ULID())), lineage))
-        return records
 
     def discard(self, segment_ids: Iterable[int]) -> None:
         """Delete segments this writer made (a failed compaction's output) and their seal copies, durably."""

@@ -15,13 +15,17 @@ that are not among them. The record is a hint for listing heads: nothing that ke
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, TypeGuard
 
 import msgpack
 
 from ..errors import FormatError
+from ..ids import new_id
 from ..names import ID
+from . import kinds
+from .footer import IndexEntry
+from .segment import Record
 
 VERSION = 1
 
@@ -30,6 +34,13 @@ class Parent(NamedTuple):
     """The parent an entry's manifest names (None: the run's first checkpoint), as its writer passes it down."""
 
     id: str | None
+
+
+class EntryParent(NamedTuple):
+    """What a writer knows of an ENTRY record it appends: its run (the plain name) and the parent its manifest names."""
+
+    run: str
+    parent: str | None
 
 
 class Lineage(NamedTuple):
@@ -44,6 +55,25 @@ def summarize(segment: int, rows: int, parents: Iterable[tuple[str, str | None]]
     pairs = dict(parents)
     named = {parent for parent in pairs.values() if parent is not None}
     return Lineage(segment, rows, sorted(pairs.keys() - named), sorted(named - pairs.keys()))
+
+
+def lineage_records(segment: int, entries: Iterable[IndexEntry], parents: Mapping[bytes, EntryParent]) -> list[Record]:
+    """The LINEAGE records (plain keys) of segment `segment`, whose records are `entries` (keys as stored): one for each
+    run whose every ENTRY record there `parents` names (by key as stored: the writer appended it); a run with others
+    (an adopted segment's, a compaction's copies) gets none, and readers read those entries' manifests instead."""
+    keys_of: dict[bytes, list[bytes]] = {}
+    for entry in entries:
+        if entry.kind == kinds.ENTRY:
+            keys_of.setdefault(entry.key.partition(b"\0")[0], []).append(entry.key)
+    records = []
+    for keys in keys_of.values():
+        known = [parents[key] for key in keys if key in parents]
+        if len(known) < len(keys):
+            continue
+        pairs = [(key.partition(b"\0")[2].decode(), parent.parent) for key, parent in zip(keys, known, strict=True)]
+        body = encode_lineage(summarize(segment, len(keys), pairs))
+        records.append(Record(kinds.LINEAGE, kinds.pair_key(known[0].run, new_id()), body))
+    return records
 
 
 def encode_lineage(lineage: Lineage) -> bytes:

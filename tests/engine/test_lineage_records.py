@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 import agentfs
-from agentfs.engine.segment_writer import SegmentWriter
+from agentfs.engine import segment_writer
 from agentfs.format import kinds
 from agentfs.format import segment as fmt
 from agentfs.format.entries import encode_entry
@@ -75,7 +75,7 @@ def test_a_store_written_before_the_records_reads_the_manifests_and_a_line_may_s
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as old_code:
-        old_code.setattr(SegmentWriter, "_lineage", lambda self: [])  # the writer of before: seals with no record
+        old_code.setattr(segment_writer, "lineage_records", lambda segment, entries, parents: [])  # seals with none
         with agentfs.open(tmp_path, durability="process") as store:
             old = session(store, 6)
     with agentfs.open(tmp_path, durability="process") as store:
@@ -121,7 +121,7 @@ def test_a_record_copied_into_another_segment_is_not_used(tmp_path: Path, monkey
     holding other entries. It names the segment it was written into, so readers read those entries' manifests."""
     with agentfs.open(tmp_path, durability="process") as store:
         first = session(store, 4)
-    monkeypatch.setattr(SegmentWriter, "_lineage", lambda self: [])  # the next segment's own record left out
+    monkeypatch.setattr(segment_writer, "lineage_records", lambda segment, entries, parents: [])  # the next segment's own record left out
     with agentfs.open(tmp_path, durability="process") as store:
         (written,) = store.engine.index.lineages("main")
         record = store.engine.index.read(written.location, kinds.LINEAGE)
