@@ -22,6 +22,7 @@ from ..engine.notify import Watcher
 from ..engine.object_store import ObjectStore, ObjectWriter
 from ..format import codec
 from ..format.entries import Entry
+from ..format.lineage import Parent
 from ..format.refs import EntryAddress
 from ..format.retirement import Retirement
 from ..format.segment import Record as SegmentRecord
@@ -91,6 +92,7 @@ class EngineAPI(Protocol):
         objects: Sequence[SegmentRecord] = (),
         relies_on: Iterable[EntryAddress] = (),
         refreshed: bool = False,
+        parent: Parent | None = None,
     ) -> bool: ...
 
     # a run's shape

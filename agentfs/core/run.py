@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from ..errors import Conflict, NotFound, SerializationError
 from ..format.entries import encode_entry
+from ..format.lineage import Parent
 from ..format.manifest import Manifest, ValueRef
 from ..format.refs import PACK_MAX, LooseRef, PackedRef, Ref, TreeRef, located
 from ..format.segment import Record
@@ -462,7 +463,9 @@ class Run:
                 relies_on.add((self.name, head))
             if forked_from is not None:
                 relies_on.add((forked_from[0], forked_from[1]))
-            self.store.append_entry(self.name, manifest.id, data, objects=objects, relies_on=relies_on, refreshed=True)
+            self.store.append_entry(
+                self.name, manifest.id, data, objects=objects, relies_on=relies_on, refreshed=True, parent=Parent(manifest.parent)
+            )
         self.store.heads[self.name] = manifest.id
         self.store.cache_entry((self.name, manifest.id), entry)
         return Checkpoint(self.store, manifest, self.schema)

@@ -22,6 +22,7 @@ import logging
 
 from ..format.entries import encode_entry
 from ..format.keys import JOURNAL_RECORDS, RETIRED_RECORDS
+from ..format.lineage import Parent
 from ..format.manifest import ValueRef
 from ..format.refs import EntryAddress, PackedRef, Ref, located
 from ..objects.blobs import BlobReader, BlobWriter, blob_reader
@@ -91,7 +92,7 @@ def _copy_entry(source: EngineAPI, dest: EngineAPI, reader: BlobReader, run: str
         data, new_entry = encode_entry(manifest, blobs.pack, dest.hasher)
         relies_on = set(new_entry.borrowed())
         with dest.appending(run):
-            return dest.append_entry(run, checkpoint_id, data, objects=objects, relies_on=relies_on)
+            return dest.append_entry(run, checkpoint_id, data, objects=objects, relies_on=relies_on, parent=Parent(manifest.parent))
 
 
 def _reusable(dest: EngineAPI, home: EntryAddress | list[str] | None) -> dict[bytes, Ref]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
+from ..format import kinds
 from ..format import segment as fmt
 from ..format.crypto import Sealer
 from .segments import FrameLocation
@@ -71,6 +72,14 @@ class Footers(dict[int, fmt.Footer]):
                 for record_id, offset, length in footer.rows(kind, stored):
                     found.setdefault(record_id, FrameLocation(segment_id, offset, length))
         return found
+
+    def entry_rows(self, segment_id: int, run: str) -> tuple[list[str], int] | None:
+        """The run's entry ids in that segment (sorted, each once) and its entry row count there; None if it holds none."""
+        footer, stored = self.get(segment_id), self._stored(run)
+        section = None if footer is None else footer.runs.get((kinds.ENTRY, stored))
+        if footer is None or section is None:
+            return None
+        return footer.ids(kinds.ENTRY, stored), section.row_count
 
     def runs(self, kind: int) -> set[str]:
         stored = {run for footer in self.values() for record_kind, run in footer.runs if record_kind == kind}

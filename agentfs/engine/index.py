@@ -60,6 +60,14 @@ class IdSlice(NamedTuple):
     ids: list[str]
 
 
+class SegmentLineage(NamedTuple):
+    """A sealed segment's LINEAGE record for one run (format/lineage.py) and the run's entries it speaks of there."""
+
+    location: FrameLocation
+    ids: list[str]  # the run's entry ids in the segment, sorted, each once
+    rows: int  # the run's entry rows in the segment (copies counted): a LINEAGE record whose `rows` differ is not used
+
+
 @dataclasses.dataclass
 class Known:
     """What the index has read of one segment: up to `end` (all of it once sealed)."""
@@ -100,6 +108,7 @@ class Index:
         self.heads: dict[str, str] = {}
         self.hidden: dict[str, set[str]] = {}  # run -> checkpoint and journal ids its retirement records name
         self.forks: dict[str, set[str]] = {}
+        self.lineage: dict[str, dict[int, list[FrameLocation]]] = {}  # run -> segment id -> its LINEAGE records there
         # (kind, run) -> the run's ids, sorted, made by the first `ids` call and kept up as records are added
         self._sorted: dict[tuple[int, str], list[str]] = {}
         self.segments: dict[int, Known] = {}
@@ -289,6 +298,10 @@ class Index:
                     key = entry.key if self.sealer is None else self.sealer.plain_key(entry.kind, entry.key, where)
                     source, target = kinds.split_run_key(key, where, second="run")
                     self.forks.setdefault(source, set()).add(target)
+                elif entry.kind == kinds.LINEAGE:
+                    key = entry.key if self.sealer is None else self.sealer.plain_key(entry.kind, entry.key, where)
+                    run, _record_id = kinds.split_run_key(key, where, checked=self._valid_runs)
+                    self.lineage.setdefault(run, {}).setdefault(segment_id, []).append(location)
                 # other kinds: a newer writer's; this reader skips them
             except AgentFSError as exc:
                 self.problems.append(str(exc))
@@ -437,6 +450,17 @@ class Index:
         for run in self.runs(kind):
             for record_id in self.ids(kind, run):
                 yield run, record_id
+
+    def lineages(self, run: str) -> list[SegmentLineage]:
+        """The run's LINEAGE records that may be used: one per sealed segment, in a segment holding entries of the run
+        (a segment with two, or one that was scanned instead of read by its footer, is left out)."""
+        with self._lock:
+            found = []
+            for segment_id, locations in self.lineage.get(run, {}).items():
+                entries = self.footers.entry_rows(segment_id, run) if len(locations) == 1 else None
+                if entries is not None:
+                    found.append(SegmentLineage(locations[0], *entries))
+            return found
 
     def head(self, run: str) -> str | None:
         with self._lock:

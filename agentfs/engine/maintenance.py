@@ -298,7 +298,9 @@ def _live(store: Repository, record: fmt.Record, marked: set[bytes], young: bool
     if record.kind in (kinds.ENTRY, kinds.JOURNAL):
         run, record_id = kinds.split_pair_key(record.key, "compaction")
         return store.index.has(record.kind, run, record_id)  # hidden by a retirement record: dropped
-    return True  # retirement and fork records, and kinds of a newer writer
+    # retirement and fork records, and kinds of a newer writer; not a LINEAGE record: a hint about the entries of the
+    # segment it lies in, which the new segment holds otherwise (FORMAT.md, "Lineage records")
+    return record.kind != kinds.LINEAGE
 
 
 @dataclasses.dataclass
@@ -325,6 +327,8 @@ def salvage(store: Repository) -> SalvageReport:
                 continue
             records, missing = [], []
             for entry in opened.footer.entries():
+                if entry.kind == kinds.LINEAGE:
+                    continue  # a hint about this segment's entries, which the new segments hold otherwise
                 try:
                     key = _plain(store, entry)  # appended again as records are: by plain key, sealed anew
                     if entry.kind == kinds.FORK:

@@ -51,6 +51,7 @@ from ..format.crypto import key_id as crypto_key_id
 from ..format.entries import Entry, decode_entry_at
 from ..format.journal import decode_record
 from ..format.keys import RETIRED_RECORDS
+from ..format.lineage import EntryParent, Parent
 from ..format.refs import EntryAddress
 from ..format.retirement import Retirement, decode_retirement, encode_retirement
 from ..fsutil import make_dirs, trust_above, write_atomic
@@ -387,6 +388,7 @@ class Repository(SegmentStore):
         objects: Sequence[fmt.Record] = (),
         relies_on: Iterable[EntryAddress] = (),
         refreshed: bool = False,
+        parent: Parent | None = None,
     ) -> bool:
         """Add an entry whole, with the commit's new `objects`, as one batch; False if the run already has it.
 
@@ -394,7 +396,8 @@ class Repository(SegmentStore):
         borrows from), made durable first. Durable when it returns (durability="power": one
         fdatasync); a crash midway leaves no entry, at worst a torn tail that readers ignore.
         `refreshed`: the caller refreshed the index with appending(run) held (it read the head there),
-        so no other writer can have added this run's entry since.
+        so no other writer can have added this run's entry since. `parent`: the parent the entry's manifest names,
+        kept by the writer for the LINEAGE record of the segment's seal (None: not known, the seal writes none for the run).
         """
         for location in relies_on if self.sync_writes else ():  # make_durable does nothing without syncs
             found = self.index.location(kinds.ENTRY, *location)
@@ -404,7 +407,9 @@ class Repository(SegmentStore):
             self.index.refresh()
         if self.index.has(kinds.ENTRY, run, checkpoint_id):
             return False
-        self._append_batch([*objects, fmt.Record(kinds.ENTRY, kinds.pair_key(run, checkpoint_id), data)], True)
+        key = kinds.pair_key(run, checkpoint_id)
+        parents = None if parent is None else {key: EntryParent(run, parent.id)}
+        self._append_batch([*objects, fmt.Record(kinds.ENTRY, key, data)], True, parents)
         return True
 
     def read_packed(self, oid: bytes, location: EntryAddress) -> bytes:

@@ -10,7 +10,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from ..errors import StoreClosed
 from ..format import codec, keys, kinds
 from ..format import segment as fmt
 from ..format.crypto import Sealer
+from ..format.lineage import EntryParent
 from ..format.refs import EntryAddress
 from ..fsutil import fsync_dir
 from . import segments
@@ -119,7 +120,9 @@ class SegmentStore:
         with self._lock:
             self._check_open()
             if self._writer is None:
-                writer = SegmentWriter(self.segments_dir, self.locks_dir, durability=self.durability, expand=self.index.expand)
+                writer = SegmentWriter(
+                    self.segments_dir, self.locks_dir, durability=self.durability, expand=self.index.expand, stored=self.sealed
+                )
                 # Hazard: the writer may adopt a segment that another process (the slot's last holder) appended to
                 # after this index last read it, and refresh_index never reads the tail of the writer's own segment.
                 # Unread, those records were lost to this process: a commit's parent= check under the run lock saw
@@ -149,13 +152,18 @@ class SegmentStore:
         segment_id, entries = self._append_batch(records, sync)
         return [segments.FrameLocation(segment_id, entry.offset, entry.length) for entry in entries]
 
-    def _append_batch(self, records: Sequence[fmt.Record], sync: bool) -> tuple[int, list[fmt.IndexEntry]]:
-        """_append, for a caller that needs no FrameLocation: (the segment's id, the records' index entries)."""
+    def _append_batch(
+        self, records: Sequence[fmt.Record], sync: bool, parents: Mapping[bytes, EntryParent] | None = None
+    ) -> tuple[int, list[fmt.IndexEntry]]:
+        """_append, for a caller that needs no FrameLocation: (the segment's id, the records' index entries). `parents`:
+        the run and parent of ENTRY records among them, by plain key (for the seal's LINEAGE records)."""
+        if parents and self.sealer is not None:
+            parents = {self.sealer.stored_key(kinds.ENTRY, key): parent for key, parent in parents.items()}
         if self.group_records and self.sealer is not None:
             frames, placed = seal_batch(self.sealer, records)
-            segment_id, start, end, entries = self._segment_writer().append_batch(frames, sync=sync, placed=placed)
+            segment_id, start, end, entries = self._segment_writer().append_batch(frames, sync=sync, placed=placed, parents=parents)
         else:
-            segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync)
+            segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync, parents=parents)
         self.index.add_batch(segment_id, start, end, entries)
         if sync and self.sync_writes:
             with self._lock:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +34,7 @@ from ulid import ULID
 
 from ..errors import AgentFSError, StoreClosed
 from ..format import segment as fmt
+from ..format.lineage import EntryParent, lineage_records
 from ..fsutil import fsync_dir, make_dirs, temp_path
 from ..fsutil import write_all as _write_all  # the name tests/engine/test_segment_faults.py's rollover crash wraps
 from .sealing import tmp_dir_of, write_seal
@@ -48,6 +49,10 @@ MIN_PREALLOCATION = 64 << 10  # ... and at least this many
 WRITEV_FROM = 256 << 10  # bytes: a batch this big is written from its parts (_write_parts)
 IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
 SEAL_AT = 1 << 20  # bytes: a segment this big is sealed on a clean close, and when adopted after a crash
+
+
+def _as_is(records: Sequence[fmt.Record]) -> Sequence[fmt.Record]:
+    return records
 
 
 def slot_lock_path(locks: Path, slot: int) -> Path:
@@ -137,13 +142,15 @@ class SegmentWriter:
         slots: int = SLOTS,
         preallocation_step: int = PREALLOCATION_STEP,
         expand: fmt.Expand | None = None,
+        stored: Callable[[Sequence[fmt.Record]], Sequence[fmt.Record]] = _as_is,
     ) -> None:
         """`expand`: an encrypted store's group opener (fmt.decode_batch), so that an adopted segment's seal lists
-        the records its groups hold."""
+        the records its groups hold. `stored`: records (plain keys and bodies) as the segment holds them, each alone
+        (an encrypted store's: keys stored, bodies sealed): the LINEAGE records a seal writes."""
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
         self.directory, self.segment_bytes, self.preallocation_step = directory, segment_bytes, preallocation_step
-        self.expand = expand
+        self.expand, self.stored = expand, stored
         self.sync = durability == "power"
         make_dirs(directory, sync=self.sync)
         make_dirs(locks, sync=self.sync)
@@ -157,6 +164,7 @@ class SegmentWriter:
         self._path = ""  # the current segment's, as a str: access(2) on every append
         self.segment_id = self.position = self.allocated = self.torn_end = 0
         self.entries: list[fmt.IndexEntry] = []
+        self.parents: dict[bytes, EntryParent] = {}  # the current segment's ENTRY records (keys as stored) this writer appended
         try:
             self._adopt()
         except BaseException:
@@ -176,7 +184,7 @@ class SegmentWriter:
         for index, segment_id in enumerate(mine):
             view = open_segment(self.directory / fmt.segment_name(segment_id), self.expand)
             self._fd, self._path = os.open(view.path, os.O_RDWR), os.fspath(view.path)
-            self.segment_id, self.entries = segment_id, view.entries
+            self.segment_id, self.entries, self.parents = segment_id, view.entries, {}
             self.position, self.torn_end, self.allocated = view.end, view.torn_end, os.fstat(self._fd).st_size
             # a big one left by a dead writer is sealed too (the next append starts a new segment): every open
             # until the slot's next clean close would scan it whole otherwise (0.8 s at 64 MiB of small commits)
@@ -198,12 +206,18 @@ class SegmentWriter:
         return [FrameLocation(segment_id, entry.offset, entry.length) for entry in entries]
 
     def append_batch(
-        self, records: Sequence[fmt.Record], *, sync: bool = True, placed: Sequence[fmt.Placed] | None = None
+        self,
+        records: Sequence[fmt.Record],
+        *,
+        sync: bool = True,
+        placed: Sequence[fmt.Placed] | None = None,
+        parents: Mapping[bytes, EntryParent] | None = None,
     ) -> tuple[int, int, int, list[fmt.IndexEntry]]:
         """append(), returning what an index of the batch needs: (segment id, start, end, the records' index entries).
 
         `placed`: an encrypted store's records as they lie in `records`' frames (several in one GROUP frame):
-        the index entries (and the footer's rows) are then theirs, each at its frame's location."""
+        the index entries (and the footer's rows) are then theirs, each at its frame's location. `parents`: the
+        run and parent of ENTRY records among them (by key as stored), for the LINEAGE records of the seal."""
         with self._mutex:
             if self._lock_fd < 0:  # closed: its slot is free, so another writer may append there now
                 raise StoreClosed(f"the segment writer of {self.directory} is closed")
@@ -231,6 +245,8 @@ class SegmentWriter:
             if placed is not None:
                 entries = [fmt.IndexEntry(p.kind, p.key, entries[p.frame].offset, entries[p.frame].length) for p in placed]
             self.entries.extend(entries)
+            if parents:
+                self.parents.update(parents)
             return self.segment_id, start, self.position, entries
 
     def current_segment(self) -> int | None:
@@ -286,7 +302,7 @@ class SegmentWriter:
         self.created.append(segment_id)
         self._fd, self._path, self.segment_id, self.allocated = fd, path, segment_id, size
         self.position = self.torn_end = fmt.HEADER.size
-        self.entries = []
+        self.entries, self.parents = [], {}
 
     def _link_new(self, fd: int, temp: Path, segment_id: int, size: int, *, zeros: bool) -> tuple[int, str]:
         """Give the new segment `temp` (open as `fd`) its header and first step, durably, and link it into
@@ -317,7 +333,19 @@ class SegmentWriter:
     def _seal(self) -> None:
         fd, self._fd = self._fd, -1  # closed whatever the seal's outcome: a segment that failed to seal is not appended to
         try:
-            write_seal(fd, Path(self._path), self.segment_id, self.position, self.entries, sync=self.sync)
+            end, entries = self.position, self.entries
+            lineage = self.stored(lineage_records(self.segment_id, self.entries, self.parents))
+            if lineage:
+                parts, added = fmt.batch_parts(self.segment_id, end, lineage)
+                length = sum(map(len, parts))
+                with storing("appending the lineage records of segment", self._path):
+                    _write_parts(fd, parts, length, end)
+                    if self.sync:
+                        # durable before the footer that lists them: a crash cannot leave a seal naming lost frames
+                        # (tests/engine/test_crash_states.py, workload rollover: a seal after commits)
+                        os.fdatasync(fd)
+                end, entries = end + length, [*entries, *added]
+            write_seal(fd, Path(self._path), self.segment_id, end, entries, sync=self.sync)
         finally:
             os.close(fd)
 

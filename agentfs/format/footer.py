@@ -20,6 +20,7 @@ the frame checksum of the footer covered it, so a bad row means a writer that wr
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Container, Iterable
 from typing import NamedTuple
@@ -35,6 +36,7 @@ ID_LENGTH = 26  # a ULID's characters (names.ID)
 RUN_ROW = struct.Struct(f">{ID_LENGTH}sQI")  # record id, frame offset, frame length
 OTHER = struct.Struct(">BHQI")  # kind, key length, frame offset, frame length; then the key
 FIRST_RECORD_KIND = 16  # record kinds are 16..255 (segment frames below that are the format's own)
+ROW_IDS = re.compile(f"([\\x00-\\xff]{{{ID_LENGTH}}})[\\x00-\\xff]{{{RUN_ROW.size - ID_LENGTH}}}")  # each row's id, bytes as latin-1
 ID_ALPHABET = bytes(c for c in range(128) if ID.fullmatch(chr(c) * ID_LENGTH))  # names.ID takes any of them anywhere
 
 
@@ -201,11 +203,10 @@ class Footer:
             section = self.runs.get((kind, run))
             rows = b"" if section is None else self.payload[section.start : section.start + section.row_count * RUN_ROW.size]
             self.rows_read += len(rows) // RUN_ROW.size
-            joined = b"".join([rows[at : at + ID_LENGTH] for at in range(0, len(rows), RUN_ROW.size)])
-            if joined.translate(None, ID_ALPHABET):
+            found = ROW_IDS.findall(rows.decode("latin-1"))  # one pass in C: a run page's first look at 100,000 rows
+            if "".join(found).encode("latin-1").translate(None, ID_ALPHABET):
                 raise IntegrityError(f"{self.where}: a footer row of {run!r} holds no ULID (damaged footer)")
-            text = joined.decode()
-            ids = self._ids[kind, run] = list(dict.fromkeys([text[at : at + ID_LENGTH] for at in range(0, len(text), ID_LENGTH)]))
+            ids = self._ids[kind, run] = list(dict.fromkeys(found))
         return ids
 
     def object_rows(self) -> list[tuple[bytes, int, int]]:

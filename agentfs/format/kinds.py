@@ -10,6 +10,7 @@ kept in files, unchanged: an object's sealed blob, a log entry, a journal or ret
     RETIRED   run NUL record id            a retirement record (format/retirement.py)
     FORK      source run NUL target run    empty: `target` may borrow from `source`
     GROUP     empty                        records sealed together (encrypted stores only, format/groups.py)
+    LINEAGE   run NUL ULID (fresh)         the run's lineage in its segment, written at the seal (format/lineage.py)
 
 Run names, checkpoint ids and record ids never hold NUL (names.py, ids.py), so a key splits at
 its first NUL. A key may appear more than once (two writers deduplicating the same object, a
@@ -24,9 +25,10 @@ from .keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 
 OBJECT, ENTRY, JOURNAL, RETIRED, FORK = 16, 17, 18, 19, 20
 GROUP = 21  # an encrypted store's small records of one batch sealed together (format/groups.py); key empty
-RUN_KINDS = (ENTRY, JOURNAL, RETIRED)  # keyed by run and id
-KNOWN = frozenset((OBJECT, ENTRY, JOURNAL, RETIRED, FORK))
-NAMES = {OBJECT: "object", ENTRY: "entry", JOURNAL: "journal", RETIRED: "retired", FORK: "fork", GROUP: "group"}
+LINEAGE = 22  # a hint: which of a run's entries in a sealed segment no other there names as parent (format/lineage.py)
+RUN_KINDS = (ENTRY, JOURNAL, RETIRED)  # keyed by run and id, with rows in a footer's run sections
+KNOWN = frozenset((OBJECT, ENTRY, JOURNAL, RETIRED, FORK, LINEAGE))
+NAMES = {OBJECT: "object", ENTRY: "entry", JOURNAL: "journal", RETIRED: "retired", FORK: "fork", GROUP: "group", LINEAGE: "lineage"}
 OID_LENGTH = 32
 KIND_OF = {LOG_RECORDS: ENTRY, JOURNAL_RECORDS: JOURNAL, RETIRED_RECORDS: RETIRED}  # the engine API's record names -> kinds
 

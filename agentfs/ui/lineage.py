@@ -1,6 +1,8 @@
 """A run's heads, kept per run and updated with the checkpoints committed since the last look, so a page of a run
-with 100,000 checkpoints reads its new manifests only, not every one (benchmarks: workload 16, run page). A look
-asks the engine for two small slices of the run's ids (Run.id_slice), not for all of them.
+with 100,000 checkpoints reads its new manifests only, not every one (benchmarks: workload 17, run page). A look
+asks the engine for two small slices of the run's ids (Run.id_slice), not for all of them. The first look asks the
+engine for the run's heads (Run.heads), which its sealed segments' lineage records answer without the manifests
+(benchmarks: workload 17, run page cold).
 
 Hazard: ids are sorted, and a pull can insert an older id anywhere, or a prune remove some; the cache is reused only
 when the run's first id and the id at the last known count are unchanged (then every id up to there is, but for
@@ -13,6 +15,8 @@ import threading
 from dataclasses import dataclass, field
 
 import agentfs
+
+FIRST_LOOK_READS = 8  # checkpoints: a run this short has its manifests read, cheaper than Run.heads (another listing)
 
 
 @dataclass
@@ -33,7 +37,7 @@ class Heads:
 
     def warm(self) -> threading.Thread:
         """Look at every run once, in a daemon thread, so that the first page of a long run is not the first look
-        (100,000 manifests take tens of seconds). Stops quietly when the store is closed under it."""
+        (a run whose entries no lineage record covers reads every manifest). Stops quietly when the store is closed under it."""
 
         def look() -> None:
             try:
@@ -61,14 +65,13 @@ class Heads:
                 if first.ids == [known.first] and tail.ids[:1] == [known.last]:
                     new = tail.ids[1:]
             if known is None or new is None:
-                known = _Known()
-                new = self.store.run(run).ids()
+                known, new = self._first_look(run)
             try:
                 named = list(self.store.run(run).parents(new).values())
             except agentfs.AgentFSError:  # one entry could not be read in the sweep: each is read alone
                 named = [self._parent(run, checkpoint_id) for checkpoint_id in new]
             known.parents.update(parent for parent in named if parent is not None)
-            known.heads = [checkpoint_id for checkpoint_id in [*known.heads, *new] if checkpoint_id not in known.parents]
+            known.heads = [checkpoint_id for checkpoint_id in dict.fromkeys([*known.heads, *new]) if checkpoint_id not in known.parents]
             if new:
                 known.count, known.last = known.count + len(new), new[-1]
                 known.first = known.first or new[0]
@@ -77,6 +80,17 @@ class Heads:
                 return list(known.heads)
             newest_retired = max(self.store.run(run).retired(), default="")
             return [leaf for leaf in known.heads[:-1] if leaf > newest_retired] + known.heads[-1:]
+
+    def _first_look(self, run: str) -> tuple[_Known, list[str]]:
+        """What is known of the run before its first look, and its ids whose manifests the look reads: all of a short
+        run's; none of a longer one's, whose heads the engine gives (Run.heads: its lineage records, so not every
+        manifest), with where its ids stood just before (a checkpoint committed in between is new at the next look:
+        its parent is read then, and it is not listed twice)."""
+        ids = self.store.run(run).ids()
+        if len(ids) <= FIRST_LOOK_READS:
+            return _Known(), ids
+        heads = self.store.run(run).heads()
+        return _Known(len(ids), ids[0], ids[-1], heads), []
 
     def _parent(self, run: str, checkpoint_id: str) -> str | None:
         try:
