@@ -289,18 +289,21 @@ class BlobReader:
         else:
             yield from self._read_ahead(self._leaves(ref.oid, ref.depth, ref.size, where), where)
 
-    def _leaves(self, oid: bytes, depth: int, size: int, where: str) -> Iterator[tuple[bytes, int]]:
-        """(id, size) of a tree's chunks, in order; the node `oid` must hold `size` bytes in all."""
+    def _leaves(self, oid: bytes, depth: int, size: int, where: str, node: bytes | None = None) -> Iterator[tuple[bytes, int]]:
+        """(id, size) of a tree's chunks, in order; the node `oid` (its bytes `node`, if read) must hold `size` bytes in all."""
         # a corrupt node is an IntegrityError from the read, not a malformed one (as ObjectStore.read_node)
-        children = parse_node(self.db.cache.get(oid, self.db.read), oid, where)
+        children = parse_node(self.db.cache.get(oid, self.db.read) if node is None else node, oid, where)
         if sum(child_size for _child, child_size in children) != size:
             held = sum(child_size for _child, child_size in children)
             raise FormatError(f"{where}: tree node {oid.hex()} lists {held} bytes of children where {size} are claimed")
-        for child_oid, child_size in children:
-            if depth == 1:
-                yield child_oid, child_size
-            else:
-                yield from self._leaves(child_oid, depth - 1, child_size, where)
+        if depth == 1:
+            yield from children
+            return
+        for start in range(0, len(children), self.SMALL_BATCH):  # the nodes below read together, as small chunks are
+            group = children[start : start + self.SMALL_BATCH]
+            nodes = self.db.cache.get_many([child for child, _size in group], self.db.read_first_copies)
+            for (child_oid, child_size), child_node in zip(group, nodes, strict=True):
+                yield from self._leaves(child_oid, depth - 1, child_size, where, child_node)
 
     def _read_ahead(self, leaves: Iterator[tuple[bytes, int]], where: str) -> Iterator[bytes]:
         """The objects' bytes in order, each the size its node claims; large ones held here are read and
