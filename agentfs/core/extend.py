@@ -52,8 +52,34 @@ def encode_extension(value: Extend, where: str) -> Extension:
     return Extension(count, data)
 
 
-def extended_ref(store: EngineAPI, blobs: BlobWriter, base: ValueRef | None, home: EntryAddress, added: Extension, where: str) -> ValueRef:
-    """The ValueRef of the list `base` (the parent's value of this key, at `home`) extended by `added`."""
+def grown_ref(
+    store: EngineAPI, blobs: BlobWriter, base: ValueRef | None, home: EntryAddress, key: str, value: tuple[int, int, bytes], where: str
+) -> ValueRef | None:
+    """A whole list committed under `key` (`value`: LIST_BODY, its items, its bytes) stored as an extension of the
+    parent's list `base` (at `home`), when this process committed that list and its bytes begin the new ones:
+    the same ref as a commit of the whole list (tests/core/test_extend.py), found by comparing the bytes with
+    those the process kept (HeldLists) instead of cutting and hashing them all. None when it is not so."""
+    items, data = value[1], value[2]
+    if base is None or base.format != LIST_BODY or not isinstance(base.blob, (LooseRef, TreeRef)) or items <= base.items:
+        return None
+    held = store.db.held_lists.get(home[0], key)
+    if held is None or held.oid != base.blob.oid or len(held.data) != base.blob.size or not data.startswith(held.data):
+        return None
+    added = Extension(items - base.items, data[len(held.data) :])
+    return extended_ref(store, blobs, base, home, added, where, base_data=held.data)
+
+
+def extended_ref(
+    store: EngineAPI,
+    blobs: BlobWriter,
+    base: ValueRef | None,
+    home: EntryAddress,
+    added: Extension,
+    where: str,
+    base_data: bytes | None = None,
+) -> ValueRef:
+    """The ValueRef of the list `base` (the parent's value of this key, at `home`) extended by `added`; `base_data`:
+    the base's bytes if this process holds them (its own commit's, HeldLists), read from the store else."""
     if base is None:
         return ValueRef(LIST_BODY, added.items, blobs.put(added.data))
     count, ref = base.items, base.blob
@@ -66,7 +92,8 @@ def extended_ref(store: EngineAPI, blobs: BlobWriter, base: ValueRef | None, hom
     params = _params(total)
     if not isinstance(ref, (LooseRef, TreeRef)) or total <= PACK_MAX or _params(size) != params:
         # a small list (read whole for little), or one whose chunk sizes change at this commit: stored whole
-        return ValueRef(LIST_BODY, count + added.items, blobs.put(blob_reader(store).read(ref, home, where) + added.data))
+        whole = base_data if base_data is not None else blob_reader(store).read(ref, home, where)
+        return ValueRef(LIST_BODY, count + added.items, blobs.put(whole + added.data))
     held = store.db.held_trees.get(ref.oid)  # a tree this process committed: its chunks are held
     leaves = held if held is not None else _leaves(store, ref, where)
     if held is None and sum(length for _oid, length in leaves) != size:
@@ -83,7 +110,10 @@ def extended_ref(store: EngineAPI, blobs: BlobWriter, base: ValueRef | None, hom
     reader = blob_reader(store)
     if held is None and not blobs.holds(oid for oid, _length in leaves[:kept]):  # a store resumed from a remote may not hold them yet
         return ValueRef(LIST_BODY, count + added.items, blobs.put(reader.read(ref, home, where) + added.data))
-    tail = b"".join(reader.read(LooseRef(oid, length), home, where) for oid, length in leaves[kept:]) + added.data
+    if base_data is not None:
+        tail = base_data[size - sum(length for _oid, length in leaves[kept:]) :] + added.data
+    else:
+        tail = b"".join(reader.read(LooseRef(oid, length), home, where) for oid, length in leaves[kept:]) + added.data
     return ValueRef(LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], tail, params))
 
 

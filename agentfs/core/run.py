@@ -11,17 +11,18 @@ from typing import Any, TypeVar
 from ..errors import Conflict, NotFound, SerializationError
 from ..format.entries import encode_entry
 from ..format.manifest import Manifest, ValueRef
-from ..format.refs import PackedRef, Ref, located
+from ..format.refs import PACK_MAX, LooseRef, PackedRef, Ref, TreeRef, located
 from ..format.segment import Record
 from ..ids import new_id
 from ..names import check_id, check_name
 from ..objects.blobs import BlobWriter, TreeTooDeep
 from ..serialization import encode_value
+from ..serialization.values import LIST_BODY
 from . import retention
 from .checkpoint import Artifact, Checkpoint
 from .commit_input import ArtifactSource, EncodedValue, check_artifacts, check_extends, encode_state, put_artifact
 from .engine_api import EngineAPI, IdSlice
-from .extend import Extension, extended_ref
+from .extend import Extension, extended_ref, grown_ref
 from .journal import AsyncToolCall, Journal, ToolCall
 from .retention import PruneReport
 from .schema import Schema
@@ -204,6 +205,7 @@ class Run:
         )
         if checkpoint is not None:  # its trees' chunks are now held: a later Extend of them need not check them
             self.store.db.held_trees.add(blobs.trees)
+            self._hold_lists(values, state_refs)
         return checkpoint
 
     def update(
@@ -360,11 +362,24 @@ class Run:
         return self.journal.atool(name, key=key)
 
     def _value_ref(self, blobs: BlobWriter, head: str | None, key: str, value: EncodedValue) -> ValueRef:
+        where = f"state[{key!r}] of a commit to run {self.name!r}"
         if not isinstance(value, Extension):
             value_format, count, data = value
+            if value_format == LIST_BODY and len(data) > PACK_MAX and head is not None:  # a list that may have grown
+                base = self.store.read_entry(self.name, head).manifest.state.get(key)
+                grown = grown_ref(self.store, blobs, base, (self.name, head), key, value, where)
+                if grown is not None:
+                    return grown
             return ValueRef(value_format, count, blobs.put(data))
         base = None if head is None else self.store.read_entry(self.name, head).manifest.state.get(key)
-        return extended_ref(self.store, blobs, base, (self.name, head or ""), value, f"state[{key!r}] of a commit to run {self.name!r}")
+        return extended_ref(self.store, blobs, base, (self.name, head or ""), value, where)
+
+    def _hold_lists(self, values: dict[str, EncodedValue], refs: dict[str, ValueRef]) -> None:
+        """Keep the bytes of the commit's chunked lists: the next commit finds how each grew (HeldLists)."""
+        for key, value in values.items():
+            ref = refs[key]
+            if not isinstance(value, Extension) and ref.format == LIST_BODY and isinstance(ref.blob, (LooseRef, TreeRef)):
+                self.store.db.held_lists.add(self.name, key, ref.blob.oid, value[2])
 
     def _reusable(self, head: str | None) -> dict[bytes, Ref]:
         """Small objects the head already packed: an unchanged key costs nothing in the next entry.

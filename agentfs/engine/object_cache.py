@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ..format.refs import TreeChild
 
@@ -92,3 +93,43 @@ class HeldTrees:
                 self._held.move_to_end(root)
             while len(self._held) > self.capacity:
                 self._held.popitem(last=False)
+
+
+class HeldList(NamedTuple):
+    """The latest list value committed under one (run, key): its blob's id and its encoded bytes."""
+
+    oid: bytes
+    data: bytes
+
+
+class HeldLists:
+    """The encoded bytes of the latest list value this process committed under each (run, key), up to
+    `capacity` bytes in all (the least recently committed dropped first).
+
+    A commit of a whole list whose bytes begin with those of the list its parent holds under the same key
+    is then stored as an `Extend` of it, found by comparing bytes instead of cutting and hashing them all
+    (core/extend.py, grown_ref). The bytes are the commit's own, never read back: nothing here is trusted
+    that this process did not encode itself."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._held: OrderedDict[tuple[str, str], HeldList] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, run: str, key: str) -> HeldList | None:
+        with self._lock:
+            return self._held.get((run, key))
+
+    def add(self, run: str, key: str, oid: bytes, data: bytes) -> None:
+        """Hold `data`, the bytes of the list `oid` just committed under (`run`, `key`), in place of the one before."""
+        with self._lock:
+            old = self._held.pop((run, key), None)
+            if old is not None:
+                self._bytes -= len(old.data)
+            if len(data) > self.capacity:
+                return
+            self._held[(run, key)] = HeldList(oid, data)
+            self._bytes += len(data)
+            while self._bytes > self.capacity:
+                self._bytes -= len(self._held.popitem(last=False)[1].data)

@@ -22,7 +22,7 @@ from ..format.segment import FRAME, Record, max_record_frame, record_body_unchec
 from ..format.walk import Children, Reached
 from ..fsutil import drop_cached, start_writeback
 from .index import Index
-from .object_cache import HeldTrees, ObjectCache
+from .object_cache import HeldLists, HeldTrees, ObjectCache
 from .segments import FrameLocation
 
 OBJECT_FRAME_MAX = max_record_frame(kinds.OBJECT)
@@ -41,6 +41,7 @@ CACHE_BYTES, CACHED_OBJECT_MAX = 16 << 20, 32 << 10
 # where an object read by read_first_copies lies, in the errors it discards (read() words them)
 UNNAMED = "(a first copy)"
 HELD_TREES = 64  # chunk trees whose chunks a commit that extends them may reuse unchecked (HeldTrees)
+HELD_LISTS = 32 << 20  # bytes: the latest list values committed, whose growth a commit finds by comparing bytes (HeldLists)
 log = logging.getLogger("agentfs")
 
 
@@ -64,6 +65,7 @@ class ObjectStore:
         self.fetch: Fetch | None = None  # set by a store with a remote: returns verified object blobs
         self.cache = ObjectCache(CACHE_BYTES, CACHED_OBJECT_MAX)  # for checkpoint readers only (object_cache.py)
         self.held_trees = HeldTrees(HELD_TREES)  # for commits that extend a list (core/extend.py)
+        self.held_lists = HeldLists(HELD_LISTS)  # for commits of a whole list that grew (core/extend.py)
 
     def location(self, oid: bytes) -> FrameLocation | None:
         location = self.index.object_location(oid)

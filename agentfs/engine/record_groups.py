@@ -19,6 +19,8 @@ def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.
     """The frames of a batch holding `records` (plain keys and bodies), and where each record lies among them
     (in `records`' order, its key as stored): the small ones in groups, each larger one sealed alone."""
     sizes = [groups.member_size(r.key, r.body) if len(r.body) <= groups.SMALL_MEMBER else -1 for r in records]
+    if records and -1 not in sizes and groups.COUNT.size + sum(sizes) <= groups.GROUP_TARGET and len(records) <= groups.MAX_MEMBERS:
+        return _one_group(sealer, records)  # a commit's usual batch, all of it one group (as plan() would make it)
     planned = groups.plan(sizes)
     group_of = {index: number for number, members in enumerate(planned) for index in members}
     frame_of_group: dict[int, int] = {}
@@ -37,3 +39,10 @@ def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.
             frames.append(fmt.Record(kinds.GROUP, b"", sealer.seal_group(members)))
         placed.append(fmt.Placed(frame_of_group[number], record.kind, stored))
     return frames, placed
+
+
+def _one_group(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Record], list[fmt.Placed]]:
+    """seal_batch's frames of records that all go in one group, found without planning groups."""
+    members = [groups.Member(record.kind, record.key, record.body) for record in records]
+    placed = [fmt.Placed(0, record.kind, sealer.stored_key(record.kind, record.key)) for record in records]
+    return [fmt.Record(kinds.GROUP, b"", sealer.seal_group(members))], placed

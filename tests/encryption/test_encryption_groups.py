@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 import agentfs
+from agentfs.engine.record_groups import seal_batch
 from agentfs.engine.segments import FrameLocation, open_segment, segment_ids
 from agentfs.format import codec, groups, kinds
 from agentfs.format import segment as fmt
+from agentfs.format.crypto import Sealer
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
 from tests.encryption.test_encryption import PASSPHRASE, encryption
@@ -223,3 +225,31 @@ def test_a_record_its_group_does_not_hold_is_an_integrity_error_naming_where_and
         with pytest.raises(agentfs.IntegrityError, match=rf"{where}: its group of records holds no entry record .*01JD0{{21}}"):
             store.engine.index.read(location, kinds.ENTRY, other)
         assert store.engine.index.read(location, kinds.ENTRY, kinds.pair_key(RUN, head)).key == kinds.pair_key(RUN, head)
+
+
+def test_a_batch_is_sealed_in_the_groups_its_plan_makes(tmp_path: Path) -> None:
+    """seal_batch: small records that fit one group are that group (found without planning, the usual commit), as
+    plan() would make them; past GROUP_TARGET they go in several; a large record is sealed alone. Each record's place
+    names the frame holding it, and each group opens to its records' plain keys and bodies, in order."""
+    sealer = Sealer(bytes(range(32)))
+    key = kinds.pair_key("runs/a", "01J0000000000000000000000A")
+
+    def batch(*sizes: int) -> list[fmt.Record]:
+        return [fmt.Record(kinds.ENTRY, key, bytes([n]) * size) for n, size in enumerate(sizes)]
+
+    for records, expected_frames in [
+        (batch(100, 2_000, 16 << 10), [[0, 1, 2]]),  # one group
+        (batch(*[15 << 10] * 5), [[0, 1, 2, 3], [4]]),  # past GROUP_TARGET: two
+        (batch(100, 17 << 10, 200), [[0, 2], None]),  # the large one alone, after the group it follows
+    ]:
+        frames, placed = seal_batch(sealer, records)
+        sizes = [groups.member_size(r.key, r.body) if len(r.body) <= groups.SMALL_MEMBER else -1 for r in records]
+        assert [frame.kind for frame in frames] == [kinds.GROUP if want is not None else kinds.ENTRY for want in expected_frames]
+        assert [want for want in expected_frames if want is not None] == groups.plan(sizes)
+        for number, want in enumerate(expected_frames):
+            if want is None:
+                continue
+            members = sealer.open_group(frames[number].key, frames[number].body, "test")
+            assert [(m.kind, bytes(m.key), bytes(m.body)) for m in members] == [(records[i].kind, key, records[i].body) for i in want]
+            assert all(placed[i].frame == number for i in want)
+        assert [p.key for p in placed] == [sealer.stored_key(kinds.ENTRY, key)] * len(records)

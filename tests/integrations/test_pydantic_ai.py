@@ -94,6 +94,10 @@ def test_a_real_agent_keeps_the_history_a_json_file_keeps_call_by_call(tmp_path:
         assert prompts(history.messages()) == QUESTIONS and killed_turns.payments(ledger) == [1, 2, 3]
         assert len(history) == 12 and history.append([]) is None and len(history.run.ids()) == 3
         assert AgentFSMessageHistory("chat", store).messages() == result.all_messages()  # a new object reads it back
+        # each checkpoint counts the messages; the first names the conversation (the run name may hold a hash of it)
+        *later, first = history.run.history()
+        assert first.metadata == {"conversation_id": "chat", "messages": 4}
+        assert [checkpoint.metadata for checkpoint in later] == [{"messages": 12}, {"messages": 8}]
 
 
 def test_a_fork_holds_the_messages_up_to_the_fork_and_diverges_after(tmp_path: Path) -> None:

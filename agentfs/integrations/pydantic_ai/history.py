@@ -95,10 +95,11 @@ class AgentFSMessageHistory:
         while True:
             head = self.run.head_id()
             dumped = [*self._dumped(head), *new]
+            # the conversation's id (which the run name may hold only as a hash) on its first checkpoint, not on
+            # every one: some 30 bytes a turn
+            metadata = {MESSAGES: len(dumped)} if head is not None else {"conversation_id": self.conversation_id, MESSAGES: len(dumped)}
             try:
-                checkpoint = self.run.commit(
-                    {MESSAGES: dumped}, metadata={"conversation_id": self.conversation_id, MESSAGES: len(dumped)}, parent=head
-                )
+                checkpoint = self.run.commit({MESSAGES: dumped}, metadata=metadata, parent=head)
             except agentfs.Conflict:
                 continue  # another writer moved the head since the read: append after its messages
             self._written = (checkpoint.id, dumped)
