@@ -67,6 +67,13 @@ class Run:
         check_id(checkpoint_id)
         return Checkpoint(self.store, self.store.read_entry(self.name, checkpoint_id).manifest, self.schema)
 
+    def get_many(self, checkpoint_ids: list[str]) -> list[Checkpoint]:
+        """`get` of each of `checkpoint_ids`, in order, its errors raised; a good part of a long run's checkpoints cost
+        about a third as much each, their entries read from locations found once."""
+        for checkpoint_id in checkpoint_ids:
+            check_id(checkpoint_id)
+        return [Checkpoint(self.store, entry.manifest, self.schema) for entry in self.store.run_entries(self.name, checkpoint_ids)]
+
     def latest(self) -> Checkpoint | None:
         """The checkpoint with the greatest id: newest wins. If two machines appended to one parent, the
         other line is not returned here: see `heads()`. A damaged newest entry is skipped (and logged):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Iterator
 from typing import Protocol
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing
@@ -55,29 +56,42 @@ def readable(store: EntryReads, run: str, checkpoint_id: str) -> Entry | None:
 def parents(store: EntryReads, run: str, ids: list[str]) -> dict[str, str | None]:
     """Checkpoint id -> the parent its manifest names, for each of `ids` that `readable` reads (the others are left out).
 
+    A sweep (_swept); an entry the sweep does not decode goes through `readable`, whose rules then apply.
+    tests/core/test_divergence_retention.py and tests/engine/test_lineage_parents.py hold both paths to `readable`'s answers."""
+    found: dict[str, str | None] = {}
+    for checkpoint_id, swept in _swept(store, run, ids):
+        entry = swept if swept is not None else readable(store, run, checkpoint_id)
+        if entry is not None:
+            found[checkpoint_id] = entry.manifest.parent
+    return found
+
+
+def entries(store: EntryReads, run: str, ids: list[str]) -> list[Entry]:
+    """The entries of `ids`, in order, as `read_entry` reads each (its errors raised), swept (_swept): an entry the
+    sweep does not decode goes through `read_entry` (tests/engine/test_lineage_parents.py)."""
+    return [swept if swept is not None else store.read_entry(run, checkpoint_id) for checkpoint_id, swept in _swept(store, run, ids)]
+
+
+def _swept(store: EntryReads, run: str, ids: list[str]) -> Iterator[tuple[str, Entry | None]]:
+    """Each of `ids` with its entry, or None where the caller reads it its own way.
+
     A sweep: the run's record locations are found once, and each entry is read and decoded from there (about a third
     of what `read_entry` costs for each, which searches every footer); an entry that does not decode there (damaged,
-    moved by a compaction) and every entry of a store with a remote go through `readable`, whose rules then apply.
-    tests/core/test_divergence_retention.py and tests/engine/test_lineage_parents.py hold both paths to `readable`'s answers."""
+    moved by a compaction), every entry of a store with a remote and every one of too few ids come with None."""
     # finding every location costs the whole run: worth it for a good part of it
     sweep = store.source is None and len(ids) > SWEEP_FROM and len(ids) * SWEEP_SHARE >= store.index.id_slice(kinds.ENTRY, run, 0, 0).total
     located = store.index.locations(kinds.ENTRY, run) if sweep else {}
-    found: dict[str, str | None] = {}
     for checkpoint_id in ids:
         location = located.get(checkpoint_id)
+        decoded = None
         if location is not None:
             try:
                 record = store.index.read(location, kinds.ENTRY, kinds.pair_key(run, checkpoint_id))
                 if record.kind == kinds.ENTRY and record.key == kinds.pair_key(run, checkpoint_id):
                     decoded = decode_entry_at(record.body, run, checkpoint_id, f"{run}@{checkpoint_id}", store.hasher)
-                    found[checkpoint_id] = decoded.manifest.parent
-                    continue
             except AgentFSError:
-                pass  # readable() decides: another copy, a repair, a skip (logged), or the error
-        entry = readable(store, run, checkpoint_id)
-        if entry is not None:
-            found[checkpoint_id] = entry.manifest.parent
-    return found
+                pass  # the caller's own read decides: another copy, a repair, a skip (logged), or the error
+        yield checkpoint_id, decoded
 
 
 def heads(store: EntryReads, run: str, ids: list[str]) -> list[str]:

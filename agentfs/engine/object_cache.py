@@ -43,6 +43,22 @@ class ObjectCache:
         if len(data) <= self.largest:
             self._keep(oid, bytes(data))
 
+    def get_many(self, oids: list[bytes], read_many: Callable[[list[bytes]], list[bytes | None]]) -> list[bytes | None]:
+        """Each object's bytes: kept ones, else what one `read_many(missing)` call returns verified (kept if small
+        enough), None where it returns None."""
+        with self._lock:
+            found = [self._held.get(oid) for oid in oids]
+            for oid, data in zip(oids, found, strict=True):
+                if data is not None:
+                    self._held.move_to_end(oid)
+        missing = [position for position, data in enumerate(found) if data is None]
+        if missing:
+            for position, data in zip(missing, read_many([oids[position] for position in missing]), strict=True):
+                found[position] = data
+                if data is not None and len(data) <= self.largest:
+                    self._keep(oids[position], data)
+        return found
+
     def _keep(self, oid: bytes, data: bytes) -> None:
         with self._lock:
             if oid in self._held:  # another thread read it meanwhile

@@ -6,6 +6,7 @@ flight); the commit's entry append writes them with its ENTRY record as one batc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -37,6 +38,8 @@ Append = Callable[[Sequence[Record], bool], list[FrameLocation]]  # records, syn
 # the objects checkpoint readers keep (ObjectCache): every chunk of a value (chunking.SMALL: 16 KiB at most),
 # packed objects (16 KiB) and tree nodes (22 KiB at most), up to 16 MiB in all per store
 CACHE_BYTES, CACHED_OBJECT_MAX = 16 << 20, 32 << 10
+# where an object read by read_first_copies lies, in the errors it discards (read() words them)
+UNNAMED = "(a first copy)"
 HELD_TREES = 64  # chunk trees whose chunks a commit that extends them may reuse unchecked (HeldTrees)
 HELD_LISTS = 32 << 20  # bytes: the latest list values committed, whose growth a commit finds by comparing bytes (HeldLists)
 log = logging.getLogger("agentfs")
@@ -111,13 +114,37 @@ class ObjectStore:
         is the index's, its kind and key are compared here, its body is decompressed and hashed)."""
         if location.length > OBJECT_FRAME_MAX:  # checked before the read allocates it; the segment's end: index.read
             raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, over the largest object's")
-        data = self.index.pread(location.segment_id, location.length, location.offset)
+        return self._verified(oid, self.index.pread(location.segment_id, location.length, location.offset), location, where)
+
+    def _verified(self, oid: bytes, data: bytes, location: FrameLocation, where: str) -> bytes:
+        """The object's verified bytes from `data`, the frame read at `location` (_first_copy)."""
         if self.index.sealer is not None and data[FRAME.size - 1 : FRAME.size] == GROUP_KIND:  # one of a group's records
             return codec.decode(self.index.read(location, kinds.OBJECT, oid).body, oid, where, self.hasher)
         body = record_body_unchecked(data, kinds.OBJECT, oid, where)
         if self.index.sealer is not None:  # authenticated before it is decompressed
             body = memoryview(self.index.sealer.open(kinds.OBJECT, oid, body, where))
         return codec.decode(body, oid, where, self.hasher)
+
+    def read_first_copies(self, oids: Sequence[bytes]) -> list[bytes | None]:
+        """Each object's verified bytes from its first copy here, or None where that is not sound, not here, or too
+        large to read unchecked: the caller reads those through read(), which finds another copy, repairs from the
+        remote or says what is wrong. Verified as read() verifies (_verified); one descriptor use per segment and
+        no error messages made: a value's hundred small chunks cost their reads, decompressions and hashes."""
+        found: list[bytes | None] = [None] * len(oids)
+        wanted: dict[int, list[tuple[int, bytes, FrameLocation]]] = {}  # segment id -> (position, oid, location)
+        for position, oid in enumerate(oids):
+            location = self.index.object_location(oid)
+            if location is not None and location.length <= OBJECT_FRAME_MAX:
+                wanted.setdefault(location.segment_id, []).append((position, oid, location))
+        for segment_id, objects in wanted.items():
+            try:
+                frames = self.index.use(segment_id, "reading segment", _pread_each, [location for _position, _oid, location in objects])
+            except AgentFSError:
+                continue  # gone (compacted) or failing: read() says which
+            for (position, oid, location), data in zip(objects, frames, strict=True):
+                with contextlib.suppress(AgentFSError):  # left None: read() reads it again and words the error
+                    found[position] = self._verified(oid, data, location, UNNAMED)
+        return found
 
     def _decoded(self, oid: bytes, location: FrameLocation, where: str) -> bytes:
         blob = self.index.read_body(kinds.OBJECT, oid, location, lambda body: codec.decode(body, oid, where, self.hasher))
@@ -177,6 +204,10 @@ class ObjectStore:
         """The bytes of each object's blob here, object by object."""
         self.index.refresh()
         return self.index.object_lengths()
+
+
+def _pread_each(fd: int, locations: list[FrameLocation]) -> list[bytes]:
+    return [os.pread(fd, location.length, location.offset) for location in locations]
 
 
 class ObjectWriter:

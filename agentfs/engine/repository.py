@@ -425,6 +425,10 @@ class Repository(SegmentStore):
         """Checkpoint id -> its parent, for each of `ids` that can be read (lineage.parents)."""
         return lineage.parents(self, run, ids)
 
+    def run_entries(self, run: str, ids: list[str]) -> list[Entry]:
+        """The entries of `ids`, as read_entry reads each, swept (lineage.entries)."""
+        return lineage.entries(self, run, ids)
+
     def run_heads(self, run: str, ids: list[str]) -> list[str]:
         """Ids among `ids` (the run's, oldest first) where a line of the run ends (lineage.heads)."""
         return lineage.heads(self, run, ids)

@@ -76,6 +76,9 @@ class Window:
         self.start, self.buffer = 0, b""
 
     def read(self, offset: int, length: int) -> bytes:
+        at = offset - self.start
+        if at >= 0 and length >= 0 and at + length <= len(self.buffer):  # within the buffer (which the file holds whole)
+            return self.buffer[at : at + length]
         length = max(0, min(length, self.size - offset))
         if not (self.start <= offset and offset + length <= self.start + len(self.buffer)):
             self.start, self.buffer = offset, _pread(self.fd, max(length, READ_CHUNK), offset)

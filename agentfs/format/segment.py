@@ -215,24 +215,32 @@ def decode_batch(read: Read, segment_id: int, offset: int, where: str, expand: E
     count = BEGIN.unpack_from(head, FRAME.size)[4]
     end = offset + length - END_FRAME  # where the END frame lies
     entries, position = [], offset + BEGIN_FRAME
-    for _ in range(count):
-        at = f"{where} offset {position}"
+    for _ in range(count):  # error text is made only for an error: a scan meets thousands of sound frames
         frame_head = read(position, FRAME.size)
         if position + FRAME.size > end or len(frame_head) < FRAME.size:
-            raise IntegrityError(f"{at}: the batch ends before its {count} records")
-        size, kind = frame_length(frame_head), frame_head[FRAME.size - 1]
+            raise IntegrityError(f"{where} offset {position}: the batch ends before its {count} records")
+        payload_length, crc, kind = FRAME.unpack_from(frame_head)
+        size = FRAME.size + payload_length
         if kind < FIRST_RECORD_KIND:
-            raise FormatError(f"{at}: a record frame of kind {kind} is malformed")
+            raise FormatError(f"{where} offset {position}: a record frame of kind {kind} is malformed")
         if size > max_record_frame(kind) or position + size > end:
             limit = f"the largest {kinds.NAMES.get(kind, f'kind {kind}')} record ({max_record_frame(kind)})"
-            raise IntegrityError(f"{at}: a record frame claims {size} bytes, over {limit if position + size <= end else 'its batch'}")
-        kind, payload = decode_frame(read(position, size), at)
-        key_length = KEY_LENGTH.unpack_from(payload)[0] if len(payload) >= KEY_LENGTH.size else MAX_KEY + 1
-        if KEY_LENGTH.size + key_length > len(payload):
-            raise FormatError(f"{at}: a record frame of kind {kind} is malformed")
-        key = payload[KEY_LENGTH.size : KEY_LENGTH.size + key_length]
+            over = limit if position + size <= end else "its batch"
+            raise IntegrityError(f"{where} offset {position}: a record frame claims {size} bytes, over {over}")
+        frame = read(position, size)
+        # decode_frame's checks, the payload not copied: whole, and matching its checksum
+        if len(frame) != size:
+            lie = len(frame) - FRAME.size
+            raise IntegrityError(f"{where} offset {position}: a frame says {payload_length} payload bytes where {lie} lie")
+        if crc32(memoryview(frame)[FRAME.size :], crc32(_CHECKED.pack(payload_length, kind))) != crc:
+            raise IntegrityError(f"{where} offset {position}: a frame does not match its checksum (torn or corrupt)")
+        key_length = KEY_LENGTH.unpack_from(frame, FRAME.size)[0] if payload_length >= KEY_LENGTH.size else MAX_KEY + 1
+        key_end = KEYED_FRAME.size + key_length
+        if key_end > size:
+            raise FormatError(f"{where} offset {position}: a record frame of kind {kind} is malformed")
+        key = bytes(frame[KEYED_FRAME.size : key_end])
         if kind == kinds.GROUP and expand is not None:
-            members = expand(key, payload[KEY_LENGTH.size + key_length :], at)
+            members = expand(key, bytes(frame[key_end:]), f"{where} offset {position}")
             entries += [IndexEntry(inner, stored, position, size) for inner, stored in members]
         else:
             entries.append(IndexEntry(kind, key, position, size))

@@ -281,6 +281,9 @@ class BlobReader:
     # (a 1,000-message conversation's 105 chunks: 2.7 ms through the pool once its threads ran, 1.7 ms here;
     # starting the threads took up to 11 ms more on a loaded 2-core machine)
     READ_HERE = 32 << 10
+    # small objects read together (_read_ahead): one descriptor use and no per-object bookkeeping for a value's
+    # chunks; at most this many read before the first of them is returned (2 MiB of chunking.SMALL chunks)
+    SMALL_BATCH = 64
 
     def __init__(self, db: ObjectStore, read_packed: ReadPacked, pool: Callable[[], Executor]) -> None:
         self.db = db
@@ -312,32 +315,45 @@ class BlobReader:
         else:
             yield from self._read_ahead(self._leaves(ref.oid, ref.depth, ref.size, where), where)
 
-    def _leaves(self, oid: bytes, depth: int, size: int, where: str) -> Iterator[tuple[bytes, int]]:
-        """(id, size) of a tree's chunks, in order; the node `oid` must hold `size` bytes in all."""
+    def _leaves(self, oid: bytes, depth: int, size: int, where: str, node: bytes | None = None) -> Iterator[tuple[bytes, int]]:
+        """(id, size) of a tree's chunks, in order; the node `oid` (its bytes `node`, if read) must hold `size` bytes in all."""
         # a corrupt node is an IntegrityError from the read, not a malformed one (as ObjectStore.read_node)
-        children = parse_node(self.db.cache.get(oid, self.db.read), oid, where)
+        children = parse_node(self.db.cache.get(oid, self.db.read) if node is None else node, oid, where)
         if sum(child_size for _child, child_size in children) != size:
             held = sum(child_size for _child, child_size in children)
             raise FormatError(f"{where}: tree node {oid.hex()} lists {held} bytes of children where {size} are claimed")
-        for child_oid, child_size in children:
-            if depth == 1:
-                yield child_oid, child_size
-            else:
-                yield from self._leaves(child_oid, depth - 1, child_size, where)
+        if depth == 1:
+            yield from children
+            return
+        for start in range(0, len(children), self.SMALL_BATCH):  # the nodes below read together, as small chunks are
+            group = children[start : start + self.SMALL_BATCH]
+            nodes = self.db.cache.get_many([child for child, _size in group], self.db.read_first_copies)
+            for (child_oid, child_size), child_node in zip(group, nodes, strict=True):
+                yield from self._leaves(child_oid, depth - 1, child_size, where, child_node)
 
     def _read_ahead(self, leaves: Iterator[tuple[bytes, int]], where: str) -> Iterator[bytes]:
         """The objects' bytes in order, each the size its node claims; large ones held here are read and
         verified on the pool, READ_AHEAD ahead.
 
-        A small one, or one this process's index does not place, is read by the caller's thread when its
-        turn comes (ObjectStore.read refreshes the index, else fetches it from the remote)."""
-        ahead: deque[tuple[bytes, int, bytes | Future[bytes]]] = deque()
+        Small ones (or ones this process's index does not place) are read by the caller's thread, up to
+        SMALL_BATCH consecutive ones together (ObjectStore.read_first_copies); one that is not read sound
+        there is read again by ObjectStore.read when its turn comes, which refreshes the index, passes over
+        a damaged copy, fetches it from the remote or raises (tests/objects/test_read_path.py)."""
+        ahead: deque[tuple[bytes, int, bytes | Future[bytes] | None]] = deque()
+        small: list[tuple[bytes, int]] = []
         try:
             for oid, size in leaves:
-                on_pool = size > self.READ_HERE and self.db.index.object_location(oid) is not None
-                ahead.append((oid, size, self.pool().submit(self.db.read, oid) if on_pool else oid))
-                if len(ahead) > self.READ_AHEAD:
+                if size <= self.READ_HERE or self.db.index.object_location(oid) is None:
+                    small.append((oid, size))
+                    if len(small) < self.SMALL_BATCH:
+                        continue
+                    self._read_small(small, ahead)
+                else:
+                    self._read_small(small, ahead)
+                    ahead.append((oid, size, self.pool().submit(self.db.read, oid)))
+                while len(ahead) > self.READ_AHEAD:
                     yield self._result(*ahead.popleft(), where)
+            self._read_small(small, ahead)
             while ahead:
                 yield self._result(*ahead.popleft(), where)
         finally:  # the caller stopped early (or a read failed): what is still queued is not wanted
@@ -345,8 +361,17 @@ class BlobReader:
                 if isinstance(pending, Future):
                     pending.cancel()
 
-    def _result(self, oid: bytes, size: int, pending: bytes | Future[bytes], where: str) -> bytes:
-        data = pending.result() if isinstance(pending, Future) else self.db.cache.get(oid, self.db.read)
+    def _read_small(self, small: list[tuple[bytes, int]], ahead: deque[tuple[bytes, int, bytes | Future[bytes] | None]]) -> None:
+        """Read the small objects `small` together, queue them on `ahead` (None: not read sound), and empty `small`."""
+        if small:
+            found = self.db.cache.get_many([oid for oid, _size in small], self.db.read_first_copies)
+            ahead.extend((oid, size, data) for (oid, size), data in zip(small, found, strict=True))
+            small.clear()
+
+    def _result(self, oid: bytes, size: int, pending: bytes | Future[bytes] | None, where: str) -> bytes:
+        data = pending.result() if isinstance(pending, Future) else pending
+        if data is None:  # not read sound with its batch: read on its own, which finds a sound copy or says why not
+            data = self.db.cache.get(oid, self.db.read)
         if len(data) != size:
             raise FormatError(f"{where}: chunk {oid.hex()} holds {len(data)} bytes where its tree node claims {size}")
         return data

@@ -51,3 +51,22 @@ def test_the_sweep_answers_what_readable_answers_with_a_damaged_entry_and_after_
         run.prune(keep_last=SWEEP_FROM + 5)
         kept = run.ids()
         assert parents(store.engine, "r", kept) == one_by_one(store, "r", kept)
+
+
+def test_get_many_answers_what_get_answers_and_raises_what_get_raises_for_a_damaged_entry(tmp_path: Path) -> None:
+    """Run.get_many (lineage.entries): the sweep's checkpoints are get()'s, and an entry it cannot decode is read by
+    read_entry, which raises naming it, as get() does: never a checkpoint left out or another's bytes."""
+    with agentfs.open(tmp_path, durability="process") as store:
+        run = store.run("r")
+        ids = [run.commit({"step": step}, metadata={"n": step}).id for step in range(ENTRIES)]
+        swept = run.get_many(ids)
+        assert [(cp.id, cp.parent, cp.metadata, cp.state) for cp in swept] == [
+            (cp.id, cp.parent, cp.metadata, cp.state) for cp in (run.get(checkpoint_id) for checkpoint_id in ids)
+        ]
+        damaged = ids[20]  # long out of the entry cache
+        damage(store, "r", damaged)
+        with pytest.raises(agentfs.IntegrityError) as from_get:
+            run.get(damaged)
+        with pytest.raises(agentfs.IntegrityError) as from_sweep:
+            run.get_many(ids)
+        assert str(from_sweep.value) == str(from_get.value)

@@ -109,6 +109,34 @@ def test_a_checkpoint_read_again_comes_from_the_cache_and_verify_still_reads_the
         fresh.run("r").get(cp.id).state  # noqa: B018 (the property reads and verifies)
 
 
+def value_chunks(store: agentfs.Store, ref: refs.TreeRef) -> list[bytes]:
+    """The ids of the chunks of the tree `ref`, in order."""
+    level = [ref.oid]
+    for _ in range(ref.depth):
+        level = [child for node in level for child, _size in refs.parse_node(store.engine.db.read(node), node, "test")]
+    return level
+
+
+def test_a_damaged_chunk_amid_a_value_read_together_is_refused_by_a_fresh_store(tmp_path: Path) -> None:
+    """A value's small chunks are read together (BlobReader.SMALL_BATCH at a time) and verified each: one damaged
+    amid them (a well-formed object of other bytes under its id) fails the read, naming it, as it does alone; the
+    other chunks of the batch still read sound."""
+    root = tmp_path / ".agentfs"
+    with agentfs.open(root) as store:
+        cp = store.run("r").commit({"messages": MESSAGES})
+        ref = cp.manifest.state["messages"].blob
+        assert isinstance(ref, refs.TreeRef)
+        chunks = value_chunks(store, ref)
+    assert len(chunks) > 10, "the value spans many chunks, read in one batch"
+    damaged = chunks[len(chunks) // 2]
+    sound = codec.decode(raw.object_bytes(root, damaged), damaged, "test")
+    raw.set_object_bytes(root, damaged, codec.encode(bytes(reversed(sound))))  # well formed, decompresses: only its hash tells
+    with agentfs.open(root) as fresh, pytest.raises(agentfs.IntegrityError, match=damaged.hex()):
+        fresh.run("r").get(cp.id).state  # noqa: B018 (the property reads and verifies)
+    with agentfs.open(root) as fresh:
+        assert fresh.engine.db.read_first_copies(chunks) == [None if oid == damaged else fresh.engine.db.read(oid) for oid in chunks]
+
+
 def test_the_cache_keeps_small_objects_up_to_its_capacity_dropping_the_least_recently_used() -> None:
     cache = ObjectCache(capacity=3_000, largest=2_000)
     reads: list[bytes] = []

@@ -193,7 +193,6 @@ class NamespaceLog:
         if self._late is None:
             run = self.store.run(self.layout.late(self.where))
             self._late = {}
-            for commit_id in self.view.ids(run.name):
-                commit = run.get(commit_id)
+            for commit in run.get_many(self.view.ids(run.name)):  # every one: swept, not looked up one by one
                 self._late.setdefault(records.ids(commit)[0], []).append(commit)
         return self._late
