@@ -71,7 +71,7 @@ ENGINE_API = {
     "writing", "excluding_writers", "appending", "journal_lock",
     "heads", "index_generation", "ids", "id_slice", "head", "local_runs", "local_ids", "local_entries", "has_entry",
     "knew_entry", "read_entry", "local_entry", "read_packed", "cache_entry", "append_entry",
-    "readable", "run_parents", "run_heads", "damaged_entries",
+    "readable", "run_parents", "run_heads", "run_entries", "damaged_entries",
     "note_fork", "forks_of", "fork_relations", "retirements", "retired_ids", "retire",
     "record_ids", "poll_record_ids", "local_records", "read_record", "record_size", "append_record",
     "make_records_durable", "where_stored", "read_config", "rewrite_config",
