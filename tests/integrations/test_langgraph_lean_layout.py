@@ -174,3 +174,29 @@ def test_list_with_a_limit_reads_only_the_newest_checkpoints_and_their_writes(tm
     assert [tup.checkpoint["id"] for tup in listed] == [f"1f0{step:05d}" for step in range(39, 29, -1)]
     assert [tup.pending_writes for tup in listed] == [[(f"task-{step}", "step", step + 1)] for step in range(39, 29, -1)]
     assert read and set(read) <= set(newest)
+
+
+def test_a_saver_decodes_each_late_write_batch_once_and_sees_new_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangGraph asks for a checkpoint's writes at every get_tuple, and the namespace's late batches grow with the
+    thread: a saver decodes each once (LateBatches), and still sees a batch added since, as InMemorySaver does.
+
+    Planted (LateBatches.read reading every id each time): the second look decodes all three batches again."""
+    swept: list[int] = []
+    real = agentfs.Run.get_many
+    monkeypatch.setattr(agentfs.Run, "get_many", lambda self, ids: swept.append(len(ids)) or real(self, ids))
+    with AgentFSSaver(tmp_path / "s", durability="process") as saver:
+        reference = InMemorySaver()
+        for target in (saver, reference):
+            first = _step(target, "t", "", None, "1f000000", 0)
+            _step(target, "t", "", "1f000000", "1f000001", 1)
+            for task in ("a", "b"):
+                target.put_writes(first, [("log", f"late {task}")], task)  # to a checkpoint no longer the head: late
+        swept.clear()
+        assert saver.get_tuple(_config("t", "1f000000")).pending_writes == reference.get_tuple(_config("t", "1f000000")).pending_writes  # type: ignore[union-attr]
+        assert sum(swept) == 2  # both late batches, read once
+        for target in (saver, reference):
+            target.put_writes(first, [("log", "late c")], "c")
+        swept.clear()
+        assert saver.get_tuple(_config("t", "1f000000")).pending_writes == reference.get_tuple(_config("t", "1f000000")).pending_writes  # type: ignore[union-attr]
+        assert sum(swept) == 1  # the new one only
+        assert _seen(saver, "t") == _seen(reference, "t")

@@ -38,7 +38,7 @@ from ..langgraph_layout import INITIAL_GENERATION, Layout, Namespace, encode, ha
 from ..langgraph_threads import ThreadRuns, generation_of, write_batch_metadata
 from ..langgraph_view import StoreView
 from . import records
-from .namespace_log import Heads, NamespaceLog
+from .namespace_log import Heads, LateBatches, NamespaceLog
 
 ATTEMPTS = 8
 RECLAIM_AFTER = 30.0  # seconds a retired generation stays readable
@@ -67,13 +67,14 @@ class Generations(ThreadRuns):
         super().__init__(store, layout)
         self.read = read
         self.heads = Heads()
+        self.late = LateBatches()
 
     def checkpoints(self, where: Namespace) -> Run:
         return self.store.run(self.layout.checkpoints(where))
 
     def log(self, where: Namespace, view: StoreView | None = None) -> NamespaceLog:
         """`where`'s log as `view` sees the store (default: as it is now)."""
-        return NamespaceLog(self.store, self.layout, where, self.read, self.heads, view or StoreView(self.store))
+        return NamespaceLog(self.store, self.layout, where, self.read, self.heads, view or StoreView(self.store), self.late)
 
     def current_log(self, thread: str, ns: str) -> tuple[NamespaceLog, str | None]:
         """The log of (thread, ns) in the thread's current generation, and the ctl commit that chose that generation,

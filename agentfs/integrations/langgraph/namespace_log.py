@@ -27,6 +27,7 @@ from . import records
 
 RECENT_COMMITS = 64
 RECENT_HEADS = 1024
+LATE_BATCHES = 16_384  # late write batches a saver keeps decoded (LateBatches), some 1 KB each
 
 
 class Tip(NamedTuple):
@@ -70,12 +71,44 @@ class Heads:
                 self._known.popitem(last=False)
 
 
+class LateBatches:
+    """The late write batches this saver decoded, by late run and commit id, the least recently used dropped past
+    LATE_BATCHES. A checkpoint's entry never changes under its id (a retired one leaves the run's ids instead), so a
+    look at a namespace's late batches decodes only those it has not seen: LangGraph asks for them at every
+    get_tuple, and they grow with the thread's history (each read of them all cost a turn of 300 more than
+    SqliteSaver's whole turn). Safe to share between threads."""
+
+    def __init__(self, capacity: int = LATE_BATCHES) -> None:
+        self.capacity = capacity
+        self._known: OrderedDict[tuple[str, str], Commit] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, run: Run, ids: list[str]) -> list[Commit]:
+        """The commits of `ids` in `run`, in order: those kept, the rest read in one sweep (Run.get_many, which raises
+        what get() raises) and kept."""
+        with self._lock:
+            known = {commit_id: commit for commit_id in ids if (commit := self._known.get((run.name, commit_id))) is not None}
+        missing = [commit_id for commit_id in ids if commit_id not in known]
+        read = dict(zip(missing, run.get_many(missing), strict=True)) if missing else {}
+        known.update(read)
+        with self._lock:
+            for commit_id in ids:  # the ones asked for now are the most recently used
+                self._known[(run.name, commit_id)] = known[commit_id]
+                self._known.move_to_end((run.name, commit_id))
+            while len(self._known) > self.capacity:
+                self._known.popitem(last=False)
+        return [known[commit_id] for commit_id in ids]
+
+
 class NamespaceLog:
     """`where`'s checkpoints run as `view` sees it, listed the first time its ids are needed; `late` is read once, when
     writes are asked for."""
 
-    def __init__(self, store: Store, layout: Layout, where: Namespace, read: records.Read, heads: Heads, view: StoreView) -> None:
+    def __init__(
+        self, store: Store, layout: Layout, where: Namespace, read: records.Read, heads: Heads, view: StoreView, late: LateBatches
+    ) -> None:
         self.store = store
+        self.late_batches = late
         self.layout = layout
         self.where = where
         self.read = read
@@ -193,6 +226,6 @@ class NamespaceLog:
         if self._late is None:
             run = self.store.run(self.layout.late(self.where))
             self._late = {}
-            for commit in run.get_many(self.view.ids(run.name)):  # every one: swept, not looked up one by one
+            for commit in self.late_batches.read(run, self.view.ids(run.name)):  # those not decoded before: one sweep
                 self._late.setdefault(records.ids(commit)[0], []).append(commit)
         return self._late
