@@ -373,15 +373,21 @@ class Run:
         where = f"state[{key!r}] of a commit to run {self.name!r}"
         if not isinstance(value, Extension):
             value_format, count, data = value
-            # a list that may have grown; a damaged head (unreadable) offers no list to grow, as nothing to reuse
-            head_entry = self.store.readable(self.name, head) if value_format == LIST_BODY and len(data) > PACK_MAX and head else None
-            if head_entry is not None and head is not None:
-                grown = grown_ref(self.store, blobs, head_entry.manifest.state.get(key), (self.name, head), key, value, where)
+            if value_format == LIST_BODY and len(data) > PACK_MAX and head is not None:  # a list that may have grown
+                grown = self._grown(blobs, head, key, value, where)
                 if grown is not None:
                     return grown
             return ValueRef(value_format, count, blobs.put(data))
         base = None if head is None else self.store.read_entry(self.name, head).manifest.state.get(key)
         return extended_ref(self.store, blobs, base, (self.name, head or ""), value, where)
+
+    def _grown(self, blobs: BlobWriter, head: str, key: str, value: tuple[int, int, bytes], where: str) -> ValueRef | None:
+        """The list `value` stored as an extension of the head's under `key` (grown_ref); None if it is not one. A damaged
+        head (unreadable) offers no list to grow, as it offers nothing to reuse."""
+        head_entry = self.store.readable(self.name, head)
+        if head_entry is None:
+            return None
+        return grown_ref(self.store, blobs, head_entry.manifest.state.get(key), (self.name, head), key, value, where)
 
     def _hold_lists(self, values: dict[str, EncodedValue], refs: dict[str, ValueRef]) -> None:
         """Keep the bytes of the commit's chunked lists: the next commit finds how each grew (HeldLists)."""

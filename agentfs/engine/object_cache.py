@@ -34,12 +34,12 @@ class ObjectCache:
                 self._held.move_to_end(oid)
                 return data
         data = read(oid)  # outside the lock: other threads' hits do not wait for this read
-        if len(data) <= self.largest:
-            self._keep(oid, data)
+        self.keep(oid, data)
         return data
 
     def keep(self, oid: bytes, data: bytes | memoryview) -> None:
-        """Keep `data` under `oid`, which this process computed from it (a writer's chunk: ObjectWriter.keep)."""
+        """Keep `data` under `oid` if it is small enough: bytes read and verified, or computed from by this process
+        (a writer's chunk: ObjectWriter.keep)."""
         if len(data) <= self.largest:
             self._keep(oid, bytes(data))
 
@@ -55,8 +55,8 @@ class ObjectCache:
         if missing:
             for position, data in zip(missing, read_many([oids[position] for position in missing]), strict=True):
                 found[position] = data
-                if data is not None and len(data) <= self.largest:
-                    self._keep(oids[position], data)
+                if data is not None:
+                    self.keep(oids[position], data)
         return found
 
     def _keep(self, oid: bytes, data: bytes) -> None:
