@@ -270,16 +270,20 @@ class Index:
         self._add(segment_id, entries)
 
     def add_batch(self, segment_id: int, start: int, end: int, entries: Iterable[fmt.IndexEntry]) -> None:
-        """Index a batch this process appended at `start`..`end` of its own segment, without reading it back."""
+        """Index a batch this process appended at `start`..`end` of its own segment, without reading it back; the
+        entries' keys plain, as the records were before sealing (an encrypted store's are not read back from stored names)."""
         with self._lock:
             known = self.segments.get(segment_id)
             if known is None and start == fmt.HEADER.size:
                 known = self.segments[segment_id] = Known(False, start)
             if known is not None and known.end == start:
                 known.end = end
-            self._add(segment_id, entries)
+            self._add(segment_id, entries, plain=True)
 
-    def _add(self, segment_id: int, entries: Iterable[fmt.IndexEntry]) -> None:
+    def _add(self, segment_id: int, entries: Iterable[fmt.IndexEntry], plain: bool = False) -> None:
+        """Index `entries` of segment `segment_id`, their keys as stored (an encrypted store's name runs by stored names)
+        unless `plain`."""
+        sealer = None if plain else self.sealer
         retirements = []
         path = self._where(segment_id)
         for entry in entries:
@@ -289,17 +293,17 @@ class Index:
                 if entry.kind == kinds.OBJECT:
                     self._add_object(kinds.check_object_key(entry.key, where), location)
                 elif entry.kind in kinds.RUN_KINDS:
-                    key = entry.key if self.sealer is None else self.sealer.plain_key(entry.kind, entry.key, where)
+                    key = entry.key if sealer is None else sealer.plain_key(entry.kind, entry.key, where)
                     run, record_id = kinds.split_run_key(key, where, checked=self._valid_runs)
                     if entry.kind == kinds.RETIRED:
                         retirements.append((run, record_id, location))
                     self._add_run_record(entry.kind, run, record_id, location)
                 elif entry.kind == kinds.FORK:
-                    key = entry.key if self.sealer is None else self.sealer.plain_key(entry.kind, entry.key, where)
+                    key = entry.key if sealer is None else sealer.plain_key(entry.kind, entry.key, where)
                     source, target = kinds.split_run_key(key, where, second="run")
                     self.forks.setdefault(source, set()).add(target)
                 elif entry.kind == kinds.LINEAGE:
-                    key = entry.key if self.sealer is None else self.sealer.plain_key(entry.kind, entry.key, where)
+                    key = entry.key if sealer is None else sealer.plain_key(entry.kind, entry.key, where)
                     run, _record_id = kinds.split_run_key(key, where, checked=self._valid_runs)
                     self.lineage.setdefault(run, {}).setdefault(segment_id, []).append(location)
                 # other kinds: a newer writer's; this reader skips them

@@ -15,7 +15,7 @@ from ..format import segment as fmt
 from ..format.crypto import Sealer
 
 
-def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Record], list[fmt.Placed]]:
+def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Frame], list[fmt.Placed]]:
     """The frames of a batch holding `records` (plain keys and bodies), and where each record lies among them
     (in `records`' order, its key as stored): the small ones in groups, each larger one sealed alone."""
     sizes = [groups.member_size(r.key, r.body) if len(r.body) <= groups.SMALL_MEMBER else -1 for r in records]
@@ -24,25 +24,25 @@ def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.
     planned = groups.plan(sizes)
     group_of = {index: number for number, members in enumerate(planned) for index in members}
     frame_of_group: dict[int, int] = {}
-    frames: list[fmt.Record] = []
+    frames: list[fmt.Frame] = []
     placed: list[fmt.Placed] = []
     for index, record in enumerate(records):
         stored = sealer.stored_key(record.kind, record.key)
         number = group_of.get(index)
         if number is None:
             placed.append(fmt.Placed(len(frames), record.kind, stored))
-            frames.append(fmt.Record(record.kind, stored, sealer.seal(record.kind, stored, record.body)))
+            frames.append(fmt.SealedRecord(record.kind, stored, sealer.seal(record.kind, stored, record.body)))
             continue
         if number not in frame_of_group:
             frame_of_group[number] = len(frames)
             members = [groups.Member(records[i].kind, records[i].key, records[i].body) for i in planned[number]]
-            frames.append(fmt.Record(kinds.GROUP, b"", sealer.seal_group(members)))
+            frames.append(fmt.SealedRecord(kinds.GROUP, b"", sealer.seal_group(members)))
         placed.append(fmt.Placed(frame_of_group[number], record.kind, stored))
     return frames, placed
 
 
-def _one_group(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Record], list[fmt.Placed]]:
+def _one_group(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Frame], list[fmt.Placed]]:
     """seal_batch's frames of records that all go in one group, found without planning groups."""
     members = [groups.Member(record.kind, record.key, record.body) for record in records]
     placed = [fmt.Placed(0, record.kind, sealer.stored_key(record.kind, record.key)) for record in records]
-    return [fmt.Record(kinds.GROUP, b"", sealer.seal_group(members))], placed
+    return [fmt.SealedRecord(kinds.GROUP, b"", sealer.seal_group(members))], placed

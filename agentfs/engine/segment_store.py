@@ -164,20 +164,23 @@ class SegmentStore:
             segment_id, start, end, entries = self._segment_writer().append_batch(frames, sync=sync, placed=placed, parents=parents)
         else:
             segment_id, start, end, entries = self._segment_writer().append_batch(self.sealed(records), sync=sync, parents=parents)
-        self.index.add_batch(segment_id, start, end, entries)
+        plain = entries
+        if self.sealer is not None:  # the index takes plain keys: each entry's record, in `records`' order
+            plain = [fmt.IndexEntry(r.kind, r.key, e.offset, e.length) for r, e in zip(records, entries, strict=True)]
+        self.index.add_batch(segment_id, start, end, plain)
         if sync and self.sync_writes:
             with self._lock:
                 self._synced[segment_id] = max(self._synced.get(segment_id, 0), end)
         return segment_id, entries
 
-    def sealed(self, records: Sequence[fmt.Record]) -> Sequence[fmt.Record]:
+    def sealed(self, records: Sequence[fmt.Record]) -> Sequence[fmt.Frame]:
         """`records` as packs (and segments of encryption format 1) hold them: in an encrypted store each key as
         stored and each body sealed under it (format/crypto.py); else unchanged."""
         sealer = self.sealer
         if sealer is None:
             return records
         stored = [sealer.stored_key(record.kind, record.key) for record in records]
-        return [fmt.Record(r.kind, key, sealer.seal(r.kind, key, r.body)) for r, key in zip(records, stored, strict=True)]
+        return [fmt.SealedRecord(r.kind, key, sealer.seal(r.kind, key, r.body)) for r, key in zip(records, stored, strict=True)]
 
     def refresh_index(self) -> None:
         """Index other writers' new records (Index.refresh), reading no tail of this process's current segment."""

@@ -51,7 +51,7 @@ IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
 SEAL_AT = 1 << 20  # bytes: a segment this big is sealed on a clean close, and when adopted after a crash
 
 
-def _as_is(records: Sequence[fmt.Record]) -> Sequence[fmt.Record]:
+def _as_is(records: Sequence[fmt.Frame]) -> Sequence[fmt.Frame]:
     return records
 
 
@@ -75,7 +75,7 @@ def _acquire_slot(locks: Path, slots: int) -> tuple[int, int]:
     return slot, fd
 
 
-def _write_parts(fd: int, parts: list[bytes], length: int, offset: int) -> None:
+def _write_parts(fd: int, parts: list[bytes | bytearray], length: int, offset: int) -> None:
     """Write the parts, `length` bytes in all, at `offset`: joined when small (one pwrite), else by pwritev,
     IOV_MAX parts at a time, so that a large artifact's batches are not copied once more into one buffer
     (about 180 MB per 256 MiB committed). A short pwritev finishes through _write_all."""
@@ -142,7 +142,7 @@ class SegmentWriter:
         slots: int = SLOTS,
         preallocation_step: int = PREALLOCATION_STEP,
         expand: fmt.Expand | None = None,
-        stored: Callable[[Sequence[fmt.Record]], Sequence[fmt.Record]] = _as_is,
+        stored: Callable[[Sequence[fmt.Record]], Sequence[fmt.Frame]] = _as_is,
     ) -> None:
         """`expand`: an encrypted store's group opener (fmt.decode_batch), so that an adopted segment's seal lists
         the records its groups hold. `stored`: records (plain keys and bodies) as the segment holds them, each alone
@@ -197,7 +197,7 @@ class SegmentWriter:
                 os.fsync(self._fd)
             fsync_dir(self.directory)
 
-    def append(self, records: Sequence[fmt.Record], *, sync: bool = True) -> list[FrameLocation]:
+    def append(self, records: Sequence[fmt.Frame], *, sync: bool = True) -> list[FrameLocation]:
         """Append `records` as one batch (one write; one fdatasync with durability "power"); their locations.
 
         With `sync=False` no fdatasync: the caller's next synced append to this writer covers the batch
@@ -207,7 +207,7 @@ class SegmentWriter:
 
     def append_batch(
         self,
-        records: Sequence[fmt.Record],
+        records: Sequence[fmt.Frame],
         *,
         sync: bool = True,
         placed: Sequence[fmt.Placed] | None = None,

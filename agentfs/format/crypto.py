@@ -76,6 +76,7 @@ class Sealer:
         self._ids = crypto_hmac.HMAC(_derive(master, b"object id key"), hashes.SHA256())
         self._names = AESSIV(_derive(master, b"name key", 64))
         self._stored: dict[str, str] = {}
+        self._stored_prefixes: dict[bytes, bytes] = {}  # a plain run name's bytes -> its stored name's and a NUL (stored_key)
         self._shown: dict[str, str] = {}
 
     # object ids
@@ -87,9 +88,14 @@ class Sealer:
 
     # record bodies
 
-    def seal(self, kind: int, key: bytes, body: bytes | memoryview) -> bytes:
+    def seal(self, kind: int, key: bytes, body: bytes | bytearray | memoryview) -> bytearray:
+        """nonce | ciphertext | tag, encrypted into one buffer: `nonce + encrypt(...)` made and copied a second one,
+        which cost a 700 KB chunk 1.4 ms against 0.4 ms this way (fresh large buffers fault their pages in)."""
+        sealed = bytearray(NONCE_LENGTH + len(body) + TAG_LENGTH)
         nonce = os.urandom(NONCE_LENGTH)
-        return nonce + self._records.encrypt(nonce, body, bytes((kind,)) + key)
+        sealed[:NONCE_LENGTH] = nonce
+        self._records.encrypt_into(nonce, body, bytes((kind,)) + key, memoryview(sealed)[NONCE_LENGTH:])
+        return sealed
 
     def open(self, kind: int, key: bytes, data: bytes | memoryview, where: str) -> bytes:
         """The body sealed in `data` for (kind, stored key); IntegrityError before anything is decompressed or parsed."""
@@ -102,7 +108,7 @@ class Sealer:
 
     # groups: several small records sealed as one GROUP record (format/groups.py)
 
-    def seal_group(self, members: list[groups.Member]) -> bytes:
+    def seal_group(self, members: list[groups.Member]) -> bytearray:
         """A GROUP record's body (its key is empty): the members, plain keys and plaintext bodies, sealed together."""
         return self.seal(kinds.GROUP, b"", groups.encode_inner(members))
 
@@ -154,10 +160,16 @@ class Sealer:
         """A record key as stored: a run record's or fork's run names replaced by their stored names."""
         if kind == kinds.OBJECT:
             return key
-        first, second = kinds.split_pair_key(key, "record key")
+        first, nul, rest = key.partition(b"\0")
+        prefix = self._stored_prefixes.get(first) if nul and rest and kind != kinds.FORK else None
+        if prefix is not None:  # a run seen before: its stored name's bytes and the NUL, joined to the id as they are
+            return prefix + rest
+        run, second = kinds.split_pair_key(key, "record key")
         if kind == kinds.FORK:
-            second = self.stored_run(second)
-        return kinds.pair_key(self.stored_run(first), second)
+            return kinds.pair_key(self.stored_run(run), self.stored_run(second))
+        stored = kinds.pair_key(self.stored_run(run), second)
+        self._stored_prefixes[first] = stored[: len(stored) - len(rest)]
+        return stored
 
     def plain_key(self, kind: int, key: bytes, where: str) -> bytes:
         """stored_key's inverse."""

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from ..errors import FormatError
 from ..names import check_id, check_name
 from .bounded_json import load_json
-from .segment import HEADER, TRAILER, IndexEntry, Record, batch_parts, decode_footer, decode_trailer, encode_header, encode_seal
+from .segment import HEADER, TRAILER, Frame, IndexEntry, batch_parts, decode_footer, decode_trailer, encode_header, encode_seal
 
 HEAD_FORMAT = 2
 PACK_ID = re.compile(r"[0-9a-f]{16}")
@@ -53,7 +53,7 @@ def check_pack_id(pack_id: str, where: str) -> str:
     return pack_id
 
 
-def encode_pack(records: Sequence[Record], writer: bytes) -> Pack:
+def encode_pack(records: Sequence[Frame], writer: bytes) -> Pack:
     """A sealed segment holding `records` in one batch; `writer` is 16 bytes naming the pushing store."""
     pack_id = new_pack_id()
     segment_id = int(pack_id, 16)

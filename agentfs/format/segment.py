@@ -86,6 +86,18 @@ class Record(NamedTuple):
     body: bytes
 
 
+class SealedRecord(NamedTuple):
+    """A record of an encrypted store as its writer appends it: the body sealed in place (format/crypto.py
+    Sealer.seal), not copied once more into a bytes object."""
+
+    kind: int
+    key: bytes
+    body: bytearray
+
+
+Frame = Record | SealedRecord  # a record as a writer appends it (batch_parts)
+
+
 class Placed(NamedTuple):
     """Where a record of a batch lies among the batch's frames: frame number `frame` holds it (alone, or in a group)
     as (kind, key), its key as stored."""
@@ -156,15 +168,16 @@ def frame_length(data: bytes | memoryview) -> int:
     return FRAME.size + int(FRAME.unpack_from(data)[0])
 
 
-def encode_batch(segment_id: int, offset: int, records: Sequence[Record]) -> tuple[bytes, list[IndexEntry]]:
+def encode_batch(segment_id: int, offset: int, records: Sequence[Frame]) -> tuple[bytes, list[IndexEntry]]:
     """The bytes of one commit batch to append at `offset`, and where each record lands."""
     parts, entries = batch_parts(segment_id, offset, records)
     return b"".join(parts), entries
 
 
-def batch_parts(segment_id: int, offset: int, records: Sequence[Record]) -> tuple[list[bytes], list[IndexEntry]]:
+def batch_parts(segment_id: int, offset: int, records: Sequence[Frame]) -> tuple[list[bytes | bytearray], list[IndexEntry]]:
     """encode_batch's bytes as pieces that join into them, each record's body among them uncopied."""
-    parts, entries = [b""], []  # parts[0]: the BEGIN frame, which needs the batch's length
+    parts: list[bytes | bytearray] = [b""]  # parts[0]: the BEGIN frame, which needs the batch's length
+    entries = []
     position = offset + BEGIN_FRAME
     for record in records:
         if not FIRST_RECORD_KIND <= record.kind <= 0xFF:

@@ -403,7 +403,7 @@ class Pusher:
             check_record(RETIRED_RECORDS, data or b"", run, record_id, self.store.where_stored(run, RETIRED_RECORDS, record_id))
         except AgentFSError:
             return  # refused (and reported) as its pack was made, or removed since
-        body = self.store.sealed([Record(kinds.RETIRED, kinds.pair_key(run, record_id), data or b"")])[0].body
+        body = bytes(self.store.sealed([Record(kinds.RETIRED, kinds.pair_key(run, record_id), data or b"")])[0].body)
         self.remote.put_retirement(run, record_id, body)
 
     def _put_head(self, run: str, checkpoint_id: str, entry: Entry) -> None:

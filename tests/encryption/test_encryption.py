@@ -14,7 +14,7 @@ import pytest
 
 import agentfs
 from agentfs.engine.segments import FrameLocation, open_segment, segment_ids
-from agentfs.format import kinds
+from agentfs.format import crypto, kinds
 from agentfs.format import segment as fmt
 from agentfs.format.refs import TreeRef
 
@@ -148,6 +148,27 @@ def test_a_body_moved_to_another_key_or_kind_is_refused(tmp_path: Path) -> None:
         for kind, key in ((kinds.ENTRY, two), (kinds.JOURNAL, one)):
             with pytest.raises(agentfs.IntegrityError, match="does not authenticate"):
                 sealer.open(kind, key, sealed, "here")
+
+
+def test_a_stored_key_is_the_same_from_a_fresh_sealer_as_from_one_that_saw_the_run_before() -> None:
+    """stored_key keeps each run's stored prefix after its first key: the keys it makes then are a fresh sealer's,
+    a fork's (two runs) included, and each reads back to its plain key. Planted (a fork's key filling the prefix
+    of its source run as if its target were an id), the entry after the fork gets the wrong stored name."""
+    master = crypto.new_master()
+    warm = crypto.Sealer(master)
+    keys = [
+        (kinds.FORK, kinds.pair_key("src", "dst")),
+        (kinds.ENTRY, kinds.pair_key("src", "0" * 26)),
+        (kinds.ENTRY, kinds.pair_key("src", "1" * 26)),
+        (kinds.FORK, kinds.pair_key("dst", "src")),
+        (kinds.JOURNAL, kinds.pair_key("dst", "tool\0call")),
+        (kinds.RETIRED, kinds.pair_key("dst", "2" * 26)),
+        (kinds.OBJECT, bytes(32)),
+    ]
+    for kind, key in keys:
+        stored = warm.stored_key(kind, key)
+        assert stored == crypto.Sealer(master).stored_key(kind, key), (kind, key)
+        assert crypto.Sealer(master).plain_key(kind, stored, "here") == key
 
 
 def test_wrong_or_missing_passphrase_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
