@@ -33,6 +33,7 @@ from strands.types.session import Session, SessionAgent, SessionMessage, Session
 from agentfs.integrations.strands import AgentFSSessionRepository
 
 from .peers import tree_size
+from .store_bytes import store_bytes
 from .workloads.frameworks import _turn_texts
 
 SESSION, AGENT = "bench", "agent"
@@ -89,8 +90,13 @@ def measure(turns: int, root: Path) -> dict[str, Any]:
             seconds = persist(repository, records)
         with AgentFSSessionRepository(path) as repository:
             resume = resumed(repository)
-        result[f"agentfs_{durability}"] = {"ms_per_turn": seconds / turns * 1000, "bytes": tree_size(path), "allocated": allocated(path)}
-        result[f"agentfs_{durability}"]["resume_s"] = resume
+        result[f"agentfs_{durability}"] = {
+            "ms_per_turn": seconds / turns * 1000,
+            "bytes": tree_size(path),
+            "allocated": allocated(path),
+            "resume_s": resume,
+            "split": store_bytes(path).per(turns, "turn"),
+        }
     path = root / "strands-files"
     seconds = persist(FileSessionManager(session_id=SESSION, storage_dir=str(path)), records)
     resume = resumed(FileSessionManager(session_id=SESSION, storage_dir=str(path)))
@@ -123,6 +129,8 @@ def main() -> None:
             f"  {name:22} {row['ms_per_turn']:8.3f} ms/turn {row['bytes']:>12,} bytes {row['allocated']:>12,} allocated"
             f" {row['resume_s']:8.3f} s to read the messages back"
         )
+        if "split" in row:
+            print(f"    {row['split']}")
 
 
 if __name__ == "__main__":

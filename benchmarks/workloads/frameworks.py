@@ -25,6 +25,7 @@ from typing import Any
 
 from ..context import Context
 from ..peers import tree_size
+from ..store_bytes import store_bytes
 from .common import REPO, agentfs_part, at_most
 
 W = "16 framework sessions"
@@ -126,6 +127,7 @@ def adk_ours(ctx: Context, turns: int) -> tuple[float, int]:
     from agentfs.integrations.adk import AgentFSSessionService
 
     path = ctx.new_dir("w14-adk-agentfs")
+
     async def measure() -> float:
         service = AgentFSSessionService(path)
         try:
@@ -133,7 +135,9 @@ def adk_ours(ctx: Context, turns: int) -> tuple[float, int]:
         finally:
             await service.close()
 
-    return asyncio.run(measure()), tree_size(path)
+    seconds = asyncio.run(measure())
+    ctx.report.note(f"{W}: Google ADK, agentfs: {store_bytes(path).per(turns, 'turn')}")
+    return seconds, tree_size(path)
 
 
 def adk_database(ctx: Context, turns: int) -> tuple[float, int]:
@@ -193,6 +197,8 @@ def strands_rows(ctx: Context, turns: int) -> None:
         return result[name]["ms_per_turn"] * turns / 1000, result[name]["bytes"]
 
     ours = row("agentfs_power") if ctx.agentfs is not None else None
+    if ours is not None:
+        ctx.report.note(f"{W}: Strands, agentfs durability='power': {result['agentfs_power']['split']}")
     peer = "FileSessionManager (no fsync)"
     _compare(ctx, "Strands", peer, turns, ours, row("file_session_manager"))
     like_for_like = None if ours is None else result["agentfs_process"]["ms_per_turn"]  # no fsync either: survives a killed process
