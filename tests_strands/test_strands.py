@@ -25,6 +25,7 @@ from strands.types.tools import ToolContext
 
 import agentfs
 from agentfs.integrations.strands import AgentFSSessionRepository, InvalidId
+from agentfs.integrations.strands.repository import session_message
 from tests.helpers import killed_turns
 from tests_strands.scripted import ScriptedModel
 
@@ -112,6 +113,30 @@ def test_hostile_ids_are_refused_by_name(tmp_path: Path) -> None:
             repository.list_messages("s2", "x")
         with pytest.raises(ValueError, match="only when AgentFSSessionRepository opens the store"):
             AgentFSSessionRepository(repository.store, encryption="secret")
+
+
+def test_messages_read_back_are_what_strands_from_dict_makes(tmp_path: Path) -> None:
+    """list_messages makes each SessionMessage as SessionMessage.from_dict does (bytes decoded, unknown keys left
+    out) without its per-message signature lookup: equal, field by field, for a message with image bytes, a
+    redacted one and a record carrying a key Strands does not know."""
+    image = {"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": bytes(range(256))}}}]}
+    redacted = SessionMessage(
+        {"role": "assistant", "content": [{"text": "secret"}]}, 1, redact_message={"role": "assistant", "content": [{"text": "[redacted]"}]}
+    )
+    records = [
+        SessionMessage.from_message(image, 0).to_dict(),
+        redacted.to_dict(),
+        {**SessionMessage.from_message({"role": "user", "content": [{"text": "hi"}]}, 2).to_dict(), "from_a_newer_strands": 1},
+    ]
+    for record in records:
+        assert session_message(record) == SessionMessage.from_dict(record)
+    with AgentFSSessionRepository(tmp_path / "store") as repository:
+        repository.create_session(Session(SESSION, SessionType.AGENT))
+        repository.create_agent(SESSION, SessionAgent(AGENT, {}, {}))
+        for record in records[:2]:
+            repository.create_message(SESSION, AGENT, SessionMessage.from_dict(record))
+    with AgentFSSessionRepository(tmp_path / "store") as repository:
+        assert repository.list_messages(SESSION, AGENT) == [SessionMessage.from_dict(record) for record in records[:2]]
 
 
 def test_writers_appending_to_one_agent_lose_nothing(tmp_path: Path) -> None:

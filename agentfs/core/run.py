@@ -72,7 +72,7 @@ class Run:
         about a third as much each, their entries read from locations found once."""
         for checkpoint_id in checkpoint_ids:
             check_id(checkpoint_id)
-        return [Checkpoint(self.store, entry.manifest, self.schema) for entry in self.store.run_entries(self.name, checkpoint_ids)]
+        return [Checkpoint(self.store, entry.manifest, self.schema, entry) for entry in self.store.run_entries(self.name, checkpoint_ids)]
 
     def latest(self) -> Checkpoint | None:
         """The checkpoint with the greatest id: newest wins. If two machines appended to one parent, the

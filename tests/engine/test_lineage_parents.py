@@ -4,12 +4,14 @@ through the sweep: tests/core/test_divergence_retention.py and tests/ui/test_ui_
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
 import agentfs
+from agentfs.core.checkpoint import Checkpoint
 from agentfs.engine.lineage import SWEEP_FROM, parents, readable
 from agentfs.format import kinds
 
@@ -70,3 +72,30 @@ def test_get_many_answers_what_get_answers_and_raises_what_get_raises_for_a_dama
         with pytest.raises(agentfs.IntegrityError) as from_sweep:
             run.get_many(ids)
         assert str(from_sweep.value) == str(from_get.value)
+
+
+def test_get_many_checkpoints_read_their_packed_values_from_the_entries_swept_and_verify_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint from Run.get_many keeps the entry the sweep decoded: a value packed in that entry is read from it,
+    not by reading and decoding the entry again (planted, without the entry kept: read_entry once for each), and
+    still checked against its id: bytes that are not the object's are refused."""
+    with agentfs.open(tmp_path, durability="process") as store:
+        run = store.run("r")
+        ids = [run.commit({"note": f"{step} " * 200}).id for step in range(ENTRIES)]  # ~1 KB: packed in the entry
+        swept = run.get_many(ids)
+        reads: list[str] = []
+        read_entry = store.engine.read_entry
+        monkeypatch.setattr(
+            store.engine, "read_entry", lambda name, checkpoint_id: reads.append(checkpoint_id) or read_entry(name, checkpoint_id)
+        )
+        assert [checkpoint.state["note"] for checkpoint in swept] == [f"{step} " * 200 for step in range(ENTRIES)]
+        assert reads == []
+    with agentfs.open(tmp_path, durability="process") as store:  # nothing read yet, nothing in its object cache
+        swept = store.run("r").get_many(ids)
+        last, before = swept[-1]._entry, swept[-2]._entry
+        assert last is not None and before is not None and len(last.pack) == len(before.pack) == 1
+        oid = next(iter(last.pack))
+        forged = dataclasses.replace(last, pack={oid: next(iter(before.pack.values()))})  # another value's packed bytes
+        with pytest.raises(agentfs.IntegrityError, match=oid.hex()):
+            Checkpoint(store.engine, last.manifest, entry=forged).state  # noqa: B018

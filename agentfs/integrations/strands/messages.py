@@ -53,10 +53,10 @@ class MessageLogs:
         if known is not None and known.head in ids:  # read only what was appended since
             start = ids.index(known.head) + 1
             records = dict(known.records)
-        for checkpoint_id in ids[start:]:
-            record = stored(run.get(checkpoint_id), (MESSAGE,))[MESSAGE]
+        for checkpoint in run.get_many(ids[start:]):  # one sweep of the run's entries, not a lookup each
+            record = stored(checkpoint, (MESSAGE,))[MESSAGE]
             if not (isinstance(record, dict) and isinstance(record.get("message_id"), int)):
-                raise agentfs.FormatError(f"checkpoint {checkpoint_id} of run {run_name!r} is not a Strands message")
+                raise agentfs.FormatError(f"checkpoint {checkpoint.id} of run {run_name!r} is not a Strands message")
             records[record["message_id"]] = record
         log = Log(ids[-1], records)
         self._keep(run_name, log)
