@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from ..errors import AgentFSError, FormatError, IntegrityError, NotFound, ObjectMissing
 from ..format import codec, kinds
 from ..format.entries import Entry, decode_entry_at
-from ..format.lineage import Lineage, decode_lineage
+from ..format.lineage import Lineage, decode_lineage, summarize
 from .index import Index, SegmentLineage
 
 DAMAGE = (FormatError, IntegrityError)  # what reading a truncated or corrupt entry raises
@@ -159,6 +159,32 @@ def _read_lineage(store: EntryReads, run: str, segment: SegmentLineage) -> Linea
         log.warning("run %r: a lineage record is not used: %s", run, exc)
         return None
     return lineage if (lineage.segment, lineage.rows) == (segment.location.segment_id, segment.rows) else None
+
+
+def untrue(store: EntryReads, run: str, parents_of: Mapping[str, str | None]) -> list[tuple[str, str]]:
+    """(where, what) of each LINEAGE record of `run` that listings use (_read_lineage) and that does not say what the
+    manifests of its segment's entries say: `verify`'s check of a hint. `parents_of`: the parent each of the run's
+    entries that read names; a segment with an entry that did not read (reported as such) is not checked."""
+    found = []
+    for segment in store.index.lineages(run):
+        lineage = _read_lineage(store, run, segment)
+        if lineage is None or not all(checkpoint_id in parents_of for checkpoint_id in segment.ids):
+            continue
+        true = summarize(lineage.segment, lineage.rows, ((checkpoint_id, parents_of[checkpoint_id]) for checkpoint_id in segment.ids))
+        if (true.leaves, true.outside) != (lineage.leaves, lineage.outside):
+            found.append(
+                (
+                    f"{store.index.where(segment.location)}: LINEAGE record of run {run!r}",
+                    f"it lists leaves {_few(lineage.leaves)} and parents outside {_few(lineage.outside)}, the manifests of "
+                    f"its segment's {len(segment.ids)} entries give {_few(true.leaves)} and {_few(true.outside)}: heads "
+                    "listed from it (run.heads(), divergence reports, the review page) are wrong",
+                )
+            )
+    return found
+
+
+def _few(ids: list[str]) -> str:
+    return "[" + ", ".join(ids[:4]) + (f", ... {len(ids) - 4} more" if len(ids) > 4 else "") + "]"
 
 
 def damaged(store: EntryReads, run: str, ids: list[str]) -> list[tuple[str, str]]:

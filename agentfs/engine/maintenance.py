@@ -17,7 +17,7 @@ from ..format.refs import EntryAddress, PackedRef
 from ..format.retirement import decode_retirement
 from ..format.walk import CHUNK, NODE, OBJECT, Children, Reached, reach
 from ..fsutil import fsync_dir, writer_alive
-from . import segments
+from . import lineage, segments
 from .index import Index
 from .repository import Repository
 from .segments import SealedSegment, open_indexed, open_segment, seal_copy_path, segment_ids
@@ -103,6 +103,7 @@ def verify(store: Repository, progress: Callable[[int, int], None] | None = None
     partial = store.source is not None or any(store.remotes_dir.glob("*/pulled"))
     retired = _check_records(store, report)
     nodes_checked: set[bytes] = set()
+    parents_of: dict[str, dict[str, str | None]] = {}  # run -> id -> the parent its manifest names (LINEAGE records)
     for run, checkpoint_id in store.local_entries():
         report.entries += 1
         where = f"{run}@{checkpoint_id}"
@@ -117,9 +118,12 @@ def verify(store: Repository, progress: Callable[[int, int], None] | None = None
             except AgentFSError as exc:
                 report.problems.append(Problem("corrupt", where, str(exc)))
         parent = entry.manifest.parent
+        parents_of.setdefault(run, {})[checkpoint_id] = parent
         if parent is not None and not partial and not store.has_entry(run, parent) and parent not in retired.get(run, ()):
             report.problems.append(Problem("missing", where, f"parent checkpoint {parent} is missing"))
         report.problems.extend(_check_refs(store, entry, (run, checkpoint_id), where, good, nodes_checked, partial))
+    for run, parents in parents_of.items():
+        report.problems.extend(Problem("malformed", where, detail) for where, detail in lineage.untrue(store, run, parents))
     return report
 
 

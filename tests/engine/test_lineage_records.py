@@ -15,6 +15,7 @@ import pytest
 import agentfs
 from agentfs.engine import segment_writer
 from agentfs.format import kinds
+from agentfs.format import lineage as lineage_format
 from agentfs.format import segment as fmt
 from agentfs.format.entries import encode_entry
 from agentfs.format.lineage import Lineage, Parent, decode_lineage, encode_lineage, summarize
@@ -146,3 +147,27 @@ def test_an_encrypted_store_seals_its_records_and_reads_the_same_heads(tmp_path:
     segment = (tmp_path / "segments" / f"{location.segment_id:016x}.seg").read_bytes()
     frame = segment[location.offset : location.offset + location.length]
     assert frame[8] == kinds.LINEAGE and ids[1].encode() not in frame  # stored alone (no group), its ids unreadable
+
+
+def test_verify_reports_a_record_that_does_not_say_what_the_manifests_say(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify compares each LINEAGE record listings use with the manifests of its segment's entries: a store whose
+    records are true verifies ok; one whose writer wrote a record leaving a leaf out (a divergence it would hide from
+    run.heads()) is reported, naming the segment, the run and both answers. Planted (verify not comparing), it passes."""
+    with agentfs.open(tmp_path / "true", durability="process") as store:
+        ids = session(store, 6)
+        diverge(store, "main", ids[2])
+    with agentfs.open(tmp_path / "true") as store:
+        assert store.verify().ok
+    hiding = lambda segment, rows, parents: (lambda true: true._replace(leaves=true.leaves[-1:]))(summarize(segment, rows, parents))  # noqa: E731
+    monkeypatch.setattr(lineage_format, "summarize", hiding)
+    with agentfs.open(tmp_path / "lying", durability="process") as store:
+        ids = session(store, 6)
+        theirs = diverge(store, "main", ids[2])
+    monkeypatch.undo()
+    with agentfs.open(tmp_path / "lying") as store:
+        assert store.run("main").heads() == [theirs]  # the lie at work: the first line's head is not listed
+        assert manifest_heads(store, "main") == [ids[-1], theirs]
+        report = store.verify()
+        (problem,) = report.problems
+        assert problem.kind == "malformed" and "LINEAGE record of run 'main'" in problem.where and ".seg" in problem.where
+        assert f"the manifests of its segment's 7 entries give [{ids[-1]}, {theirs}]" in problem.detail
