@@ -140,10 +140,10 @@ class ObjectStore:
             except AgentFSError:
                 continue  # gone (compacted) or failing: read() says which
             for (position, oid, location), data in zip(objects, frames, strict=True):
-                try:
+                try:  # not contextlib.suppress: a context manager per object costs more than the rest of the loop
                     found[position] = self._verified(oid, data, location, UNNAMED)
-                except AgentFSError:
-                    pass  # left None: read() reads it again and words the error
+                except AgentFSError:  # noqa: SIM105
+                    continue  # left None: read() reads it again and words the error
         return found
 
     def _decoded(self, oid: bytes, location: FrameLocation, where: str) -> bytes:
