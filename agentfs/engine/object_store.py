@@ -142,7 +142,7 @@ class ObjectStore:
             for (position, oid, location), data in zip(objects, frames, strict=True):
                 try:  # not contextlib.suppress: a context manager per object costs more than the rest of the loop
                     found[position] = self._verified(oid, data, location, UNNAMED)
-                except AgentFSError:  # noqa: SIM105
+                except AgentFSError:
                     continue  # left None: read() reads it again and words the error
         return found
 
