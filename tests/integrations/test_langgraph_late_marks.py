@@ -16,9 +16,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 import agentfs
 from agentfs.core.checkpoint import Checkpoint as Commit
+from agentfs.errors import AgentFSError
 from agentfs.integrations.langgraph import AgentFSSaver
 from agentfs.integrations.langgraph.late_marks import LateMark, read_mark
 from agentfs.integrations.langgraph.namespace_log import NamespaceLog
+from tests.helpers import raw
 from tests.integrations.test_langgraph_lean_layout import _config, _step
 
 STEPS = 12
@@ -120,3 +122,15 @@ def test_a_malformed_mark_is_none(raw: Any) -> None:
     assert read_mark(cast(Commit, SimpleNamespace(metadata={"late": raw}))) is None
     good = {"head": ULID, "count": 1, "own": [ULID], "ahead": {"1f0": [ULID]}}
     assert read_mark(cast(Commit, SimpleNamespace(metadata={"late": good}))) == LateMark(ULID, 1, [ULID], {"1f0": [ULID]})
+
+
+def test_a_damaged_late_batch_a_mark_names_is_refused_by_a_fresh_saver(tmp_path: Path) -> None:
+    """The mark says which batches to read; each is still read from the store and checked there: a damaged one fails
+    the read, as when every late batch was read. Planted (late_for leaving out `own`): the read succeeds without it."""
+    with AgentFSSaver(tmp_path / "s", durability="process") as writer:
+        _thread(writer)
+        (late,) = [name for name in writer.store.runs() if name.endswith("/late")]
+        (commit,) = [cp for cp in writer.store.run(late).history() if cp.metadata["checkpoint_id"] == "1f000011"]
+        raw.corrupt_record(writer.store, late, raw.LOG_RECORDS, commit.id)
+    with AgentFSSaver(tmp_path / "s", durability="process") as fresh, pytest.raises(AgentFSError, match=commit.id):
+        fresh.get_tuple(_config("t"))
