@@ -258,7 +258,7 @@ class Index:
                 if known.end + length > size:
                     raise IntegrityError(f"{self._where(segment_id)} offset {known.end}: a batch claims {length} bytes past the file's end")
                 read = batch_reader(fd, size, known.end, length)  # a large batch is read a frame at a time, never whole
-                entries.extend(fmt.decode_batch(read, segment_id, known.end, self._where(segment_id), self.expand))
+                entries.extend(fmt.decode_batch(read, segment_id, known.end, self._where(segment_id), self.expand, length=length))
             except AgentFSError:  # damaged or still being written: the full scan tells which
                 view = scan_from(self._path(segment_id), known.end, self.expand)
                 self.problems.extend(view.problems)
