@@ -48,14 +48,18 @@ def _swept(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return read
 
 
-def test_a_fresh_saver_reads_only_the_latest_checkpoints_late_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+def test_a_fresh_saver_reads_only_the_latest_checkpoints_late_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encrypted: bool
+) -> None:
     """Planted (late_for ignoring the mark): the fresh saver reads all 2 * STEPS - 1 late batches."""
+    options: dict[str, Any] = {"durability": "process", "encryption": agentfs.Encryption(passphrase="late") if encrypted else None}
     reference = InMemorySaver()
-    with AgentFSSaver(tmp_path / "s", durability="process") as writer:
+    with AgentFSSaver(tmp_path / "s", **options) as writer:
         for target in (writer, reference):
             _thread(target)
     read = _swept(monkeypatch)
-    with AgentFSSaver(tmp_path / "s", durability="process") as fresh:
+    with AgentFSSaver(tmp_path / "s", **options) as fresh:
         latest = fresh.get_tuple(_config("t"))
         assert latest is not None and latest.pending_writes == reference.get_tuple(_config("t")).pending_writes  # type: ignore[union-attr]
         assert ("early-11", "log", "early 11") in latest.pending_writes
