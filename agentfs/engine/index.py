@@ -258,7 +258,7 @@ class Index:
                 if known.end + length > size:
                     raise IntegrityError(f"{self._where(segment_id)} offset {known.end}: a batch claims {length} bytes past the file's end")
                 read = batch_reader(fd, size, known.end, length)  # a large batch is read a frame at a time, never whole
-                entries.extend(fmt.decode_batch(read, segment_id, known.end, self._where(segment_id), self.expand))
+                entries.extend(fmt.decode_batch(read, segment_id, known.end, self._where(segment_id), self.expand, length=length))
             except AgentFSError:  # damaged or still being written: the full scan tells which
                 view = scan_from(self._path(segment_id), known.end, self.expand)
                 self.problems.extend(view.problems)
@@ -474,6 +474,16 @@ class Index:
         with self._lock:
             found = self.objects.get(oid)
             return found if found is not None else self.footers.first_object(oid)
+
+    def objects_located(self, oids: list[bytes]) -> list[FrameLocation | None]:
+        """object_location() of each of `oids`, under one hold of the lock."""
+        with self._lock:
+            found = [self.objects.get(oid) for oid in oids]
+            missing = [position for position, location in enumerate(found) if location is None]
+            if missing and self.footers:
+                for position, location in zip(missing, self.footers.first_objects([oids[at] for at in missing]), strict=True):
+                    found[position] = location
+            return found
 
     def object_locations(self) -> dict[bytes, FrameLocation]:
         """Every object and where its first copy lies (all of every footer decoded)."""

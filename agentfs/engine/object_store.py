@@ -6,7 +6,6 @@ flight); the commit's entry append writes them with its ENTRY record as one batc
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -132,8 +131,7 @@ class ObjectStore:
         no error messages made: a value's hundred small chunks cost their reads, decompressions and hashes."""
         found: list[bytes | None] = [None] * len(oids)
         wanted: dict[int, list[tuple[int, bytes, FrameLocation]]] = {}  # segment id -> (position, oid, location)
-        for position, oid in enumerate(oids):
-            location = self.index.object_location(oid)
+        for position, (oid, location) in enumerate(zip(oids, self.index.objects_located(list(oids)), strict=True)):
             if location is not None and location.length <= OBJECT_FRAME_MAX:
                 wanted.setdefault(location.segment_id, []).append((position, oid, location))
         for segment_id, objects in wanted.items():
@@ -142,8 +140,10 @@ class ObjectStore:
             except AgentFSError:
                 continue  # gone (compacted) or failing: read() says which
             for (position, oid, location), data in zip(objects, frames, strict=True):
-                with contextlib.suppress(AgentFSError):  # left None: read() reads it again and words the error
+                try:  # not contextlib.suppress: a context manager per object costs more than the rest of the loop
                     found[position] = self._verified(oid, data, location, UNNAMED)
+                except AgentFSError:
+                    continue  # left None: read() reads it again and words the error
         return found
 
     def _decoded(self, oid: bytes, location: FrameLocation, where: str) -> bytes:

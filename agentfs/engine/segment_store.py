@@ -272,6 +272,10 @@ class SegmentStore:
         self.index.refresh()
         return self.index.ids(kinds.KIND_OF[kind], run)
 
+    def known_record_ids(self, run: str, kind: str) -> list[str]:
+        """record_ids() at this process's last look at the segments (no refresh; see Repository.known_head)."""
+        return self.index.ids(kinds.KIND_OF[kind], run)
+
     def poll_record_ids(self, run: str, kind: str, known: Iterable[str] = ()) -> set[str]:
         """The ids of `run`'s JOURNAL_RECORDS or RETIRED_RECORDS records now, unordered, for a caller that polls."""
         self.index.refresh()

@@ -227,7 +227,7 @@ def _scan(
         length = fmt.batch_length(head, header.segment_id, position)
         if length is not None and position + length <= size:
             try:  # a frame at a time: a batch is never read whole (tests/engine/test_segment_limits.py)
-                entries.extend(fmt.decode_batch(window.read, header.segment_id, position, str(path), expand))
+                entries.extend(fmt.decode_batch(window.read, header.segment_id, position, str(path), expand, length=length))
             except AgentFSError as exc:
                 # the intact BEGIN frame vouches for where the next batch starts; an intact END (or a
                 # next batch) says the whole batch was written: damage, not a torn append

@@ -147,23 +147,25 @@ class Footer:
         return [] if section is None else self._find(section, RUN_ROW, record_id.encode())
 
     def _find(self, section: Section, row: struct.Struct, key: bytes) -> list[tuple[int, int]]:
-        payload, width, size = self.payload, len(key), row.size
+        payload, width, size, start = self.payload, len(key), row.size, section.start
         low, high = 0, section.row_count
+        probes = 0
         while low < high:  # the first row whose key is not below `key`
             middle = (low + high) // 2
-            at = section.start + middle * size
-            self.rows_read += 1
+            at = start + middle * size
+            probes += 1
             if payload[at : at + width] < key:
                 low = middle + 1
             else:
                 high = middle
         found = []
         for number in range(low, section.row_count):
-            self.rows_read += 1
-            found_key, offset, length = row.unpack_from(payload, section.start + number * size)
+            probes += 1
+            found_key, offset, length = row.unpack_from(payload, start + number * size)
             if found_key != key:
                 break
             found.append(self._checked(offset, length))
+        self.rows_read += probes
         return found
 
     def newest(self, kind: int, run: str, hidden: Container[str]) -> str | None:

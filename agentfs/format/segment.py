@@ -215,14 +215,18 @@ def batch_length(data: bytes | memoryview, segment_id: int, offset: int) -> int 
     return int(length)
 
 
-def decode_batch(read: Read, segment_id: int, offset: int, where: str, expand: Expand | None = None) -> list[IndexEntry]:
+def decode_batch(
+    read: Read, segment_id: int, offset: int, where: str, expand: Expand | None = None, *, length: int | None = None
+) -> list[IndexEntry]:
     """The records of the batch at `offset`, read a frame at a time through `read`; IntegrityError unless all
     of it is intact. Each record frame's claimed length is checked against its kind's largest
     (max_record_frame) and the batch's end before the frame is read: a crafted length allocates nothing.
     With `expand` (an encrypted store's), a GROUP frame gives an entry per record it holds, at its own
-    location; a group that does not open makes the batch damaged (its AgentFSError)."""
+    location; a group that does not open makes the batch damaged (its AgentFSError). `length`: what
+    batch_length() found in the same BEGIN frame, which the caller read and checked (a scan: not twice)."""
     head = read(offset, BEGIN_FRAME)
-    length = batch_length(head, segment_id, offset)
+    if length is None:
+        length = batch_length(head, segment_id, offset)
     if length is None:
         raise IntegrityError(f"{where} offset {offset}: no intact batch start")
     count = BEGIN.unpack_from(head, FRAME.size)[4]

@@ -10,6 +10,7 @@ appends. A store with a remote is asked each time instead (its heads are on the 
 from __future__ import annotations
 
 from ..api import Store
+from ..format.keys import RETIRED_RECORDS
 
 
 class StoreView:
@@ -26,3 +27,9 @@ class StoreView:
 
     def ids(self, run: str) -> list[str]:
         return self.store.engine.known_ids(run) if self._local else self.store.engine.ids(run)
+
+    def retires(self, run: str) -> bool:
+        """Whether retention removed any of the run's checkpoints (the run holds a retirement record)."""
+        if self._local:
+            return bool(self.store.engine.known_record_ids(run, RETIRED_RECORDS))
+        return bool(self.store.engine.retirements(run))

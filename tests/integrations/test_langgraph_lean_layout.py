@@ -184,9 +184,10 @@ def test_a_saver_decodes_each_late_write_batch_once_and_sees_new_ones(tmp_path: 
     swept: list[int] = []
     real = agentfs.Run.get_many
     monkeypatch.setattr(agentfs.Run, "get_many", lambda self, ids: swept.append(len(ids)) or real(self, ids))
-    with AgentFSSaver(tmp_path / "s", durability="process") as saver:
+    with AgentFSSaver(tmp_path / "s", durability="process") as writer:
+        saver = AgentFSSaver(writer.store)  # the writer keeps the batches it commits: this one reads them
         reference = InMemorySaver()
-        for target in (saver, reference):
+        for target in (writer, reference):
             first = _step(target, "t", "", None, "1f000000", 0)
             _step(target, "t", "", "1f000000", "1f000001", 1)
             for task in ("a", "b"):
@@ -194,7 +195,7 @@ def test_a_saver_decodes_each_late_write_batch_once_and_sees_new_ones(tmp_path: 
         swept.clear()
         assert saver.get_tuple(_config("t", "1f000000")).pending_writes == reference.get_tuple(_config("t", "1f000000")).pending_writes  # type: ignore[union-attr]
         assert sum(swept) == 2  # both late batches, read once
-        for target in (saver, reference):
+        for target in (writer, reference):
             target.put_writes(first, [("log", "late c")], "c")
         swept.clear()
         assert saver.get_tuple(_config("t", "1f000000")).pending_writes == reference.get_tuple(_config("t", "1f000000")).pending_writes  # type: ignore[union-attr]

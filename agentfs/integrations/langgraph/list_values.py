@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import SerializerProtocol
@@ -23,6 +24,7 @@ from ...errors import FormatError
 from . import records
 
 RECENT_LISTS = 64  # serialized list values kept to compare the next version against
+MSGPACK = "msgpack"  # the serialized kind of an item JsonPlusSerializer packs as msgpack
 RAW = (bytes, bytearray, type(None))  # item types JsonPlusSerializer serializes apart from msgpack when alone
 Serialized = list[records.Typed]
 
@@ -151,9 +153,11 @@ def packed_list(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
 
 def packed_items(items: Serialized) -> bytes | None:
     """Serialized items as one msgpack array, if every one is of the msgpack kind."""
-    if not all(kind == "msgpack" for kind, _data in items):
+    # in C (map and itemgetter, not generators): a read along a chain of deltas packs each list on the way, up to
+    # SNAPSHOT_EVERY lists of the whole history's items (a fresh saver's get_state after 300 turns: 16 of 1,200)
+    if not all(map(MSGPACK.__eq__, map(itemgetter(0), items))):
         return None
-    return records.array_header(len(items)) + b"".join(data for _kind, data in items)
+    return records.array_header(len(items)) + b"".join(map(itemgetter(1), items))
 
 
 def load(serde: SerializerProtocol, listed: Listed) -> list[Any]:

@@ -24,10 +24,14 @@ from ..langgraph_layout import Layout, Namespace
 from ..langgraph_threads import is_write_batch
 from ..langgraph_view import StoreView
 from . import records
+from .late_marks import LateMark, read_mark
 
 RECENT_COMMITS = 64
 RECENT_HEADS = 1024
 LATE_BATCHES = 16_384  # late write batches a saver keeps decoded (LateBatches), some 1 KB each
+# late batches after a checkpoint's LateMark that are read for its writes: past this many (an old checkpoint of a long
+# thread), every late batch is read instead, once per log, as list() reads them
+LATE_AFTER_MARK = 256
 
 
 class Tip(NamedTuple):
@@ -98,6 +102,13 @@ class LateBatches:
             while len(self._known) > self.capacity:
                 self._known.popitem(last=False)
         return [known[commit_id] for commit_id in ids]
+
+    def add(self, run: str, commit: Commit) -> None:
+        """Keep a late batch this saver just committed to `run`: the next checkpoint's LateMark reads it from here."""
+        with self._lock:
+            self._known[(run, commit.id)] = commit
+            while len(self._known) > self.capacity:
+                self._known.popitem(last=False)
 
 
 class NamespaceLog:
@@ -215,7 +226,7 @@ class NamespaceLog:
         ones after it, the late ones (a write LangGraph makes while the checkpoint's own put is still running lands
         in `late` before the ones after it inline; a special write replaces an earlier one, so order matters)."""
         checkpoint_id = records.ids(commit)[0]
-        batches = [*inline, *self.late().get(checkpoint_id, [])]
+        batches = [*inline, *self.late_for(commit, checkpoint_id)]
         if not records.inline_writes(commit):
             legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
             batches += [legacy.get(commit_id) for commit_id in self.view.ids(legacy.name)]
@@ -224,8 +235,52 @@ class NamespaceLog:
     def late(self) -> dict[str, list[Commit]]:
         """The namespace's late write batches by checkpoint id."""
         if self._late is None:
-            run = self.store.run(self.layout.late(self.where))
             self._late = {}
-            for commit in self.late_batches.read(run, self.view.ids(run.name)):  # those not decoded before: one sweep
+            for commit in self.late_batches.read(self.late_run, self.late_ids):  # those not decoded before: one sweep
                 self._late.setdefault(records.ids(commit)[0], []).append(commit)
         return self._late
+
+    @cached_property
+    def late_run(self) -> Run:
+        return self.store.run(self.layout.late(self.where))
+
+    @cached_property
+    def late_ids(self) -> list[str]:
+        return self.view.ids(self.late_run.name)
+
+    @cached_property
+    def _late_retires(self) -> bool:
+        return self.view.retires(self.late_run.name)
+
+    def late_for(self, commit: Commit, checkpoint_id: str) -> list[Commit]:
+        """The late write batches of the checkpoint `commit` (`checkpoint_id`): through its LateMark, those it names
+        and those after its head, when the mark still holds (late_marks.py); else from every late batch."""
+        mark = read_mark(commit)
+        if mark is not None and self._late is None:
+            start = mark.start(self.late_ids, self._late_retires)
+            if start is not None and len(self.late_ids) - start <= LATE_AFTER_MARK:
+                found = self.late_batches.read(self.late_run, mark.own + self.late_ids[start:])
+                if all(records.ids(batch)[0] == checkpoint_id for batch in found[: len(mark.own)]):
+                    return [batch for batch in found if records.ids(batch)[0] == checkpoint_id]
+        return self.late().get(checkpoint_id, [])
+
+    def late_mark(self, checkpoint_id: str, parent: Commit | None) -> LateMark:
+        """The LateMark of checkpoint `checkpoint_id`, about to be committed after `parent` (its parent's commit, if
+        any): from the parent's mark and the late batches after its head when that mark holds, else from every batch.
+        Called under the saver's append lock, which its late appends take too."""
+        base = read_mark(parent) if parent is not None else None
+        start = base.start(self.late_ids, self._late_retires) if base is not None else None
+        own: list[str] = []
+        ahead: dict[str, list[str]] = {}
+        if base is None or start is None:
+            start = 0
+        else:
+            own = list(base.ahead.get(checkpoint_id, []))
+            ahead = {key: list(ids) for key, ids in base.ahead.items() if key > checkpoint_id}
+        for batch in self.late_batches.read(self.late_run, self.late_ids[start:]):
+            key = records.ids(batch)[0]
+            if key == checkpoint_id:
+                own.append(batch.id)
+            elif key > checkpoint_id:
+                ahead.setdefault(key, []).append(batch.id)
+        return LateMark(self.late_ids[-1] if self.late_ids else None, len(self.late_ids), own, ahead)

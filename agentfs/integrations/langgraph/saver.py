@@ -50,6 +50,7 @@ from ..langgraph_view import StoreView
 from ..run_names import open_or_use
 from . import records, tuples
 from .generations import ATTEMPTS, Generations, Item, Plan, commit_metadata
+from .late_marks import LATE
 from .list_values import ListValues
 from .namespace_log import NamespaceLog
 
@@ -187,9 +188,11 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 run = log.run
                 tip = log.tip(parent_id, trust_hint=attempt == 0)
                 previous: records.Blobs = {}
+                parent_commit = None
                 if tip.checkpoint is not None:
                     parent = tip.checkpoint
-                    located = records.commit_blobs(run.get(parent), self._values)
+                    parent_commit = run.get(parent)
+                    located = records.commit_blobs(parent_commit, self._values)
                     previous = {channel: (version, holder or parent) for channel, (version, holder) in located.items()}
                 # a channel is shared with the parent only at the very version the parent holds (as the stock savers
                 # key values by version); a copy-fork is saved under its source's parent with new_versions={}, so
@@ -212,8 +215,10 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     if self.generations.rebuild(thread, control_head, self.generations.insert(thread, where.generation, item), "put"):
                         break
                     continue
+                marks = commit_metadata(where, checkpoint["id"], parent_id)
+                marks[LATE] = log.late_mark(checkpoint["id"], parent_commit).to_metadata()
                 try:
-                    commit = run.commit(state, metadata=commit_metadata(where, checkpoint["id"], parent_id), parent=tip.head)
+                    commit = run.commit(state, metadata=marks, parent=tip.head)
                 except Conflict:
                     continue
                 for channel, remembered in lists.items():
@@ -238,11 +243,11 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
                 log, _control_head = self.generations.current_log(thread, ns)
-                where = log.where
                 tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
                 if tip.head_key != checkpoint_id:
                     # not the head: appending here would break the run's id order that binary search relies on
-                    commit = self.store.run(self.layout.late(where)).commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                    commit = log.late_run.commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                    self.generations.late.add(log.late_run.name, commit)
                 else:
                     try:
                         commit = log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
