@@ -28,7 +28,7 @@ class Extend:
     `items` appended (the list `items` on a run's first commit, or when the parent has no such key).
 
     A reader sees an ordinary list. The commit encodes, hashes and stores the new items and the parent's
-    last chunks only, whatever the list's length. `parent=` must name the head (None for an empty run):
+    last chunk only, whatever the list's length. `parent=` must name the head (None for an empty run):
     what is extended is known before the append, which raises Conflict if the head moved meanwhile."""
 
     __slots__ = ("items",)
