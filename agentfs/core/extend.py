@@ -2,10 +2,10 @@
 
 A list value is stored as its items' msgpack bytes without the array header (serialization.values, LIST_BODY),
 cut by FastCDC into chunks under a tree. The parent's list extended by `items` is therefore the parent's bytes
-followed by the items' bytes, and its chunks are the parent's chunks up to the last cut that the appended bytes
-cannot move, then the cuts of the bytes from there on: what a commit of the whole list would store, chunk for
-chunk and ref for ref (tests/core/test_extend.py compares them), found by encoding and hashing only the new items
-and the parent's last chunks (under one chunk's greatest size) instead of the whole list.
+followed by the items' bytes, and its chunks are the parent's chunks but the last (whose cuts the appended bytes
+cannot move, chunking.final_cuts), then the cuts of the last chunk and the new bytes: what a commit of the whole
+list would store, chunk for chunk and ref for ref (tests/core/test_extend.py compares them), found by encoding and
+hashing only the new items and the parent's last chunk instead of the whole list.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Extend:
     `items` appended (the list `items` on a run's first commit, or when the parent has no such key).
 
     A reader sees an ordinary list. The commit encodes, hashes and stores the new items and the parent's
-    last chunks only, whatever the list's length. `parent=` must name the head (None for an empty run):
+    last chunk only, whatever the list's length. `parent=` must name the head (None for an empty run):
     what is extended is known before the append, which raises Conflict if the head moved meanwhile."""
 
     __slots__ = ("items",)
@@ -98,23 +98,17 @@ def extended_ref(
     leaves = held.leaves if held is not None else _leaves(store, ref, where)
     if held is None and sum(length for _oid, length in leaves) != size:
         raise FormatError(f"{where}: the chunks of checkpoint {home[0]}@{home[1]}'s list add up to another size than its reference's")
-    # a chunk's cut is final where max_size bytes or more follow the chunk's start (chunking.cut_block): the
-    # appended bytes cannot move it. The chunks after the last final one are cut again with the new bytes.
-    # Found from the end (a few chunks), not the start (the whole list's chunks).
-    kept, following = len(leaves), 0
-    while kept > 0 and following < params.max_size:
-        kept -= 1
-        following += leaves[kept].size
-    if following >= params.max_size:
-        kept += 1
+    # every cut but the last is final (chunking.final_cuts): appended bytes move only the last chunk, cut again with them
+    kept = chunking.final_cuts(len(leaves))
     reader = blob_reader(store)
     if held is None and not blobs.holds(oid for oid, _length in leaves[:kept]):  # a store resumed from a remote may not hold them yet
         return ValueRef(LIST_BODY, count + added.items, blobs.put(reader.read(ref, home, where) + added.data))
+    kept_size = size - sum(length for _oid, length in leaves[kept:])
     if base_data is not None:
-        tail = base_data[size - sum(length for _oid, length in leaves[kept:]) :] + added.data
+        tail = base_data[kept_size:] + added.data
     else:
         tail = b"".join(reader.read(LooseRef(oid, length), home, where) for oid, length in leaves[kept:]) + added.data
-    return ValueRef(LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], tail, params, held))
+    return ValueRef(LIST_BODY, count + added.items, blobs.put_after(leaves[:kept], kept_size, tail, params, held))
 
 
 def _params(size: int) -> chunking.ChunkParams:

@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import AgentFSError, IntegrityError, ObjectMissing
 from ..format import codec, kinds
@@ -210,6 +210,15 @@ def _pread_each(fd: int, locations: list[FrameLocation]) -> list[bytes]:
     return [os.pread(fd, location.length, location.offset) for location in locations]
 
 
+class _PoolLimits(NamedTuple):
+    """The bounds on one ObjectWriter's pool jobs: `slots`, held at once (memory); `running`, at once on the cores (a
+    stream's jobs keep every pool thread busy, and more than the cores only take turns, each switch costing cache and
+    interpreter-lock handoffs: 2 at once on 2 cores, commit CPU 1.13-1.25 s against 1.15-1.34 s with the pool's 4)."""
+
+    slots: threading.BoundedSemaphore
+    running: threading.BoundedSemaphore
+
+
 class ObjectWriter:
     """Gathers the new objects of one commit; `finish()` returns the records its entry's batch must carry.
 
@@ -242,16 +251,22 @@ class ObjectWriter:
         self.pool = pool
         self.seen: set[bytes] = set()
         self.futures: list[Future[Any]] = []
-        self.slots = threading.BoundedSemaphore(self.MAX_IN_FLIGHT)
-        # a stream's jobs keep every pool thread busy: more running than there are cores only take turns
-        # on them, each switch costing cache and interpreter-lock handoffs (2 at once on 2 cores: commit
-        # CPU 1.13-1.25 s against 1.15-1.34 s with the pool's 4)
-        self.running = threading.BoundedSemaphore(CORES)
+        # made at the first job for the pool (a chunk over WORK_HERE, a stream): a commit of a value's small chunks
+        # makes none, and two semaphores cost it 12 us (a growing conversation's commit: some 0.4 ms of CPU)
+        self._limits: _PoolLimits | None = None
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
         self._gathered: list[Record] = []
         self._gathered_bytes = 0
         self._sent: deque[list[FrameLocation]] = deque()  # batches sent to disk, oldest first, under _flushing
+
+    @property
+    def limits(self) -> _PoolLimits:
+        """The bounds on this writer's pool jobs, made at the first use."""
+        with self._lock:
+            if self._limits is None:
+                self._limits = _PoolLimits(threading.BoundedSemaphore(self.MAX_IN_FLIGHT), threading.BoundedSemaphore(CORES))
+            return self._limits
 
     def _is_new(self, oid: bytes) -> bool:
         with self._lock:
@@ -305,11 +320,11 @@ class ObjectWriter:
         return self._submit(self._store_all, chunks, done)
 
     def _submit(self, job: Callable[..., Any], *args: Any) -> Future[Any]:
-        self.slots.acquire()  # bounds memory: at most MAX_IN_FLIGHT jobs are held at once
+        self.limits.slots.acquire()  # bounds memory: at most MAX_IN_FLIGHT jobs are held at once
         try:
             future = self.pool.submit(job, *args)
         except BaseException:
-            self.slots.release()
+            self.limits.slots.release()
             raise
         self.futures.append(future)
         return future
@@ -318,14 +333,14 @@ class ObjectWriter:
         try:
             return self._store(data)
         finally:
-            self.slots.release()
+            self.limits.slots.release()
 
     def _store_all(self, chunks: list[memoryview], done: Callable[[], None]) -> list[bytes]:
         try:
-            with self.running:
+            with self.limits.running:
                 return [self._store(chunk) for chunk in chunks]
         finally:
-            self.slots.release()
+            self.limits.slots.release()
             done()
 
     def _store(self, data: bytes | memoryview) -> bytes:
@@ -338,7 +353,7 @@ class ObjectWriter:
         try:
             self._gather(oid, data)
         finally:
-            self.slots.release()
+            self.limits.slots.release()
 
     def _gather(self, oid: bytes, data: bytes | memoryview) -> None:
         record = Record(kinds.OBJECT, oid, codec.encode(data))

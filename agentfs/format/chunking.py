@@ -34,6 +34,17 @@ def cut_bytes(params: ChunkParams, data: bytes | memoryview) -> Iterator[memoryv
         yield view[chunk.offset : chunk.offset + chunk.length]
 
 
+def final_cuts(chunks: int) -> int:
+    """How many of the chunks cut_bytes cut from some bytes are cut alike whatever bytes are appended: all but the last.
+
+    FastCDC ends a chunk at the first position (past min_size, before max_size) where its gear hash over the bytes
+    from the chunk's start matches a mask (the smaller mask before avg_size), or at max_size, or where the bytes end.
+    A chunk that ends before the bytes do ended at a match or at max_size, found from bytes that appending leaves as
+    they are, and the next chunk starts where it ended: so each of them but the last is cut alike from longer bytes
+    (tests/format/test_chunking.py, test_appending_moves_only_the_last_cut)."""
+    return max(chunks - 1, 0)
+
+
 def cut_block(params: ChunkParams, data: memoryview, ended: bool) -> tuple[list[memoryview], int]:
     """The chunks at the start of `data` (a stream's next bytes) whose cuts are final, and the bytes they cover.
 

@@ -79,11 +79,13 @@ class BlobWriter:
         """Whether the store holds every object of `oids` (each made durable, as add() does): a blob may refer to them unwritten."""
         return all(self.writer.reuse(oid) for oid in oids)
 
-    def put_after(self, kept: list[TreeChild], tail: bytes, params: chunking.ChunkParams, base: HeldTree | None = None) -> Ref:
-        """The ref of a blob whose first chunks are `kept` ([id, size] each, which the store `holds`) and whose
-        remaining bytes, `tail`, are cut with `params`: that of the whole blob when `kept` are its chunks up to
-        a final cut (core/extend.py). `base`: a tree this process committed whose chunks begin with `kept`; its
-        nodes over them are taken as they are (_group)."""
+    def put_after(
+        self, kept: list[TreeChild], kept_size: int, tail: bytes, params: chunking.ChunkParams, base: HeldTree | None = None
+    ) -> Ref:
+        """The ref of a blob whose first chunks are `kept` ([id, size] each, `kept_size` bytes in all, which the store
+        `holds`) and whose remaining bytes, `tail`, are cut with `params`: that of the whole blob when `kept` are its
+        chunks up to a final cut (core/extend.py). `base`: a tree this process committed whose chunks begin with
+        `kept`; its nodes over them are taken as they are (_group)."""
         cut = list(chunking.cut_bytes(params, tail))
         pending = [(self.writer.add_later(chunk), len(chunk)) for chunk in cut]
         leaves = kept + [TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending]
@@ -91,7 +93,7 @@ class BlobWriter:
             # the next extension reads the last of them again (core/extend.py): from memory, not the segment
             self.writer.keep(leaf.oid, chunk)
         levels: list[list[NodeSpan]] = []
-        ref = self._root(leaves, levels, [] if base is None else base.levels, len(kept))
+        ref = self._root(leaves, levels, [] if base is None else base.levels, len(kept), kept_size + len(tail))
         self.trees.append(HeldTree(ref.oid, leaves, levels))
         return ref
 
@@ -138,11 +140,18 @@ class BlobWriter:
         return self._root([TreeChild(oid if isinstance(oid, bytes) else oid.result(), size) for oid, size in pending])
 
     def _root(
-        self, level: list[TreeChild], levels: list[list[NodeSpan]] | None = None, base: Sequence[list[NodeSpan]] = (), same: int = 0
+        self,
+        level: list[TreeChild],
+        levels: list[list[NodeSpan]] | None = None,
+        base: Sequence[list[NodeSpan]] = (),
+        same: int = 0,
+        size: int | None = None,
     ) -> LooseRef | TreeRef:
-        """The ref of a blob whose chunks are `level` (in order): LOOSE or a tree above them. `levels`, when given,
-        gets the tree's nodes level by level; `base`: those of a tree whose chunks begin with `same` of these."""
-        size = sum(child.size for child in level)
+        """The ref of a blob whose chunks are `level` (in order), `size` bytes in all (summed here if None): LOOSE or a
+        tree above them. `levels`, when given, gets the tree's nodes level by level; `base`: those of a tree whose
+        chunks begin with `same` of these."""
+        if size is None:
+            size = sum(child.size for child in level)
         if len(level) == 1:
             return LooseRef(level[0].oid, size)
         depth = 0
