@@ -36,17 +36,6 @@ class Footers(dict[int, fmt.Footer]):
                 return FrameLocation(segment_id, *rows[0])
         return None
 
-    def first_objects(self, oids: list[bytes]) -> list[FrameLocation | None]:
-        """first_object() of each of `oids`."""
-        found: list[FrameLocation | None] = [None] * len(oids)
-        for segment_id, footer in self.items():
-            for position, oid in enumerate(oids):
-                if found[position] is None:
-                    rows = footer.find_object(oid)
-                    if rows:
-                        found[position] = FrameLocation(segment_id, *rows[0])
-        return found
-
     def records(self, kind: int, run: str, record_id: str) -> list[FrameLocation]:
         """Every copy of the run record in these segments."""
         run = self._stored(run)

@@ -478,12 +478,7 @@ class Index:
     def objects_located(self, oids: list[bytes]) -> list[FrameLocation | None]:
         """object_location() of each of `oids`, under one hold of the lock."""
         with self._lock:
-            found = [self.objects.get(oid) for oid in oids]
-            missing = [position for position, location in enumerate(found) if location is None]
-            if missing and self.footers:
-                for position, location in zip(missing, self.footers.first_objects([oids[at] for at in missing]), strict=True):
-                    found[position] = location
-            return found
+            return [self.objects.get(oid) or self.footers.first_object(oid) for oid in oids]
 
     def object_locations(self) -> dict[bytes, FrameLocation]:
         """Every object and where its first copy lies (all of every footer decoded)."""

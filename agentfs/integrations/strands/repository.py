@@ -166,7 +166,7 @@ class AgentFSSessionRepository(SessionRepository):
         _check_message_id(message_id)
         log = self._logs.current(messages_run(self.prefix, session_id, agent_id))
         record = None if log is None else log.records.get(message_id)
-        return None if record is None else SessionMessage.from_dict(record)
+        return None if record is None else session_message(record)
 
     def update_message(self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any) -> None:
         message_id = _check_message_id(session_message.message_id)
