@@ -18,9 +18,9 @@ from ..format.crypto import Sealer
 def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Frame], list[fmt.Placed]]:
     """The frames of a batch holding `records` (plain keys and bodies), and where each record lies among them
     (in `records`' order, its key as stored): the small ones in groups, each larger one sealed alone."""
-    sizes = [groups.member_size(r.key, r.body) if len(r.body) <= groups.SMALL_MEMBER else -1 for r in records]
-    if records and -1 not in sizes and groups.COUNT.size + sum(sizes) <= groups.GROUP_TARGET and len(records) <= groups.MAX_MEMBERS:
+    if _fits_one_group(records):
         return _one_group(sealer, records)  # a commit's usual batch, all of it one group (as plan() would make it)
+    sizes = [groups.member_size(r.key, r.body) if len(r.body) <= groups.SMALL_MEMBER else -1 for r in records]
     planned = groups.plan(sizes)
     group_of = {index: number for number, members in enumerate(planned) for index in members}
     frame_of_group: dict[int, int] = {}
@@ -35,14 +35,25 @@ def seal_batch(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.
             continue
         if number not in frame_of_group:
             frame_of_group[number] = len(frames)
-            members = [groups.Member(records[i].kind, records[i].key, records[i].body) for i in planned[number]]
-            frames.append(fmt.SealedRecord(kinds.GROUP, b"", sealer.seal_group(members)))
+            frames.append(fmt.SealedRecord(kinds.GROUP, b"", sealer.seal_group([records[i] for i in planned[number]])))
         placed.append(fmt.Placed(frame_of_group[number], record.kind, stored))
     return frames, placed
 
 
+def _fits_one_group(records: Sequence[fmt.Record]) -> bool:
+    """Whether plan() would put all of `records` in one group: each small, together at most a group's target."""
+    if not records or len(records) > groups.MAX_MEMBERS:
+        return False
+    size = groups.COUNT.size
+    for record in records:
+        if len(record.body) > groups.SMALL_MEMBER:
+            return False
+        size += groups.member_size(record.key, record.body)
+    return size <= groups.GROUP_TARGET
+
+
 def _one_group(sealer: Sealer, records: Sequence[fmt.Record]) -> tuple[list[fmt.Frame], list[fmt.Placed]]:
-    """seal_batch's frames of records that all go in one group, found without planning groups."""
-    members = [groups.Member(record.kind, record.key, record.body) for record in records]
+    """seal_batch's frames of records that all go in one group, found without planning groups: the records are
+    the group's members as they are (kind, plain key, body)."""
     placed = [fmt.Placed(0, record.kind, sealer.stored_key(record.kind, record.key)) for record in records]
-    return [fmt.SealedRecord(kinds.GROUP, b"", sealer.seal_group(members))], placed
+    return [fmt.SealedRecord(kinds.GROUP, b"", sealer.seal_group(records))], placed

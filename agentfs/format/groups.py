@@ -58,10 +58,11 @@ def plan(sizes: Sequence[int]) -> list[list[int]]:
     return groups
 
 
-def encode_inner(members: Sequence[Member]) -> bytes:
+def encode_inner(members: Sequence[tuple[int, bytes, bytes]]) -> bytes:
+    """The plaintext of a group of `members`, each (kind, plain key, body): a Member, or a writer's record as it is."""
     parts = [COUNT.pack(len(members))]
-    for member in members:
-        parts += [MEMBER_HEAD.pack(member.kind, len(member.key)), member.key, BODY_LENGTH.pack(len(member.body)), member.body]
+    for kind, key, body in members:
+        parts += [MEMBER_HEAD.pack(kind, len(key)), key, BODY_LENGTH.pack(len(body)), body]
     return b"".join(parts)
 
 

@@ -87,12 +87,12 @@ class Record(NamedTuple):
 
 
 class SealedRecord(NamedTuple):
-    """A record of an encrypted store as its writer appends it: the body sealed in place (format/crypto.py
-    Sealer.seal), not copied once more into a bytes object."""
+    """A record of an encrypted store as its writer appends it: the body as Sealer.seal made it (format/crypto.py;
+    a large one sealed in place into a bytearray), not copied once more into a bytes object."""
 
     kind: int
     key: bytes
-    body: bytearray
+    body: bytes | bytearray
 
 
 Frame = Record | SealedRecord  # a record as a writer appends it (batch_parts)
