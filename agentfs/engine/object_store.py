@@ -11,7 +11,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, NamedTuple
 
 from ..errors import AgentFSError, IntegrityError, ObjectMissing
@@ -382,14 +382,38 @@ class ObjectWriter:
                     if self._gathered_bytes < self.FLUSH_BYTES:
                         return  # appended by the thread before
                     batch, self._gathered, self._gathered_bytes = self._gathered, [], 0
-                # the disk writes it while the pool compresses on: the commit's final fdatasync and the
-                # fsync of a segment sealed at a roll-over then wait for little
-                self._sent.append(self.objects.append(batch, False))
-                self.objects.start_writeback(self._sent[-1])
-                if len(self._sent) > self.CACHED_BATCHES:
-                    self.objects.drop_cached(self._sent.popleft())
+                self._send(batch)
             finally:
                 self._flushing.release()
+
+    def _send(self, batch: list[Record]) -> None:
+        """Append `batch` unsynced and start the disk writing it, under the flush lock."""
+        # the disk writes it while the pool compresses on: the commit's final fdatasync and the
+        # fsync of a segment sealed at a roll-over then wait for little
+        self._sent.append(self.objects.append(batch, False))
+        self.objects.start_writeback(self._sent[-1])
+        if len(self._sent) > self.CACHED_BATCHES:
+            self.objects.drop_cached(self._sent.popleft())
+
+    def send_gathered(self) -> None:
+        """Append what is gathered now, however little, and start the disk writing it (a stream's last chunks):
+        the commit's fdatasync, after its tree nodes and entry are made, then has less left to wait for."""
+        with self._flushing:
+            with self._lock:
+                batch, self._gathered, self._gathered_bytes = self._gathered, [], 0
+            if batch:
+                self._send(batch)
+
+    def abandon(self) -> None:
+        """After a failed commit: cancel the jobs not started and wait for the running ones, dropping what is
+        gathered; once it returns, nothing of this writer is appended. The writer is not used again."""
+        for future in self.futures:
+            if future.cancel():
+                self.limits.slots.release()
+        wait(self.futures)
+        self.futures.clear()
+        with self._lock:
+            self._gathered, self._gathered_bytes = [], 0
 
     def finish(self) -> list[Record]:
         """Wait for every object; the records not yet appended (the entry's batch carries them)."""

@@ -108,14 +108,30 @@ class BlobWriter:
     def _stream_chunks(self, stream: IO[Any], head: bytes) -> list[TreeChild]:
         """(id, size) of each chunk of `stream` (whose first bytes, `head`, were read from it already).
 
+        A failure (a read of the stream, a job on the pool) stops the commit with no job of it left running:
+        nothing is appended once the error is raised (tests/objects/test_artifact_failures.py)."""
+        stored: list[tuple[Future[list[bytes]], list[int]]] = []
+        try:
+            self._store_stream(stream, head, stored)
+            leaves = [TreeChild(oid, size) for future, sizes in stored for oid, size in zip(future.result(), sizes, strict=True)]
+        except BaseException:
+            self.writer.abandon()
+            raise
+        self.writer.send_gathered()
+        return leaves
+
+    def _store_stream(self, stream: IO[Any], head: bytes, stored: list[tuple[Future[list[bytes]], list[int]]]) -> None:
+        """Hand each chunk of `stream` to the pool, appending the jobs to `stored` (with their chunks' sizes).
+
         It is read into STREAM_BLOCKS blocks in turn; each block's chunks are stored on the pool, in
         jobs of STREAM_GROUP bytes or more, straight from the block (never copied), and the block is
-        read into again once they are: memory stays bounded and the pool busy."""
+        read into again once they are: memory stays bounded and the pool busy. A job that failed stops
+        the reading at the next block."""
         params = chunking.LARGE
         blocks = _Blocks(first=2 * params.max_size)
-        stored: list[tuple[Future[list[bytes]], list[int]]] = []
         carry: bytes | memoryview = head  # the bytes past the previous block's last cut
         previous: _Block | None = None
+        checked = 0  # jobs seen done without an error
         ended = False
         while not ended:
             block = blocks.take()
@@ -130,9 +146,11 @@ class BlobWriter:
                 block.hold()
                 stored.append((self.writer.add_all_later(group, block.release), [len(chunk) for chunk in group]))
             carry, previous = block.view[covered:filled], block
+            while checked < len(stored) and stored[checked][0].done():
+                stored[checked][0].result()  # raises the job's error now, not once the whole stream is read
+                checked += 1
         if previous is not None:
             previous.release()
-        return [TreeChild(oid, size) for future, sizes in stored for oid, size in zip(future.result(), sizes, strict=True)]
 
     def _tree(self, chunks: Iterator[memoryview]) -> Ref:
         """A chunk tree of views of immutable bytes (cut_bytes): handed to the pool uncopied."""
