@@ -230,7 +230,7 @@ class NamespaceLog:
         if not records.inline_writes(commit):
             legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
             batches += [legacy.get(commit_id) for commit_id in self.view.ids(legacy.name)]
-        return [records.state_of(batch, self.read) for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
+        return [records.batch_state(batch, self.read) for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
 
     def late(self) -> dict[str, list[Commit]]:
         """The namespace's late write batches by checkpoint id."""

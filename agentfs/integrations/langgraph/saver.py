@@ -255,7 +255,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                         continue
                     if tip.checkpoint is not None:
                         log.appended(commit.id, checkpoint_id, tip.checkpoint)
-                self._values.remember(commit, batch)
+                self._values.remember(commit, {"": batch})
                 return
         raise Conflict(f"thread {thread!r}: writes for checkpoint {checkpoint_id} lost {ATTEMPTS} races with other writers")
 
