@@ -16,11 +16,21 @@ from ..format.keys import RETIRED_RECORDS
 class StoreView:
     """`store` as of one look at its segments, taken when the view is made, or a later one (by another call)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, look: bool = True) -> None:
+        """`look=False`: as of this process's last look (a local store's), for a caller that checks afterwards that
+        what it chose still holds (`still_head`)."""
         self.store = store
         self._local = store.remote is None
-        if self._local:  # store.engine: one look at the segments, then lookups without one (module docstring)
+        if self._local and look:  # store.engine: one look at the segments, then lookups without one (module docstring)
             store.engine.refresh_index()
+
+    @property
+    def local(self) -> bool:
+        return self._local
+
+    def still_head(self, run: str, head: str | None) -> bool:
+        """Whether `run`'s head is `head` as of this process's last look (local stores; a remote's is asked now)."""
+        return self.head(run) == head
 
     def head(self, run: str) -> str | None:
         return self.store.engine.known_head(run) if self._local else self.store.engine.head(run)

@@ -243,3 +243,23 @@ def test_a_saver_decodes_each_late_write_batch_once_and_sees_new_ones(tmp_path: 
         assert saver.get_tuple(_config("t", "1f000000")).pending_writes == reference.get_tuple(_config("t", "1f000000")).pending_writes  # type: ignore[union-attr]
         assert sum(swept) == 1  # the new one only
         assert _seen(saver, "t") == _seen(reference, "t")
+
+
+def test_writes_after_another_process_switched_the_thread_land_in_the_new_generation(tmp_path: Path) -> None:
+    """A saver appends a step's write batches from its last look at the store (it made the head); when another
+    process prunes the thread meanwhile (a new generation holding the latest checkpoint), the next batch must go to
+    the new generation, found by the commit's own look, not to the retired one."""
+    writer = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    other = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))  # its own index: another process's view
+    reference = InMemorySaver()
+    for saver in (writer, reference):
+        _step(saver, "t", "", None, "1f000000", 0)
+        latest = _step(saver, "t", "", "1f000000", "1f000001", 1)
+    other.prune(["t"], strategy="keep_latest")
+    writer.put_writes(latest, [("log", "after the switch")], "task-after")
+    reference.put_writes(latest, [("log", "after the switch")], "task-after")
+    fresh = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    got = fresh.get_tuple(_config("t"))
+    wanted = reference.get_tuple(_config("t"))
+    assert got is not None and wanted is not None
+    assert got.pending_writes == wanted.pending_writes and ("task-after", "log", "after the switch") in got.pending_writes

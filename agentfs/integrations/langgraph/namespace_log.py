@@ -137,17 +137,25 @@ class NamespaceLog:
         """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
         and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
         a commit made with `parent=` the head fails if another writer appended since."""
+        known = self.known_tip(checkpoint_id) if trust_hint else None
+        if known is not None:
+            return known
+        if not self.ids:
+            return Tip(None, None, None)
+        index = self.find(checkpoint_id) if checkpoint_id is not None else None
+        return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
+
+    def known_tip(self, checkpoint_id: str | None) -> Tip | None:
+        """tip() from this process's last append to the run, if that is still its head as this process last saw it
+        and `checkpoint_id` is the checkpoint there (or None); else None. Nothing listed, no look at the segments."""
         # store.engine: this process's last append to the run, and whether it was indexed, without a look at the segments
-        hint = self.store.engine.heads.get(self.run.name) if trust_hint else None
+        hint = self.store.engine.heads.get(self.run.name)
         # knew_entry takes no look at the segments: if the hint was retired since, the commit's parent= check fails
         if hint is not None and self.store.engine.knew_entry(self.run.name, hint):
             head = self.heads.get(self.run.name, hint) or self._read_head(hint)
             if checkpoint_id is None or head.checkpoint_key == checkpoint_id:
                 return Tip(hint, head.key, head.checkpoint if checkpoint_id is not None else None)
-        if not self.ids:
-            return Tip(None, None, None)
-        index = self.find(checkpoint_id) if checkpoint_id is not None else None
-        return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
+        return None
 
     def _read_head(self, commit_id: str) -> Head:
         """Commit `commit_id` of this run as a head: read back, and the write commits before it, down to a checkpoint."""
