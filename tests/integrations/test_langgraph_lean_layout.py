@@ -263,3 +263,24 @@ def test_writes_after_another_process_switched_the_thread_land_in_the_new_genera
     wanted = reference.get_tuple(_config("t"))
     assert got is not None and wanted is not None
     assert got.pending_writes == wanted.pending_writes and ("task-after", "log", "after the switch") in got.pending_writes
+
+
+def test_late_writes_after_another_process_switched_the_thread_land_in_the_new_generation(tmp_path: Path) -> None:
+    """Writes to a checkpoint older than the head this saver made go to the late run from its last look at the store;
+    when another process rebuilt the thread meanwhile (an out-of-order put: a new generation holding every
+    checkpoint), they must land in the new generation's late run, not in the retired one."""
+    writer = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    other = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))  # its own index: another process's view
+    reference = InMemorySaver()
+    for saver in (writer, reference):
+        first = _step(saver, "t", "", None, "1f000000", 0)
+        _step(saver, "t", "", "1f000000", "1f000002", 1)
+    for saver in (other, reference):
+        _step(saver, "t", "", "1f000000", "1f000001", 2)  # below the head: `other` rebuilds the thread
+    for saver in (writer, reference):
+        saver.put_writes(first, [("log", "late, after the switch")], "task-late")
+    fresh = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    got = fresh.get_tuple(first)
+    wanted = reference.get_tuple(first)
+    assert got is not None and wanted is not None
+    assert got.pending_writes == wanted.pending_writes and ("task-late", "log", "late, after the switch") in got.pending_writes

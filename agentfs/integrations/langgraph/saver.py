@@ -242,18 +242,21 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         batch = records.new_write_batch(self.serde, writes, task_id, task_path)
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
-                # the k-th write batch of a step: from this process's last look (no look at the segments), when this
-                # saver made the head and it is `checkpoint_id` or one of its writes; the commit's own look, under the
-                # run lock, then shows whether the thread switched generation since (still_current)
+                # from this process's last look (no look at the segments) when this saver made the head and it is
+                # `checkpoint_id` or one of its writes (the k-th task of a step), or a later checkpoint (a task's writes
+                # that LangGraph's background puts overtook): the commit's own look, under the run lock, then shows
+                # whether the thread switched generation since (still_current)
                 log, control_head = self.generations.current_log(thread, ns, look=False)
-                tip = log.known_tip(checkpoint_id) if attempt == 0 and log.view.local else None
+                tip = log.known_writes_tip(checkpoint_id) if attempt == 0 and log.view.local else None
                 lazy = tip is not None
-                if tip is None:
+                if tip is None:  # a batch LangGraph made before its checkpoint's put ended, or a retry: a fresh look
                     log, control_head = self.generations.current_log(thread, ns)
-                    tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
+                    tip = log.writes_tip(checkpoint_id)
                 if tip.head_key != checkpoint_id:
                     # not the head: appending here would break the run's id order that binary search relies on
                     commit = log.late_run.commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                    if lazy and not self.generations.still_current(log, control_head):
+                        continue  # appended to a generation retired before the commit's look: again, in the current one
                     self.generations.late.add(log.late_run.name, commit)
                 else:
                     try:
@@ -261,7 +264,7 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     except Conflict:
                         continue
                     if lazy and not self.generations.still_current(log, control_head):
-                        continue  # appended to a generation retired before the commit's look: again, in the current one
+                        continue  # as above
                     if tip.checkpoint is not None:
                         log.appended(commit.id, checkpoint_id, tip.checkpoint)
                 self._values.remember(commit, {"": batch})
