@@ -284,3 +284,22 @@ def test_late_writes_after_another_process_switched_the_thread_land_in_the_new_g
     wanted = reference.get_tuple(first)
     assert got is not None and wanted is not None
     assert got.pending_writes == wanted.pending_writes and ("task-late", "log", "late, after the switch") in got.pending_writes
+
+
+def test_a_put_after_another_process_switched_the_thread_lands_in_the_new_generation(tmp_path: Path) -> None:
+    """A put after the head this saver made is committed from its last look at the store; when another process pruned
+    the thread meanwhile (a new generation holding the latest checkpoint), the checkpoint must land in the new
+    generation, after that checkpoint."""
+    writer = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    other = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))  # its own index: another process's view
+    reference = InMemorySaver()
+    for saver in (writer, reference):
+        _step(saver, "t", "", None, "1f000000", 0)
+        _step(saver, "t", "", "1f000000", "1f000001", 1)
+    other.prune(["t"], strategy="keep_latest")
+    for saver in (writer, reference):
+        _step(saver, "t", "", "1f000001", "1f000002", 2)
+    fresh = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    got = [(t.checkpoint["id"], t.checkpoint["channel_values"], t.pending_writes) for t in fresh.list(_config("t"))]
+    wanted = [(t.checkpoint["id"], t.checkpoint["channel_values"], t.pending_writes) for t in reference.list(_config("t"))]
+    assert got == wanted[:2]  # the pruned thread: the checkpoint kept, and the new one after it

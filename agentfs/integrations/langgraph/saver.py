@@ -183,10 +183,15 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):  # in this process, appends to a namespace take turns
-                log, control_head = self.generations.current_log(thread, ns)
+                # after this saver's own head (the next step of a graph): from this process's last look, as put_writes
+                log, control_head = self.generations.current_log(thread, ns, look=False)
+                tip = log.known_tip(parent_id) if attempt == 0 and parent_id and log.view.local else None
+                lazy = tip is not None
+                if tip is None:
+                    log, control_head = self.generations.current_log(thread, ns)
+                    tip = log.tip(parent_id, trust_hint=attempt == 0)
                 where = log.where
                 run = log.run
-                tip = log.tip(parent_id, trust_hint=attempt == 0)
                 previous: records.Blobs = {}
                 parent_commit = None
                 if tip.checkpoint is not None:
@@ -221,6 +226,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     commit = run.commit(state, metadata=marks, parent=tip.head)
                 except Conflict:
                     continue
+                if lazy and not self.generations.still_current(log, control_head):
+                    continue  # committed to a generation retired before the commit's look: again, in the current one
                 for channel, remembered in lists.items():
                     self._lists.remember((run.name, commit.id, channel), remembered)
                 self._values.remember(commit, {key: state[key] for key in records.OWN_KEYS})
