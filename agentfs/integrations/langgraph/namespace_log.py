@@ -163,11 +163,12 @@ class NamespaceLog:
         return None
 
     def known_writes_tip(self, checkpoint_id: str) -> Tip | None:
-        """known_tip() for write batches to `checkpoint_id`; also, with no commit for it, when known_head() is past
-        that checkpoint (a greater key), as then the batch goes to the late run whatever others appended since: the
-        run's keys never decrease. None otherwise."""
+        """tip() for write batches to `checkpoint_id` from known_head(), with the checkpoint's commit only if it is the
+        checkpoint there: any other batch goes to the late run, which is right whatever others appended since (a
+        checkpoint's writes are read from the late run too); a batch appended after a head another writer moved is
+        refused by its parent= check. None without a known head."""
         head = self.known_head()
-        if head is None or (head.checkpoint_key != checkpoint_id and head.key < checkpoint_id):
+        if head is None:
             return None
         return Tip(head.commit, head.key, head.checkpoint if head.checkpoint_key == checkpoint_id else None)
 

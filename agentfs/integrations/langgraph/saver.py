@@ -249,14 +249,14 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         batch = records.new_write_batch(self.serde, writes, task_id, task_path)
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
-                # from this process's last look (no look at the segments) when this saver made the head and it is
-                # `checkpoint_id` or one of its writes (the k-th task of a step), or a later checkpoint (a task's writes
-                # that LangGraph's background puts overtook): the commit's own look, under the run lock, then shows
-                # whether the thread switched generation since (still_current)
+                # from this process's last look (no look at the segments) when this saver made the head: inline when
+                # it is `checkpoint_id` or one of its writes (the k-th task of a step), else late (LangGraph's background
+                # put of the next checkpoint overtook the task's writes, or its own put has not ended); the commit's
+                # own look, under the run lock, then shows whether the thread switched generation since (still_current)
                 log, control_head = self.generations.current_log(thread, ns, look=False)
                 tip = log.known_writes_tip(checkpoint_id) if attempt == 0 and log.view.local else None
                 lazy = tip is not None
-                if tip is None:  # a batch LangGraph made before its checkpoint's put ended, or a retry: a fresh look
+                if tip is None:  # this saver has not appended to the run yet, or a retry: a fresh look
                     log, control_head = self.generations.current_log(thread, ns)
                     tip = log.writes_tip(checkpoint_id)
                 if tip.head_key != checkpoint_id:
