@@ -5,6 +5,10 @@ store for each head or id list would look at segments/ each time (a listing and 
 unsealed segment's tail). A view looks once, when it is made: every append acknowledged before the
 call started, by any process, is in that look, and what this process appends later is indexed as it
 appends. A store with a remote is asked each time instead (its heads are on the remote).
+
+A view made with `look=False` takes no look: it answers as of this process's last one. The saver's appends after
+its own head use it (one look per commit, the commit's own under the run lock, instead of two) and then check,
+from the commit's look, that the thread's generation did not change meanwhile (Generations.still_current).
 """
 
 from __future__ import annotations
