@@ -28,10 +28,6 @@ class StoreView:
         if self._local and look:  # store.engine: one look at the segments, then lookups without one (module docstring)
             store.engine.refresh_index()
 
-    @property
-    def local(self) -> bool:
-        return self._local
-
     def still_head(self, run: str, head: str | None) -> bool:
         """Whether `run`'s head is `head` as of this process's last look (local stores; a remote's is asked now)."""
         return self.head(run) == head

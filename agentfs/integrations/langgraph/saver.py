@@ -184,8 +184,10 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):  # in this process, appends to a namespace take turns
                 # after this saver's own head (the next step of a graph): from this process's last look, as put_writes
-                log, control_head = self.generations.current_log(thread, ns, look=False)
-                tip = log.known_tip(parent_id) if attempt == 0 and parent_id and log.view.local else None
+                tip = None
+                if attempt == 0 and parent_id and self.store.remote is None:
+                    log, control_head = self.generations.current_log(thread, ns, look=False)
+                    tip = log.known_tip(parent_id)
                 lazy = tip is not None
                 if tip is None:
                     log, control_head = self.generations.current_log(thread, ns)
@@ -253,8 +255,10 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                 # it is `checkpoint_id` or one of its writes (the k-th task of a step), else late (LangGraph's background
                 # put of the next checkpoint overtook the task's writes, or its own put has not ended); the commit's
                 # own look, under the run lock, then shows whether the thread switched generation since (still_current)
-                log, control_head = self.generations.current_log(thread, ns, look=False)
-                tip = log.known_writes_tip(checkpoint_id) if attempt == 0 and log.view.local else None
+                tip = None
+                if attempt == 0 and self.store.remote is None:
+                    log, control_head = self.generations.current_log(thread, ns, look=False)
+                    tip = log.known_writes_tip(checkpoint_id)
                 lazy = tip is not None
                 if tip is None:  # this saver has not appended to the run yet, or a retry: a fresh look
                     log, control_head = self.generations.current_log(thread, ns)
