@@ -5,6 +5,8 @@ read, grow, prune and copy. Every answer is compared with InMemorySaver fed the 
 tests/data/langgraph_layout1 is a store the earlier layout wrote (commit 8370de5) with `feed`:
     PYTHONPATH=<tree at 8370de5> python -c "import agentfs, tests.integrations.test_langgraph_lean_layout as t; \
         t.feed(t.AgentFSSaver(agentfs.open('tests/data/langgraph_layout1', durability='process')))"
+tests/data/langgraph_layout2 is the lean layout as written up to commit 9fde7e1 (each write batch a mapping of three
+state keys; now one value), written the same way with that tree (the store's locks/, tmp/ and remotes/ left out).
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Chec
 from langgraph.checkpoint.memory import InMemorySaver
 
 import agentfs
+from agentfs.format.manifest import MAP_STATE, VALUE_STATE
 from agentfs.integrations.langgraph import AgentFSSaver
+from agentfs.integrations.langgraph_threads import is_write_batch
 
 OLD_STORE = Path(__file__).parents[1] / "data" / "langgraph_layout1"
+MAPPING_BATCHES_STORE = Path(__file__).parents[1] / "data" / "langgraph_layout2"
 NAMESPACES = ("", "child:1")
 
 
@@ -106,6 +111,43 @@ def test_earlier_layout_reads_grows_prunes_and_copies_as_in_memory_saver(old_sav
     assert _seen(old_saver, "copy") == [[_in_thread(row, "copy") for row in rows] for rows in kept]
     old_saver.prune(["old"], strategy="keep_latest")
     assert _seen(old_saver, "old") == [rows[:1] for rows in kept]
+    assert old_saver.store.verify().ok
+
+
+def _batch_kinds(store: agentfs.Store) -> dict[str, set[str]]:
+    """The state kinds of the write batches in each of the store's runs that hold any."""
+    kinds: dict[str, set[str]] = {}
+    for run in store.runs():
+        for commit in store.run(run).history():
+            if is_write_batch(commit) or run.endswith("/late"):
+                kinds.setdefault(run, set()).add(commit.state_kind)
+    return kinds
+
+
+def test_write_batches_stored_as_three_keys_read_grow_and_copy_as_in_memory_saver(tmp_path: Path) -> None:
+    """A thread whose write batches (in its checkpoints runs and its late run) are mappings of three state keys, as
+    savers before the one-value batch wrote them: read as InMemorySaver shows them, grown with one-value batches, then
+    copied (the copy holds both kinds as they were) and pruned."""
+    shutil.copytree(MAPPING_BATCHES_STORE, tmp_path / "s")
+    old_saver = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    before = _batch_kinds(old_saver.store)
+    assert before and all(kinds == {MAP_STATE} for kinds in before.values()), before  # really the three-key batches
+    assert any(run.endswith("/late") for run in before)
+    reference = InMemorySaver()
+    feed(reference)
+    assert _seen(old_saver, "old") == _seen(reference, "old")
+    for saver in (old_saver, reference):  # grow it: a new checkpoint, writes to it and to an earlier one (late)
+        _step(saver, "old", "", "1f000003", "1f000004", 4)
+        saver.put_writes(_config("old", "1f000002"), [("log", "second late write")], "task-late2")
+    assert {kind for kinds in _batch_kinds(old_saver.store).values() for kind in kinds} == {MAP_STATE, VALUE_STATE}
+    grown = _seen(reference, "old")
+    assert _seen(old_saver, "old") == grown
+    old_saver.copy_thread("old", "copy")
+    assert _seen(old_saver, "copy") == [[_in_thread(row, "copy") for row in rows] for rows in grown]
+    old_saver.prune(["old"], strategy="keep_latest")
+    assert _seen(old_saver, "old") == [rows[:1] for rows in grown]
+    fresh = AgentFSSaver(old_saver.store)  # nothing this saver committed is remembered: every batch read back
+    assert _seen(fresh, "copy") == [[_in_thread(row, "copy") for row in rows] for rows in grown]
     assert old_saver.store.verify().ok
 
 
@@ -201,3 +243,63 @@ def test_a_saver_decodes_each_late_write_batch_once_and_sees_new_ones(tmp_path: 
         assert saver.get_tuple(_config("t", "1f000000")).pending_writes == reference.get_tuple(_config("t", "1f000000")).pending_writes  # type: ignore[union-attr]
         assert sum(swept) == 1  # the new one only
         assert _seen(saver, "t") == _seen(reference, "t")
+
+
+def test_writes_after_another_process_switched_the_thread_land_in_the_new_generation(tmp_path: Path) -> None:
+    """A saver appends a step's write batches from its last look at the store (it made the head); when another
+    process prunes the thread meanwhile (a new generation holding the latest checkpoint), the next batch must go to
+    the new generation, found by the commit's own look, not to the retired one."""
+    writer = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    other = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))  # its own index: another process's view
+    reference = InMemorySaver()
+    for saver in (writer, reference):
+        _step(saver, "t", "", None, "1f000000", 0)
+        latest = _step(saver, "t", "", "1f000000", "1f000001", 1)
+    other.prune(["t"], strategy="keep_latest")
+    writer.put_writes(latest, [("log", "after the switch")], "task-after")
+    reference.put_writes(latest, [("log", "after the switch")], "task-after")
+    fresh = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    got = fresh.get_tuple(_config("t"))
+    wanted = reference.get_tuple(_config("t"))
+    assert got is not None and wanted is not None
+    assert got.pending_writes == wanted.pending_writes and ("task-after", "log", "after the switch") in got.pending_writes
+
+
+def test_late_writes_after_another_process_switched_the_thread_land_in_the_new_generation(tmp_path: Path) -> None:
+    """Writes to a checkpoint older than the head this saver made go to the late run from its last look at the store;
+    when another process rebuilt the thread meanwhile (an out-of-order put: a new generation holding every
+    checkpoint), they must land in the new generation's late run, not in the retired one."""
+    writer = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    other = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))  # its own index: another process's view
+    reference = InMemorySaver()
+    for saver in (writer, reference):
+        first = _step(saver, "t", "", None, "1f000000", 0)
+        _step(saver, "t", "", "1f000000", "1f000002", 1)
+    for saver in (other, reference):
+        _step(saver, "t", "", "1f000000", "1f000001", 2)  # below the head: `other` rebuilds the thread
+    for saver in (writer, reference):
+        saver.put_writes(first, [("log", "late, after the switch")], "task-late")
+    fresh = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    got = fresh.get_tuple(first)
+    wanted = reference.get_tuple(first)
+    assert got is not None and wanted is not None
+    assert got.pending_writes == wanted.pending_writes and ("task-late", "log", "late, after the switch") in got.pending_writes
+
+
+def test_a_put_after_another_process_switched_the_thread_lands_in_the_new_generation(tmp_path: Path) -> None:
+    """A put after the head this saver made is committed from its last look at the store; when another process pruned
+    the thread meanwhile (a new generation holding the latest checkpoint), the checkpoint must land in the new
+    generation, after that checkpoint."""
+    writer = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    other = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))  # its own index: another process's view
+    reference = InMemorySaver()
+    for saver in (writer, reference):
+        _step(saver, "t", "", None, "1f000000", 0)
+        _step(saver, "t", "", "1f000000", "1f000001", 1)
+    other.prune(["t"], strategy="keep_latest")
+    for saver in (writer, reference):
+        _step(saver, "t", "", "1f000001", "1f000002", 2)
+    fresh = AgentFSSaver(agentfs.open(tmp_path / "s", durability="process"))
+    got = [(t.checkpoint["id"], t.checkpoint["channel_values"], t.pending_writes) for t in fresh.list(_config("t"))]
+    wanted = [(t.checkpoint["id"], t.checkpoint["channel_values"], t.pending_writes) for t in reference.list(_config("t"))]
+    assert got == wanted[:2]  # the pruned thread: the checkpoint kept, and the new one after it

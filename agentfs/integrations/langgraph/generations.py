@@ -76,12 +76,17 @@ class Generations(ThreadRuns):
         """`where`'s log as `view` sees the store (default: as it is now)."""
         return NamespaceLog(self.store, self.layout, where, self.read, self.heads, view or StoreView(self.store), self.late)
 
-    def current_log(self, thread: str, ns: str) -> tuple[NamespaceLog, str | None]:
+    def current_log(self, thread: str, ns: str, *, look: bool = True) -> tuple[NamespaceLog, str | None]:
         """The log of (thread, ns) in the thread's current generation, and the ctl commit that chose that generation,
-        from one look at the store."""
-        view = StoreView(self.store)
+        from one look at the store (`look=False`: from this process's last look, see StoreView)."""
+        view = StoreView(self.store, look=look)
         generation, control_head = self.current(thread, view)
         return self.log(Namespace(thread, generation, ns), view), control_head
+
+    def still_current(self, log: NamespaceLog, control_head: str | None) -> bool:
+        """Whether the thread's ctl commit is still `control_head` (the one that chose `log`'s generation) as of this
+        process's last look."""
+        return log.view.still_head(self.layout.control(log.where.thread), control_head)
 
     def items(self, where: Namespace) -> list[Item]:
         log = self.log(where)

@@ -137,17 +137,49 @@ class NamespaceLog:
         """The head, and the commit of `checkpoint_id` (if given). With `trust_hint`, when this process made the head
         and `checkpoint_id` is the checkpoint there (a put after the latest, writes for it), the log is not listed:
         a commit made with `parent=` the head fails if another writer appended since."""
-        # store.engine: this process's last append to the run, and whether it was indexed, without a look at the segments
-        hint = self.store.engine.heads.get(self.run.name) if trust_hint else None
-        # knew_entry takes no look at the segments: if the hint was retired since, the commit's parent= check fails
-        if hint is not None and self.store.engine.knew_entry(self.run.name, hint):
-            head = self.heads.get(self.run.name, hint) or self._read_head(hint)
-            if checkpoint_id is None or head.checkpoint_key == checkpoint_id:
-                return Tip(hint, head.key, head.checkpoint if checkpoint_id is not None else None)
+        known = self.known_tip(checkpoint_id) if trust_hint else None
+        if known is not None:
+            return known
         if not self.ids:
             return Tip(None, None, None)
         index = self.find(checkpoint_id) if checkpoint_id is not None else None
         return Tip(self.ids[-1], self.key(len(self.ids) - 1), None if index is None else self.ids[index])
+
+    def known_head(self) -> Head | None:
+        """This process's last append to the run, if it was the run's head as this process last saw it (nothing
+        listed, no look at the segments: another writer may have appended since, which a commit's parent= check finds)."""
+        # store.engine: this process's last append to the run, and whether it was indexed, without a look at the segments
+        hint = self.store.engine.heads.get(self.run.name)
+        # knew_entry takes no look at the segments: if the hint was retired since, the commit's parent= check fails
+        if hint is not None and self.store.engine.knew_entry(self.run.name, hint):
+            return self.heads.get(self.run.name, hint) or self._read_head(hint)
+        return None
+
+    def known_tip(self, checkpoint_id: str | None) -> Tip | None:
+        """tip() from known_head(), if `checkpoint_id` is the checkpoint there (or None); else None."""
+        head = self.known_head()
+        if head is not None and (checkpoint_id is None or head.checkpoint_key == checkpoint_id):
+            return Tip(head.commit, head.key, head.checkpoint if checkpoint_id is not None else None)
+        return None
+
+    def known_writes_tip(self, checkpoint_id: str) -> Tip | None:
+        """tip() for write batches to `checkpoint_id` from known_head(), with the checkpoint's commit only if it is the
+        checkpoint there: any other batch goes to the late run, which is right whatever others appended since (a
+        checkpoint's writes are read from the late run too); a batch appended after a head another writer moved is
+        refused by its parent= check. None without a known head."""
+        head = self.known_head()
+        if head is None:
+            return None
+        return Tip(head.commit, head.key, head.checkpoint if head.checkpoint_key == checkpoint_id else None)
+
+    def writes_tip(self, checkpoint_id: str) -> Tip:
+        """tip() for write batches to `checkpoint_id`, from the listing: the checkpoint's commit only when the head is
+        that checkpoint or one of its writes (else the batch goes to the late run, so no search for it)."""
+        if not self.ids:
+            return Tip(None, None, None)
+        head_key = self.key(len(self.ids) - 1)
+        latest = self.latest() if head_key == checkpoint_id else None
+        return Tip(self.ids[-1], head_key, None if latest is None else self.ids[latest])
 
     def _read_head(self, commit_id: str) -> Head:
         """Commit `commit_id` of this run as a head: read back, and the write commits before it, down to a checkpoint."""
@@ -230,7 +262,7 @@ class NamespaceLog:
         if not records.inline_writes(commit):
             legacy = self.store.run(self.layout.writes(self.where, checkpoint_id))
             batches += [legacy.get(commit_id) for commit_id in self.view.ids(legacy.name)]
-        return [records.state_of(batch, self.read) for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
+        return [records.batch_state(batch, self.read) for batch in sorted(batches, key=lambda batch: batch.manifest.created)]
 
     def late(self) -> dict[str, list[Commit]]:
         """The namespace's late write batches by checkpoint id."""

@@ -17,8 +17,10 @@ A list that grew by a few items is stored as a delta, so a step costs its new it
 SNAPSHOT_EVERY-th version is stored whole, so a read follows at most that many commits, and the
 whole list's chunks, cut by content, mostly repeat the previous full copy's.
 
-A put_writes commit's state: {"task_id", "task_path", "writes": [[idx, channel, [type, bytes]], ...]};
-its agentfs metadata {"checkpoint_id", "writes": true} in a checkpoints run, {"checkpoint_id"} in a late run.
+A put_writes commit's state is one value, [task_id, task_path, [[idx, channel, [type, bytes]], ...]] (one key to
+encode, store and list in the entry; a batch is always read whole); one written by an earlier saver is the mapping
+{"task_id", "task_path", "writes"} of the same parts, read alike. Its agentfs metadata is {"checkpoint_id",
+"writes": true} in a checkpoints run, {"checkpoint_id"} in a late run.
 """
 
 from __future__ import annotations
@@ -85,19 +87,22 @@ class CommitValues:
                     self._recent.popitem(last=False)
 
 
-def state_of(commit: Commit, read: Read) -> dict[str, Any]:
-    """A mapping state key by key through `read` (a state that is not a mapping comes back as {"": value})."""
+def batch_state(commit: Commit, read: Read) -> Any:
+    """A put_writes commit's state through `read`: its one value (key ""), or (an earlier saver's) its mapping key by
+    key (task_id, task_path, writes)."""
+    if commit.has_value(""):
+        return read(commit, "")
     return {key: read(commit, key) for key in commit.value_keys()}
 
 
-def new_write_batch(serde: SerializerProtocol, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> dict[str, Any]:
+def new_write_batch(serde: SerializerProtocol, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> list[Any]:
     """A put_writes commit's state. Each value's data is bytes of its own: serde hands a bytearray value over as
     itself, which its caller may change after the saver remembered the batch (read back, either form loads the same)."""
     rows = []
     for idx, (channel, value) in enumerate(writes):
         kind, data = serde.dumps_typed(value)
         rows.append([WRITES_IDX_MAP.get(channel, idx), channel, [kind, bytes(data)]])
-    return {"task_id": task_id, "task_path": task_path, "writes": rows}
+    return [task_id, task_path, rows]
 
 
 def typed(raw: Any, where: str) -> Typed:
@@ -229,11 +234,16 @@ def pending_writes(batches: list[Any], where: str) -> list[tuple[str, str, Typed
 
 
 def write_batch(state: Any, where: str) -> tuple[str, str, list[WriteRow]]:
-    """(task_id, task_path, rows) of a put_writes commit."""
-    if isinstance(state, dict) and isinstance(state.get("task_id"), str) and isinstance(state.get("task_path"), str):
-        rows = state.get("writes")
-        if isinstance(rows, list) and all(
-            isinstance(row, list) and len(row) == 3 and type(row[0]) is int and isinstance(row[1], str) for row in rows
+    """(task_id, task_path, rows) of a put_writes commit's state, in either form (module docstring)."""
+    if isinstance(state, dict):  # an earlier saver's mapping
+        state = [state.get("task_id"), state.get("task_path"), state.get("writes")]
+    if isinstance(state, list) and len(state) == 3:
+        task_id, task_path, rows = state
+        if (
+            isinstance(task_id, str)
+            and isinstance(task_path, str)
+            and isinstance(rows, list)
+            and all(isinstance(row, list) and len(row) == 3 and type(row[0]) is int and isinstance(row[1], str) for row in rows)
         ):
-            return state["task_id"], state["task_path"], [(row[0], row[1], typed(row[2], where)) for row in rows]
+            return task_id, task_path, [(row[0], row[1], typed(row[2], where)) for row in rows]
     raise FormatError(f"{where}: not a LangGraph write batch")

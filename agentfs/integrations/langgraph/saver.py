@@ -183,10 +183,17 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
             self._index_run(str(full_metadata["run_id"]), thread)  # first: a crash then leaves an extra index entry, not a missing one
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):  # in this process, appends to a namespace take turns
-                log, control_head = self.generations.current_log(thread, ns)
+                # after this saver's own head (the next step of a graph): from this process's last look, as put_writes
+                tip = None
+                if attempt == 0 and parent_id and self.store.remote is None:
+                    log, control_head = self.generations.current_log(thread, ns, look=False)
+                    tip = log.known_tip(parent_id)
+                lazy = tip is not None
+                if tip is None:
+                    log, control_head = self.generations.current_log(thread, ns)
+                    tip = log.tip(parent_id, trust_hint=attempt == 0)
                 where = log.where
                 run = log.run
-                tip = log.tip(parent_id, trust_hint=attempt == 0)
                 previous: records.Blobs = {}
                 parent_commit = None
                 if tip.checkpoint is not None:
@@ -221,6 +228,8 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
                     commit = run.commit(state, metadata=marks, parent=tip.head)
                 except Conflict:
                     continue
+                if lazy and not self.generations.still_current(log, control_head):
+                    continue  # committed to a generation retired before the commit's look: again, in the current one
                 for channel, remembered in lists.items():
                     self._lists.remember((run.name, commit.id, channel), remembered)
                 self._values.remember(commit, {key: state[key] for key in records.OWN_KEYS})
@@ -242,20 +251,34 @@ class AgentFSSaver(BaseCheckpointSaver[int]):
         batch = records.new_write_batch(self.serde, writes, task_id, task_path)
         for attempt in range(ATTEMPTS):
             with self._appending(thread, ns):
-                log, _control_head = self.generations.current_log(thread, ns)
-                tip = log.tip(checkpoint_id, trust_hint=attempt == 0)
+                # from this process's last look (no look at the segments) when this saver made the head: inline when
+                # it is `checkpoint_id` or one of its writes (the k-th task of a step), else late (LangGraph's background
+                # put of the next checkpoint overtook the task's writes, or its own put has not ended); the commit's
+                # own look, under the run lock, then shows whether the thread switched generation since (still_current)
+                tip = None
+                if attempt == 0 and self.store.remote is None:
+                    log, control_head = self.generations.current_log(thread, ns, look=False)
+                    tip = log.known_writes_tip(checkpoint_id)
+                lazy = tip is not None
+                if tip is None:  # this saver has not appended to the run yet, or a retry: a fresh look
+                    log, control_head = self.generations.current_log(thread, ns)
+                    tip = log.writes_tip(checkpoint_id)
                 if tip.head_key != checkpoint_id:
                     # not the head: appending here would break the run's id order that binary search relies on
                     commit = log.late_run.commit(batch, metadata={"checkpoint_id": checkpoint_id})
+                    if lazy and not self.generations.still_current(log, control_head):
+                        continue  # appended to a generation retired before the commit's look: again, in the current one
                     self.generations.late.add(log.late_run.name, commit)
                 else:
                     try:
                         commit = log.run.commit(batch, metadata=write_batch_metadata(checkpoint_id), parent=tip.head)
                     except Conflict:
                         continue
+                    if lazy and not self.generations.still_current(log, control_head):
+                        continue  # as above
                     if tip.checkpoint is not None:
                         log.appended(commit.id, checkpoint_id, tip.checkpoint)
-                self._values.remember(commit, batch)
+                self._values.remember(commit, {"": batch})
                 return
         raise Conflict(f"thread {thread!r}: writes for checkpoint {checkpoint_id} lost {ATTEMPTS} races with other writers")
 
