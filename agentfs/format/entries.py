@@ -1,24 +1,30 @@
-"""Log entry files: runs/<run>/log/<id> holds the manifest and the small objects of its commit.
+"""Log entries: the ENTRY record keyed `run NUL id` holds the manifest and the small objects of its commit.
 
-"AFL" | version (1 byte) | sha256(body) (32 bytes) | body
+"AFL" | version (1 byte) | checksum (32 bytes) | body
 body = msgpack [manifest bytes, [[oid, object file bytes], ...]]
+
+Version 2 (written now): checksum = sha256(run NUL id | body), so the entry is bound to its key, and the manifest is
+format 2, which leaves the run and id to the key. Version 1 (read): checksum = sha256(body), a format-1 manifest
+naming its own run and id, compared with the key's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterator
 
 import msgpack
 
-from ..errors import FormatError
+from ..errors import FormatError, IntegrityError
 from . import codec
-from .manifest import Manifest
+from .manifest import FORMAT, MAP_FORMAT, Manifest
 from .refs import EntryAddress, PackedRef, Ref
-from .sealed import seal, unseal
+from .sealed import HEADER
 
 MAGIC = b"AFL"
-VERSION = 1
+VERSION = 2  # what a writer writes
+MANIFEST_FORMATS = {1: (MAP_FORMAT,), VERSION: (FORMAT,)}  # entry version -> the manifest format it holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,23 +56,34 @@ class Entry:
         return codec.decode(blob, oid, f"{where} (packed)", self.hasher)
 
 
+def _checksum(version: int, run: str, checkpoint_id: str, body: bytes) -> bytes:
+    if version == 1:
+        return hashlib.sha256(body).digest()
+    digest = hashlib.sha256(f"{run}\0{checkpoint_id}".encode())  # the plain key, in an encrypted store too
+    digest.update(body)
+    return digest.digest()
+
+
 def encode_entry(manifest: Manifest, pack: dict[bytes, bytes], hasher: codec.Hasher = codec.hash_bytes) -> tuple[bytes, Entry]:
-    """The entry file's bytes, and the Entry they decode to."""
+    """The bytes of the entry of checkpoint manifest.run@manifest.id (version 2), and the Entry they decode to."""
     manifest_bytes = manifest.to_bytes()
     body = msgpack.packb([manifest_bytes, [[oid, pack[oid]] for oid in sorted(pack)]], use_bin_type=True)
-    return seal(MAGIC, VERSION, body), Entry(manifest, manifest_bytes, pack, hasher)
+    data = MAGIC + bytes((VERSION,)) + _checksum(VERSION, manifest.run, manifest.id, body) + body
+    return data, Entry(manifest, manifest_bytes, pack, hasher)
 
 
 def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str, hasher: codec.Hasher = codec.hash_bytes) -> Entry:
-    """decode_entry, refusing an entry whose manifest is not the checkpoint its path names."""
-    entry = decode_entry(data, where, hasher)
-    if (entry.manifest.run, entry.manifest.id) != (run, checkpoint_id):
-        raise FormatError(f"log entry {where} holds checkpoint {entry.manifest.run}@{entry.manifest.id}")
-    return entry
-
-
-def decode_entry(data: bytes, where: str, hasher: codec.Hasher = codec.hash_bytes) -> Entry:
-    body = unseal(data, MAGIC, VERSION, "log entry", where)
+    """The entry stored under the key `run` NUL `checkpoint_id` (plain names), read from `where`: refused unless
+    whole, unaltered, of a version this agentfs reads, well formed, and the checkpoint its key names."""
+    if len(data) < HEADER or data[:3] != MAGIC:
+        raise IntegrityError(f"log entry {where} is truncated or not a log entry ({len(data)} bytes)")
+    version = data[3]
+    if version not in MANIFEST_FORMATS:
+        raise FormatError(f"log entry {where} has format version {version}, this agentfs reads 1 and 2")
+    body = data[HEADER:]
+    if _checksum(version, run, checkpoint_id, body) != data[4:HEADER]:
+        moved = " or not stored under its own key" if version != 1 else ""
+        raise IntegrityError(f"log entry {where} does not match its checksum (corrupt{moved})")
     try:
         manifest_bytes, pack_list = msgpack.unpackb(body, raw=False, use_list=True)
         pack = {oid: blob for oid, blob in pack_list}
@@ -77,4 +94,7 @@ def decode_entry(data: bytes, where: str, hasher: codec.Hasher = codec.hash_byte
         raise FormatError(f"log entry {where} is malformed: {exc}") from None
     if not valid:
         raise FormatError(f"log entry {where} is malformed")
-    return Entry(Manifest.from_bytes(manifest_bytes, f"log entry {where}"), manifest_bytes, pack, hasher)
+    manifest = Manifest.from_bytes(manifest_bytes, run, checkpoint_id, f"log entry {where}", MANIFEST_FORMATS[version])
+    if (manifest.run, manifest.id) != (run, checkpoint_id):  # a format-1 manifest names its own
+        raise FormatError(f"log entry {where} holds checkpoint {manifest.run}@{manifest.id}")
+    return Entry(manifest, manifest_bytes, pack, hasher)
