@@ -1,11 +1,12 @@
 """Log entries: the ENTRY record keyed `run NUL id` holds the manifest and the small objects of its commit.
 
 "AFL" | version (1 byte) | checksum (32 bytes) | body
-body = msgpack [manifest bytes, [[oid, object file bytes], ...]]
 
-Version 2 (written now): checksum = sha256(run NUL id | body), so the entry is bound to its key, and the manifest is
-format 2, which leaves the run and id to the key. Version 1 (read): checksum = sha256(body), a format-1 manifest
-naming its own run and id, compared with the key's.
+Version 2 (written now): checksum = sha256(run NUL id | body), so the entry is bound to its key; body = msgpack
+[manifest bytes, [object file bytes, ...]], a format-2 manifest (the run and id left to the key) and the objects its
+own PACKED refs name, in the order of their oids, which the manifest gives. Version 1 (read): checksum = sha256(body);
+body = msgpack [manifest bytes, [[oid, object file bytes], ...]], a format-1 manifest naming its own run and id,
+compared with the key's.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterator
+from typing import Any
 
 import msgpack
 
-from ..errors import FormatError, IntegrityError
+from ..errors import FormatError, IntegrityError, SerializationError
 from . import codec
 from .manifest import FORMAT, MAP_FORMAT, Manifest
 from .refs import EntryAddress, PackedRef, Ref
@@ -64,12 +66,25 @@ def _checksum(version: int, run: str, checkpoint_id: str, body: bytes) -> bytes:
     return digest.digest()
 
 
+def packed_here(manifest: Manifest) -> list[bytes]:
+    """The oids of the objects the entry of `manifest` packs, in their order there: its own PACKED refs' (naming no
+    entry, or naming this one), each once, sorted."""
+    home = (manifest.run, manifest.id)
+    refs = manifest.blob_refs()
+    return sorted({ref.oid for ref in refs if isinstance(ref, PackedRef) and (ref.entry is None or ref.entry == home)})
+
+
 def encode_entry(manifest: Manifest, pack: dict[bytes, bytes], hasher: codec.Hasher = codec.hash_bytes) -> tuple[bytes, Entry]:
-    """The bytes of the entry of checkpoint manifest.run@manifest.id (version 2), and the Entry they decode to."""
+    """The bytes of the entry of checkpoint manifest.run@manifest.id (version 2), and the Entry they decode to.
+    `pack` holds what its own PACKED refs name (a writer's BlobWriter.pack), and nothing else is stored."""
+    oids = packed_here(manifest)
+    missing = [oid.hex() for oid in oids if oid not in pack]
+    if missing:
+        raise SerializationError(f"checkpoint {manifest.run}@{manifest.id} packs objects it was not given: {missing[:3]}")
     manifest_bytes = manifest.to_bytes()
-    body = msgpack.packb([manifest_bytes, [[oid, pack[oid]] for oid in sorted(pack)]], use_bin_type=True)
+    body = msgpack.packb([manifest_bytes, [pack[oid] for oid in oids]], use_bin_type=True)
     data = MAGIC + bytes((VERSION,)) + _checksum(VERSION, manifest.run, manifest.id, body) + body
-    return data, Entry(manifest, manifest_bytes, pack, hasher)
+    return data, Entry(manifest, manifest_bytes, {oid: pack[oid] for oid in oids}, hasher)
 
 
 def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str, hasher: codec.Hasher = codec.hash_bytes) -> Entry:
@@ -86,10 +101,7 @@ def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str, hashe
         raise IntegrityError(f"log entry {where} does not match its checksum (corrupt{moved})")
     try:
         manifest_bytes, pack_list = msgpack.unpackb(body, raw=False, use_list=True)
-        pack = {oid: blob for oid, blob in pack_list}
-        valid = isinstance(manifest_bytes, bytes) and all(
-            isinstance(o, bytes) and len(o) == 32 and isinstance(b, bytes) for o, b in pack.items()
-        )
+        valid = isinstance(manifest_bytes, bytes) and isinstance(pack_list, list)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise FormatError(f"log entry {where} is malformed: {exc}") from None
     if not valid:
@@ -97,4 +109,25 @@ def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str, hashe
     manifest = Manifest.from_bytes(manifest_bytes, run, checkpoint_id, f"log entry {where}", MANIFEST_FORMATS[version])
     if (manifest.run, manifest.id) != (run, checkpoint_id):  # a format-1 manifest names its own
         raise FormatError(f"log entry {where} holds checkpoint {manifest.run}@{manifest.id}")
+    pack = _pack_v1(pack_list, where) if version == 1 else _pack(manifest, pack_list, where)
     return Entry(manifest, manifest_bytes, pack, hasher)
+
+
+def _pack(manifest: Manifest, blobs: list[Any], where: str) -> dict[bytes, bytes]:
+    """Version 2: the objects in the order of the oids the manifest's own PACKED refs name (each checked against
+    its oid when it is read, as every object is)."""
+    oids = packed_here(manifest)
+    if len(blobs) != len(oids) or not all(isinstance(blob, bytes) for blob in blobs):
+        raise FormatError(f"log entry {where} is malformed: it packs {len(blobs)} objects where its manifest names {len(oids)}")
+    return dict(zip(oids, blobs, strict=True))
+
+
+def _pack_v1(pack_list: list[Any], where: str) -> dict[bytes, bytes]:
+    """Version 1: [[oid, object file bytes], ...]."""
+    pack: dict[bytes, bytes] = {}
+    for item in pack_list:
+        pair = isinstance(item, list) and len(item) == 2
+        if not (pair and isinstance(item[0], bytes) and len(item[0]) == 32 and isinstance(item[1], bytes)):
+            raise FormatError(f"log entry {where} is malformed: packed object {str(item)[:80]}")
+        pack[item[0]] = item[1]
+    return pack

@@ -14,14 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfs
-from agentfs.errors import AgentFSError, FormatError
-from agentfs.format.entries import decode_entry_at, encode_entry
+from agentfs.errors import AgentFSError, FormatError, IntegrityError, SerializationError
+from agentfs.format import codec
+from agentfs.format.entries import decode_entry_at, encode_entry, packed_here
 from agentfs.format.manifest import MAP_STATE, VALUE_STATE, Manifest, ValueRef
 from agentfs.format.refs import InlineRef, PackedRef, TreeRef
 from agentfs.ids import id_bytes, id_of_bytes, new_id
 from tests.helpers import raw
 
-OID = bytes(range(32))
+DATA = b"a packed value " * 10
+OID = hashlib.sha256(DATA).digest()
+PACK = {OID: codec.encode(DATA, in_entry=True)}  # what the manifest's own PACKED ref names
 STORE = new_id()
 
 
@@ -45,7 +48,7 @@ def _entry(manifest: Manifest, change: Any = None) -> bytes:
     record = msgpack.unpackb(manifest.to_bytes(), raw=False)
     if change is not None:
         change(record)
-    body = msgpack.packb([msgpack.packb(record, use_bin_type=True), []], use_bin_type=True)
+    body = msgpack.packb([msgpack.packb(record, use_bin_type=True), list(PACK.values())], use_bin_type=True)
     return b"AFL\x02" + hashlib.sha256(f"{manifest.run}\0{manifest.id}".encode() + body).digest() + body
 
 
@@ -65,10 +68,11 @@ def _entry(manifest: Manifest, change: Any = None) -> bytes:
 )
 def test_a_manifest_reads_back_as_written(changes: dict[str, Any]) -> None:
     manifest = _manifest(**changes)
-    data, entry = encode_entry(manifest, {})
-    read = decode_entry_at(data, manifest.run, manifest.id, "test").manifest
-    assert read == manifest == entry.manifest
-    assert list(read.writer) == list(manifest.writer)  # the same map, keys in the same order
+    data, entry = encode_entry(manifest, PACK)
+    read = decode_entry_at(data, manifest.run, manifest.id, "test")
+    assert read.manifest == manifest == entry.manifest
+    assert read.pack == entry.pack == {oid: PACK[oid] for oid in packed_here(manifest)}
+    assert list(read.manifest.writer) == list(manifest.writer)  # the same map, keys in the same order
 
 
 def test_the_manifest_holds_neither_its_run_nor_its_id_and_is_smaller_than_format_1() -> None:
@@ -78,6 +82,36 @@ def test_the_manifest_holds_neither_its_run_nor_its_id_and_is_smaller_than_forma
     assert id_bytes(manifest.id) not in data
     assert id_bytes(manifest.parent or "") in data and id_bytes(STORE) in data  # 16 bytes, not 26 characters
     assert manifest.parent is not None and manifest.parent.encode() not in data and STORE.encode() not in data
+
+
+def test_the_packed_objects_are_stored_without_their_oids_in_the_order_the_manifest_names_them() -> None:
+    """Version 2 stores a packed object's oid once, in the manifest's ref; the entry's list follows the sorted oids.
+    Planted: with _pack's count check removed, the short and long lists below were read (zip drops the rest)."""
+    more = b"another packed value " * 8
+    other = hashlib.sha256(more).digest()
+    state = {
+        "a": ValueRef(0, 0, PackedRef(OID, len(DATA))),
+        "b": ValueRef(0, 0, PackedRef(other, len(more))),
+        "c": ValueRef(0, 0, PackedRef(OID, len(DATA))),
+    }
+    manifest = _manifest(state=state, artifacts={})
+    pack = {**PACK, other: codec.encode(more, in_entry=True)}
+    data, _entry = encode_entry(manifest, {**pack, hashlib.sha256(b"unnamed").digest(): b"x"})  # an object no ref names: not stored
+    assert data.count(OID) == 2 and data.count(other) == 1  # in the refs only ("a" and "c" name OID)
+    entry = decode_entry_at(data, manifest.run, manifest.id, "here")
+    assert entry.pack == pack and entry.packed(OID, "here") == DATA and entry.packed(other, "here") == more
+    for blobs in ([pack[min(pack)]], [*pack.values(), b"AFO"]):
+        body = msgpack.packb([manifest.to_bytes(), blobs], use_bin_type=True)
+        crafted = b"AFL\x02" + hashlib.sha256(f"{manifest.run}\0{manifest.id}".encode() + body).digest() + body
+        with pytest.raises(FormatError, match=r"here is malformed: it packs \d objects where its manifest names 2"):
+            decode_entry_at(crafted, manifest.run, manifest.id, "here")
+    swapped = msgpack.packb([manifest.to_bytes(), [pack[max(pack)], pack[min(pack)]]], use_bin_type=True)
+    crafted = b"AFL\x02" + hashlib.sha256(f"{manifest.run}\0{manifest.id}".encode() + swapped).digest() + swapped
+    entry = decode_entry_at(crafted, manifest.run, manifest.id, "here")
+    with pytest.raises(IntegrityError):  # an object in another's place fails its oid when read, as every object does
+        entry.packed(OID, "here")
+    with pytest.raises(SerializationError, match="packs objects it was not given"):
+        encode_entry(manifest, PACK)
 
 
 def test_ids_round_trip_through_16_bytes() -> None:
@@ -178,3 +212,12 @@ def test_a_malformed_manifest_in_a_store_is_refused_naming_the_checkpoint(tmp_pa
         with pytest.raises(FormatError, match=f"team/agent@{cp.id}.*'created'"):
             store.run("team/agent").get(cp.id)
         assert not store.verify().ok
+
+
+def test_a_packed_ref_naming_its_own_entry_keeps_its_object() -> None:
+    """Planted: with packed_here taking refs that name no entry only, the object was not stored and the read failed."""
+    checkpoint_id = new_id()
+    state = {"self": ValueRef(0, 0, PackedRef(OID, len(DATA), ("team/agent", checkpoint_id)))}
+    manifest = _manifest(id=checkpoint_id, state=state, artifacts={})
+    data, _entry = encode_entry(manifest, PACK)
+    assert decode_entry_at(data, "team/agent", checkpoint_id, "here").packed(OID, "here") == DATA
