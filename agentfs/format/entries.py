@@ -68,23 +68,33 @@ def _checksum(version: int, run: str, checkpoint_id: str, body: bytes) -> bytes:
 
 def packed_here(manifest: Manifest) -> list[bytes]:
     """The oids of the objects the entry of `manifest` packs, in their order there: its own PACKED refs' (naming no
-    entry, or naming this one), each once, sorted."""
+    entry, or naming this one), each once, sorted. (A loop over both maps: half the time of a chained set
+    comprehension, paid by every commit and every read.)"""
     home = (manifest.run, manifest.id)
-    refs = manifest.blob_refs()
-    return sorted({ref.oid for ref in refs if isinstance(ref, PackedRef) and (ref.entry is None or ref.entry == home)})
+    oids: set[bytes] = set()
+    for value in manifest.state.values():
+        ref = value.blob
+        if type(ref) is PackedRef and (ref.entry is None or ref.entry == home):
+            oids.add(ref.oid)
+    for ref in manifest.artifacts.values():
+        if type(ref) is PackedRef and (ref.entry is None or ref.entry == home):
+            oids.add(ref.oid)
+    return sorted(oids)
 
 
 def encode_entry(manifest: Manifest, pack: dict[bytes, bytes], hasher: codec.Hasher = codec.hash_bytes) -> tuple[bytes, Entry]:
     """The bytes of the entry of checkpoint manifest.run@manifest.id (version 2), and the Entry they decode to.
     `pack` holds what its own PACKED refs name (a writer's BlobWriter.pack), and nothing else is stored."""
     oids = packed_here(manifest)
-    missing = [oid.hex() for oid in oids if oid not in pack]
-    if missing:
-        raise SerializationError(f"checkpoint {manifest.run}@{manifest.id} packs objects it was not given: {missing[:3]}")
+    try:
+        blobs = [pack[oid] for oid in oids]
+    except KeyError as missing:
+        raise SerializationError(f"checkpoint {manifest.run}@{manifest.id} packs objects it was not given: {missing}") from None
     manifest_bytes = manifest.to_bytes()
-    body = msgpack.packb([manifest_bytes, [pack[oid] for oid in oids]], use_bin_type=True)
+    body = msgpack.packb([manifest_bytes, blobs], use_bin_type=True)
     data = MAGIC + bytes((VERSION,)) + _checksum(VERSION, manifest.run, manifest.id, body) + body
-    return data, Entry(manifest, manifest_bytes, {oid: pack[oid] for oid in oids}, hasher)
+    kept = pack if len(pack) == len(oids) else dict(zip(oids, blobs, strict=True))  # equal sizes: the same keys
+    return data, Entry(manifest, manifest_bytes, kept, hasher)
 
 
 def decode_entry_at(data: bytes, run: str, checkpoint_id: str, where: str, hasher: codec.Hasher = codec.hash_bytes) -> Entry:
