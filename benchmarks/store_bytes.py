@@ -16,7 +16,7 @@ from typing import NamedTuple
 from agentfs.engine.segments import open_segment, segment_ids
 from agentfs.errors import AgentFSError
 from agentfs.format import codec, kinds
-from agentfs.format.entries import Entry, decode_entry
+from agentfs.format.entries import Entry, decode_entry_at
 from agentfs.format.refs import parse_node
 from agentfs.format.segment import FRAME, KEY_LENGTH, segment_name
 from agentfs.format.walk import NODE, Children, Reached, reach
@@ -67,12 +67,17 @@ def _body(record: _Record) -> bytes:
     return record.frame[FRAME.size + KEY_LENGTH.size + len(record.key) :]
 
 
+def _entry(record: _Record) -> Entry:
+    run, checkpoint_id = record.key.decode().split("\0", 1)
+    return decode_entry_at(_body(record), run, checkpoint_id, f"{run}@{checkpoint_id}")
+
+
 def store_bytes(root: Path | str) -> StoreBytes:
     """The split of the plaintext store at `root` (one that is not being written)."""
     root = Path(root)
     records = list(_records(root / "segments"))
     objects = {record.key: record for record in records if record.kind == kinds.OBJECT}
-    entries = [(record, decode_entry(_body(record), record.key.decode())) for record in records if record.kind == kinds.ENTRY]
+    entries = [(record, _entry(record)) for record in records if record.kind == kinds.ENTRY]
 
     def read_nodes(nodes: list[Reached]) -> list[Children | AgentFSError]:
         return [parse_node(codec.decode(_body(objects[node.oid]), node.oid, "benchmark"), node.oid, "benchmark") for node in nodes]

@@ -9,7 +9,7 @@ import msgpack
 import pytest
 
 import agentfs
-from agentfs.format.entries import decode_entry
+from agentfs.format.entries import decode_entry_at
 from tests.helpers import raw
 from tests.helpers.tree import snapshot
 
@@ -32,8 +32,8 @@ SCHEMA_V3 = agentfs.Schema(version=3, migrations={1: v1_to_v2, 2: v2_to_v3})
 
 
 def _manifest_field(store: agentfs.Store, cp: agentfs.Checkpoint, field: str) -> Any:
-    entry = decode_entry(raw.record_bytes(store, cp.run, raw.LOG_RECORDS, cp.id), "test")
-    return msgpack.unpackb(entry.manifest_bytes, raw=False).get(field)
+    entry = decode_entry_at(raw.record_bytes(store, cp.run, raw.LOG_RECORDS, cp.id), cp.run, cp.id, "test")
+    return msgpack.unpackb(entry.manifest_bytes, raw=False)[-1].get(field)  # format 2: optional fields last
 
 
 def test_versions_1_2_3_all_load_as_3_and_loading_rewrites_nothing(store: agentfs.Store) -> None:
@@ -106,6 +106,6 @@ def test_a_tampered_schema_field_is_a_format_error(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "s") as store:
         cp = store.run(RUN, schema=agentfs.Schema(version=2, migrations={1: v1_to_v2})).commit({"messages": []})
         record = msgpack.unpackb(cp.manifest.to_bytes(), raw=False)
-        record["schema"] = "2"
+        record[-1]["schema"] = "2"  # format 2: optional fields last
         with pytest.raises(agentfs.FormatError, match="'schema' is malformed"):
-            Manifest.from_bytes(msgpack.packb(record, use_bin_type=True), "tampered")
+            Manifest.from_bytes(msgpack.packb(record, use_bin_type=True), cp.run, cp.id, "tampered")

@@ -244,7 +244,7 @@ def test_corrupt_log_entry_is_detected(log_store: tuple[Path, list[agentfs.Check
     root, cps = log_store
     target = cps[1]
     original = raw.record_bytes(root, "team/logs", raw.LOG_RECORDS, target.id)
-    assert original[:4] == b"AFL\x01"
+    assert original[:4] == b"AFL\x02"
     damaged = {
         "magic": lambda: flipped(original, 0),
         "version": lambda: flipped(original, 3),

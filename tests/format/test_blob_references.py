@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from agentfs.errors import FormatError, InvalidName
-from agentfs.format.manifest import MAP_STATE, Manifest, ValueRef, decode_value_ref, encode_value_ref
+from agentfs.format.manifest import Manifest, ValueRef, decode_value_ref, encode_value_ref
 from agentfs.format.refs import (
     INLINE_MAX,
     MAX_DEPTH,
@@ -114,19 +114,10 @@ def test_a_manifest_reencodes_to_the_bytes_it_was_read_from() -> None:
     was) decodes and encodes back byte for byte."""
     state = {"": [0, 1, [INLINE, b"x"]], "a": [1, 2, [PACKED, OID, 100]], "b": [2, 3, [TREE, OID, 1 << 20, 2]]}
     artifacts = {"f.bin": [LOOSE, OID, 70_000], "g.bin": [PACKED, OID, 10, "other", CHECKPOINT]}
-    record = {
-        "format": 1,
-        "run": "r",
-        "id": CHECKPOINT,
-        "parent": None,
-        "created": 1,
-        "writer": {"store": "s"},
-        "metadata": b"\x80",
-        "state": [MAP_STATE, state],
-        "artifacts": artifacts,
-    }
+    # format 2: [format, parent, created, writer, metadata, state kind (0: map), state, artifacts, optional fields]
+    record = [2, None, 1, {"store": "s"}, b"\x80", 0, state, artifacts, {}]
     data = msgpack.packb(record, use_bin_type=True)
-    manifest = Manifest.from_bytes(data, "test")
+    manifest = Manifest.from_bytes(data, "r", CHECKPOINT, "test")
     assert manifest.state["b"] == ValueRef(2, 3, TreeRef(OID, 1 << 20, 2))
     assert manifest.artifacts["g.bin"] == PackedRef(OID, 10, ("other", CHECKPOINT))
     assert manifest.to_bytes() == data

@@ -101,21 +101,48 @@ class Entry:
     pack: dict[bytes, bytes]
 
 
+def ulid_text(raw: bytes) -> str:
+    """The 26 Crockford digits of a ULID's 16 bytes (130 bits, the top 2 zero)."""
+    assert isinstance(raw, bytes) and len(raw) == 16
+    number = int.from_bytes(raw, "big")
+    return "".join(CROCKFORD[(number >> shift) & 31] for shift in range(125, -1, -5))
+
+
 def read_entry(root: Path, run: str, checkpoint_id: str) -> Entry:
+    """A version-2 entry, its format-2 manifest (an array) given back as a map of the documented field names, with
+    the run and id of its key and the ids as text."""
     raw = stored_records(root)[(ENTRY, f"{run}\0{checkpoint_id}".encode())]
-    assert raw[:4] == b"AFL\x01"
+    assert raw[:4] == b"AFL\x02"
     body = raw[36:]
-    assert hashlib.sha256(body).digest() == raw[4:36]
+    assert hashlib.sha256(f"{run}\0{checkpoint_id}".encode() + body).digest() == raw[4:36]  # the key, then the body
     manifest_bytes, pack_list = msgpack.unpackb(body, raw=False)
     assert isinstance(manifest_bytes, bytes)
-    manifest = msgpack.unpackb(manifest_bytes, raw=False, strict_map_key=False)
+    fields = msgpack.unpackb(manifest_bytes, raw=False, strict_map_key=False)
+    assert isinstance(fields, list) and len(fields) == 9 and fields[0] == 2
+    _format, parent, created, writer, metadata, kind, state, artifacts, optional = fields
+    assert isinstance(writer, list) and len(writer) == 3  # [store id's 16 bytes, host, pid]
+    manifest = {
+        "format": 2,
+        "run": run,
+        "id": checkpoint_id,
+        "parent": None if parent is None else ulid_text(parent),
+        "created": created,
+        "writer": {"store": ulid_text(writer[0]), "host": writer[1], "pid": writer[2]},
+        "metadata": metadata,
+        "state": [("map", "value")[kind], state],
+        "artifacts": artifacts,
+        **optional,
+    }
+    if "forked_from" in optional:
+        manifest["forked_from"] = [optional["forked_from"][0], ulid_text(optional["forked_from"][1])]
+    refs = [ref for _format, _count, ref in state.values()] + list(artifacts.values())
+    oids = sorted({ref[1] for ref in refs if ref[0] == PACKED and len(ref) == 3})  # its own packed refs', by oid
+    assert len(pack_list) == len(oids)
     pack = {}
-    for oid, blob in pack_list:
-        assert len(oid) == 32
+    for oid, blob in zip(oids, pack_list, strict=True):
         _codec, data = decode_object_file(blob)
         assert hashlib.sha256(data).digest() == oid
         pack[oid] = data
-    assert [oid for oid, _ in pack_list] == sorted(pack)  # sorted by oid: the entry is deterministic
     return Entry(checkpoint_id, manifest, pack)
 
 
@@ -271,7 +298,9 @@ def test_small_objects_are_compressed_at_zstd_level_1_larger_ones_at_level_3_and
         "level 1": zstandard.ZstdCompressor(level=1),
         "level 3": zstandard.ZstdCompressor(level=3),
     }
-    blobs = [(body, False) for (kind, _key), body in records.items() if kind == OBJECT] + [(blob, True) for _oid, blob in pack_list]
+    blobs = [(body, False) for (kind, _key), body in records.items() if kind == OBJECT] + [
+        (blob, True) for blob in pack_list
+    ]  # version 2: the objects alone
     used = set()
     for blob, packed in blobs:
         codec, data = decode_object_file(blob)
@@ -390,8 +419,7 @@ def test_log_entry_and_manifest_fields(tmp_path: Path) -> None:
     e1, e2 = (read_entry(root, "team/agent-1", i) for i in ids)
     for entry, cp, parent in ((e1, first, None), (e2, second, first.id)):
         m = entry.manifest
-        assert list(m)[:9] == ["format", "run", "id", "parent", "created", "writer", "metadata", "state", "artifacts"]
-        assert m["format"] == 1 and m["run"] == "team/agent-1" and m["id"] == cp.id and m["parent"] == parent
+        assert m["format"] == 2 and m["run"] == "team/agent-1" and m["id"] == cp.id and m["parent"] == parent
         assert isinstance(m["created"], int) and before <= m["created"] <= after
         assert m["writer"] == {"store": store_id, "host": socket.gethostname(), "pid": os.getpid()}
         assert isinstance(m["metadata"], bytes)

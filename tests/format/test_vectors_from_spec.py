@@ -248,6 +248,13 @@ def sealed_body(blob: bytes, magic: bytes) -> bytes:
     return body
 
 
+def ulid_text(raw: bytes) -> str:
+    """A ULID's 16 bytes as its 26 Crockford base32 digits (130 bits, the top 2 zero)."""
+    assert isinstance(raw, bytes) and len(raw) == 16
+    number = int.from_bytes(raw, "big")
+    return "".join("0123456789ABCDEFGHJKMNPQRSTVWXYZ"[(number >> shift) & 31] for shift in range(125, -1, -5))
+
+
 def unpack(data: bytes) -> Any:
     def ext(code: int, payload: bytes) -> Any:
         assert code == 1, f"the vectors use only ext 1 (tuple), found {code}"
@@ -270,11 +277,37 @@ class Records:
         return sorted(key for k, key in self.bodies if k == kind)
 
     def entry(self, run: str, checkpoint_id: str) -> Entry:
-        body = sealed_body(self.bodies[ENTRY, run.encode() + b"\0" + checkpoint_id.encode()], b"AFL")
-        manifest_bytes, packed = msgpack.unpackb(body, raw=False)
-        manifest = unpack(manifest_bytes)
-        assert manifest["format"] == 1 and (manifest["run"], manifest["id"]) == (run, checkpoint_id), "the entry names its key"
-        return Entry(manifest, {oid: object_bytes(blob, oid) for oid, blob in packed})
+        """A log entry ("Log entries"), its manifest ("Manifest") as a map of format 1's field names."""
+        key = run.encode() + b"\0" + checkpoint_id.encode()
+        data = self.bodies[ENTRY, key]
+        if data[3] == 1:  # written before manifest format 2
+            manifest_bytes, packed = msgpack.unpackb(sealed_body(data, b"AFL"), raw=False)
+            manifest = unpack(manifest_bytes)
+            assert manifest["format"] == 1 and (manifest["run"], manifest["id"]) == (run, checkpoint_id), "the entry names its key"
+            return Entry(manifest, {oid: object_bytes(blob, oid) for oid, blob in packed})
+        assert data[:4] == b"AFL\x02" and hashlib.sha256(key + data[36:]).digest() == data[4:36], "sha256 of the key and body"
+        manifest_bytes, blobs = msgpack.unpackb(data[36:], raw=False)
+        fields = unpack(manifest_bytes)
+        assert isinstance(fields, list) and len(fields) == 9 and fields[0] == 2
+        _format, parent, created, writer, metadata, kind, state, artifacts, optional = fields
+        manifest = {
+            "run": run,
+            "id": checkpoint_id,
+            "parent": None if parent is None else ulid_text(parent),
+            "created": created,
+            "writer": {"store": ulid_text(writer[0]), "host": writer[1], "pid": writer[2]},
+            "metadata": metadata,
+            "state": [("map", "value")[kind], state],
+            "artifacts": artifacts,
+        }
+        if "forked_from" in optional:
+            manifest["forked_from"] = [optional["forked_from"][0], ulid_text(optional["forked_from"][1])]
+        if "schema" in optional:
+            manifest["schema"] = optional["schema"]
+        refs = [ref for _format, _count, ref in state.values()] + list(artifacts.values())
+        own = sorted({ref[1] for ref in refs if ref[0] == PACKED and (len(ref) == 3 or (ref[3], ref[4]) == (run, checkpoint_id))})
+        assert len(blobs) == len(own), "one packed object per oid its own PACKED refs name"
+        return Entry(manifest, {oid: object_bytes(blob, oid) for oid, blob in zip(own, blobs, strict=True)})
 
 
 @dataclass(frozen=True)

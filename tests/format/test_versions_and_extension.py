@@ -3,6 +3,8 @@ does not know (what a later writer may add), and refuses a version it does not k
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -12,14 +14,15 @@ import msgpack
 import pytest
 
 import agentfs
-from agentfs.errors import FormatError
+from agentfs.errors import FormatError, IntegrityError
 from agentfs.format import journal, retirement
-from agentfs.format.entries import decode_entry, encode_entry
+from agentfs.format.entries import decode_entry_at, encode_entry
 from agentfs.format.manifest import MAP_STATE, Manifest
-from agentfs.format.sealed import HEADER, seal, unseal
+from agentfs.format.sealed import seal, unseal
 from agentfs.format.segment import HEADER as SEGMENT_HEADER
 from agentfs.format.segment import crc32
 from agentfs.ids import new_id
+from tests.helpers.format1_entry import format1_entry, format1_manifest, seal1
 
 WRITER = {"store": "s", "host": "h", "pid": 1}
 
@@ -60,14 +63,20 @@ def test_a_config_of_an_unknown_format_is_refused_naming_both_versions(tmp_path:
         agentfs.open(root)
 
 
+def _v2_with_manifest(manifest: Manifest, change: Any) -> bytes:
+    """A version-2 entry of `manifest` whose format-2 array went through `change`, its checksum made right again."""
+    record = msgpack.unpackb(manifest.to_bytes(), raw=False)
+    change(record)
+    body = msgpack.packb([msgpack.packb(record, use_bin_type=True), []], use_bin_type=True)
+    return b"AFL\x02" + hashlib.sha256(f"{manifest.run}\0{manifest.id}".encode() + body).digest() + body
+
+
 def test_manifest_journal_and_retirement_fields_a_later_writer_added_are_ignored() -> None:
-    manifest = _manifest(schema=2)
-    data, _entry = encode_entry(manifest, {})
-    body = msgpack.unpackb(unseal(data, b"AFL", 1, "log entry", "test"), raw=False)
-    fields = msgpack.unpackb(body[0], raw=False)
-    fields["a_later_field"] = [1, 2]
-    later = seal(b"AFL", 1, msgpack.packb([msgpack.packb(fields, use_bin_type=True), body[1]], use_bin_type=True))
-    assert decode_entry(later, "test").manifest == manifest
+    manifest = _manifest(schema=2, forked_from=["origin", new_id()])
+    later = _v2_with_manifest(manifest, lambda record: record[-1].update(a_later_field=[1, 2]))  # format 2: the map last
+    assert decode_entry_at(later, "r", manifest.id, "test").manifest == manifest
+    older = format1_entry(manifest, {}, a_later_field=[1, 2])  # format 1: the manifest map itself
+    assert decode_entry_at(older, "r", manifest.id, "test").manifest == manifest
 
     call = new_id()
     record = journal.Record(run="r", id=call, kind=journal.START, key="k", call=call, name="tool", created=1, writer=WRITER, args=b"\x90")
@@ -79,16 +88,49 @@ def test_manifest_journal_and_retirement_fields_a_later_writer_added_are_ignored
     assert retirement.decode_retirement(later, "r", retired.id, "test") == retired
 
 
+def test_entries_and_manifests_written_before_format_2_are_read() -> None:
+    """A version-1 entry (checksum of the body alone) holding a format-1 manifest reads as the same checkpoint; one
+    naming another run or id than its key is refused, as before."""
+    manifest = dataclasses.replace(_manifest(schema=3), parent=new_id(), writer={"store": new_id(), "host": "h", "pid": 7})
+    assert decode_entry_at(format1_entry(manifest, {}), "r", manifest.id, "test").manifest == manifest
+    elsewhere = new_id()
+    with pytest.raises(FormatError, match=f"holds checkpoint r@{manifest.id}"):
+        decode_entry_at(format1_entry(manifest, {}), "r", elsewhere, "test")
+
+
+def test_an_entry_is_bound_to_its_key() -> None:
+    """Version 2's checksum covers the key (run NUL id), which its manifest no longer repeats: the same bytes under
+    another key are refused as not their own. Planted: with the key left out of _checksum, the first raises pass."""
+    manifest = _manifest()
+    data, entry = encode_entry(manifest, {})
+    assert decode_entry_at(data, "r", manifest.id, "test") == entry
+    for run, checkpoint_id in (("r", new_id()), ("other", manifest.id)):
+        with pytest.raises(IntegrityError, match="does not match its checksum"):
+            decode_entry_at(data, run, checkpoint_id, "test")
+
+
 def test_an_unknown_version_of_a_sealed_record_or_of_its_body_is_refused() -> None:
     manifest = _manifest()
     data, _entry = encode_entry(manifest, {})
-    with pytest.raises(FormatError, match=r"has format version 2, this agentfs reads 1"):
-        decode_entry(data[:3] + bytes([2]) + data[4:], "test")
-    body = msgpack.unpackb(data[HEADER:], raw=False)
-    fields = {**msgpack.unpackb(body[0], raw=False), "format": 2}
-    later = seal(b"AFL", 1, msgpack.packb([msgpack.packb(fields, use_bin_type=True), body[1]], use_bin_type=True))
-    with pytest.raises(FormatError, match=r"manifest format 2, this agentfs reads 1"):
-        decode_entry(later, "test")
+    assert data[3] == 2
+    with pytest.raises(FormatError, match=r"has format version 3, this agentfs reads 1 and 2"):
+        decode_entry_at(data[:3] + bytes([3]) + data[4:], "r", manifest.id, "test")
+    later = _v2_with_manifest(manifest, lambda record: record.__setitem__(0, 3))
+    with pytest.raises(FormatError, match=r"manifest format 3, this agentfs reads 2 here"):
+        decode_entry_at(later, "r", manifest.id, "test")
+    # each entry version holds its own manifest format: a format-2 manifest in a version-1 entry would name no key
+    # that its checksum covers, and a map in a version-2 entry is not what a version-2 writer writes
+    body = [manifest.to_bytes(), []]
+    with pytest.raises(FormatError, match=r"manifest format 2, this agentfs reads 1 here"):
+        decode_entry_at(seal1(body), "r", manifest.id, "test")
+    mapped = _v2_with_manifest(manifest, lambda record: None)
+    mapped_body = msgpack.packb([msgpack.packb(format1_manifest(manifest), use_bin_type=True), []], use_bin_type=True)
+    mapped = mapped[:4] + hashlib.sha256(f"r\0{manifest.id}".encode() + mapped_body).digest() + mapped_body
+    with pytest.raises(FormatError, match=r"manifest format 1, this agentfs reads 2 here"):
+        decode_entry_at(mapped, "r", manifest.id, "test")
+    longer = _v2_with_manifest(manifest, lambda record: record.append("a later field"))  # the array is closed
+    with pytest.raises(FormatError, match=r"manifest holds 10 fields, format 2 has 9"):
+        decode_entry_at(longer, "r", manifest.id, "test")
 
     call = new_id()
     record = journal.Record(run="r", id=call, kind=journal.START, key="k", call=call, name="tool", created=1, writer=WRITER, args=b"\x90")

@@ -30,7 +30,7 @@ import agentfs
 from agentfs.cli.main import main as cli_main
 from agentfs.format import codec, keys, kinds
 from agentfs.format.config import REMOTE_FORMAT
-from agentfs.format.entries import Entry, decode_entry
+from agentfs.format.entries import Entry, decode_entry_at
 from agentfs.format.keys import JOURNAL_RECORDS, LOG_RECORDS, RETIRED_RECORDS
 from agentfs.format.pack import decode_pack_index
 from agentfs.format.refs import EntryAddress, InlineRef, LooseRef, PackedRef, Ref
@@ -222,7 +222,7 @@ def ref_missing(files: dict[str, bytes], home: EntryAddress, entry: Entry, ref: 
         key = f"runs/{ref.entry[0]}/log/{ref.entry[1]}"
         if key not in files:
             return [f"{where}: borrows from {key}, which is not on the remote"]
-        decode_entry(files[key], key).packed(ref.oid, where)
+        decode_entry_at(files[key], *ref.entry, key).packed(ref.oid, where)
         return []
     if isinstance(ref, LooseRef):
         key = f"objects/{ref.oid.hex()[:2]}/{ref.oid.hex()[2:]}"
@@ -238,7 +238,7 @@ def assert_every_remote_entry_is_complete(spec: RemoteSpec, suffix: str, reader_
         parts = key.split("/")
         assert len(parts) >= 4 and parts[-2] == "log" and ID.fullmatch(parts[-1]), f"unexpected record {key}"
         home = ("/".join(parts[1:-2]), parts[-1])
-        entry = decode_entry(files[key], key)
+        entry = decode_entry_at(files[key], *home, key)
         assert (entry.manifest.run, entry.manifest.id) == home
         missing = [m for label, ref in entry.refs() for m in ref_missing(files, home, entry, ref, f"{key} {label}")]
         assert not missing, missing

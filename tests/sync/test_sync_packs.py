@@ -379,7 +379,7 @@ def test_every_pack_index_goes_up_after_those_of_what_its_entries_need(tmp_path:
         run.commit({"fixed": "y" * 300, "step": step, "notes": ["x" * 40] * step})
     run.fork(run.head_id() or "", "f").commit({"forked": True})
     remote = Recorder(str(tmp_path / "remote"), {})
-    Pusher(store.engine, remote, pack_target=2_000).push()
+    Pusher(store.engine, remote, pack_target=1_000).push()
 
     published: set[tuple[int, bytes]] = set()
     indexes = [key for key in remote.created if key.endswith(".idx")]

@@ -13,7 +13,7 @@ import os
 import posixpath
 import random
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import msgpack
 import pytest
@@ -22,7 +22,7 @@ import agentfs
 import agentfs.sync.pack_remote as pack_remote
 from agentfs.format import codec, keys, kinds
 from agentfs.format.entries import Entry, encode_entry
-from agentfs.format.manifest import Manifest, encode_value_ref
+from agentfs.format.manifest import encode_value_ref
 from agentfs.format.pack import encode_head
 from agentfs.format.refs import LOOSE, PACKED, TREE, InlineRef, LooseRef, TreeRef
 from agentfs.ids import new_id
@@ -30,6 +30,7 @@ from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.pull import pull
 from agentfs.sync.push import Pusher
 from tests.helpers import raw, remote_raw
+from tests.helpers.format1_entry import format1_entry
 from tests.servers import RemoteSpec
 
 pytestmark = pytest.mark.parametrize("remote", ["file", "memory", "s3"], indirect=True)
@@ -50,16 +51,6 @@ class Pushed:
     entry: Entry  # good's entry, to craft bad ones from
     doc: bytes
     artifact: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class RawManifest:
-    """A hand-built manifest: encode_entry only asks a manifest for its bytes."""
-
-    data: bytes
-
-    def to_bytes(self) -> bytes:
-        return self.data
 
 
 def push_writer(path: Path, spec: RemoteSpec) -> Pushed:
@@ -153,11 +144,9 @@ def assert_rest_usable(store: agentfs.Store, pushed: Pushed) -> None:
 
 
 def craft(entry: Entry, **changes: Any) -> bytes:
-    """A log entry (checksum and all, so only the manifest is wrong) from `entry` with manifest fields changed."""
-    record = msgpack.unpackb(entry.manifest_bytes, raw=False)
-    record.update(changes)
-    manifest = RawManifest(msgpack.packb(record, use_bin_type=True))
-    return encode_entry(cast(Manifest, manifest), entry.pack)[0]
+    """A log entry (checksum and all, so only the manifest is wrong) from `entry` with manifest fields changed: a
+    format-1 entry, whose manifest names its run and id (every reader still reads one)."""
+    return format1_entry(entry.manifest, entry.pack, **changes)
 
 
 def open_reader(path: Path, spec: RemoteSpec) -> agentfs.Store:
@@ -269,12 +258,13 @@ def outside_cases(pushed: Pushed) -> dict[str, tuple[str, str, bytes, str]]:
     system = entry.manifest.state["system"]
     assert not isinstance(system.blob, InlineRef)
     oid, size = system.blob.oid, system.blob.size
-    ids = [new_id() for _ in range(6)]
+    ids = [new_id() for _ in range(7)]
     borrowed_outside = [system.format, system.items, [PACKED, oid, size, "../x", pushed.good]]
     return {
         "manifest run outside the store": ("evil1", ids[0], craft(entry, run="../../etc", id=ids[0]), "../../etc"),
         "manifest run differs from its key": ("evil2", ids[1], craft(entry, run="good", id=ids[1]), f"good@{ids[1]}"),
-        "manifest id differs from its key": ("good", ids[2], encode_entry(entry.manifest, entry.pack)[0], f"good@{pushed.good}"),
+        "manifest id differs from its key": ("good", ids[2], craft(entry), f"good@{pushed.good}"),
+        "entry stored under another key": ("good", ids[6], encode_entry(entry.manifest, entry.pack)[0], f"good@{ids[6]}"),
         "packed ref located in ../x": (
             "evil4",
             ids[3],
@@ -305,7 +295,7 @@ def test_a_remote_entry_naming_a_place_outside_its_key_is_refused(remote: Remote
             try:
                 reader.run(run).get(key_id)
                 problems.append(f"{case}: accepted")
-            except (agentfs.FormatError, agentfs.InvalidName) as refused:
+            except (agentfs.FormatError, agentfs.InvalidName, agentfs.IntegrityError) as refused:
                 if mentioned not in str(refused):
                     problems.append(f"{case}: the error does not mention {mentioned!r}: {refused}")
             if raw.has_record(reader, run, raw.LOG_RECORDS, key_id):
