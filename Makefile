@@ -36,9 +36,10 @@ test: $(BIN)/python faketime chromium strace
 	$(BIN)/python -m benchmarks --quick --results .bench-quick
 	$(MAKE) --no-print-directory dist-check readme-check
 
-# ruff, mypy and import-linter's contracts (pyproject.toml [tool.importlinter])
+# ruff (lint and format), mypy and import-linter's contracts (pyproject.toml [tool.importlinter])
 lint: $(TEST_DEPS)
 	$(BIN)/ruff check agentfs tests tests_upstream tests_strands benchmarks examples
+	$(BIN)/ruff format --check agentfs tests tests_upstream tests_strands benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -85,6 +85,7 @@ class ChatState(TypedDict):
 
 def build_langgraph_thread(path: Path, thread: str = "chat-1") -> None:
     """A compiled graph: an AI message calls a tool, the tool answers, then an interrupt asks a human to approve."""
+
     def agent(state: ChatState) -> dict[str, Any]:
         call = {"name": "lookup", "args": {"city": "Paris"}, "id": "call-1"}
         return {"messages": [AIMessage(content="Let me look that up <script>alert(13)</script>", tool_calls=[call])]}

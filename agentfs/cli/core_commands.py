@@ -98,7 +98,6 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=cmd_verify)
 
 
-
 def cmd_init(args: argparse.Namespace) -> int:
     root = store_path(args)
     created = not (root / "config").is_file()

@@ -31,4 +31,3 @@ def graph_lines(history: Sequence[agentfs.Checkpoint], heads: Set[str]) -> list[
         else:
             lanes[column] = parent
     return rows
-

@@ -63,9 +63,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--no-policy", action="store_true", help="do not apply the retention policy first")
     parser.add_argument("--remote", metavar="URL", type=remote_url, help="collect garbage on this remote instead (safe while others push)")
     parser.add_argument("--storage-options", metavar="JSON", help="fsspec storage options for --remote, as JSON")
-    parser.add_argument(
-        "--settle", type=_settle, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})"
-    )
+    parser.add_argument("--settle", type=_settle, metavar="SECONDS", help=f"with --remote: let pushers see gc first (default {SETTLE:.0f})")
     add_json_flag(parser)
     parser.set_defaults(handler=cmd_gc)
 

@@ -37,6 +37,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 def _lines(report: UpgradeReport) -> list[str]:
     """One line per step taken (with --dry-run, per step it would take)."""
+
     def did(verb: str, done: str) -> str:
         return f"would {verb}" if report.dry_run else done
 

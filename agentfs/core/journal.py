@@ -358,5 +358,3 @@ class Journal:
             log.warning("skipping a damaged journal record: %s", exc)
             return False
         return True
-
-

@@ -109,7 +109,6 @@ class _Pool(ThreadPoolExecutor):
             raise StoreClosed(f"the agentfs store {self.root} is closed") from exc
 
 
-
 def _read_config(path: Path) -> dict[str, Any]:
     """The store's config file, read and checked (format/config.py checks, without I/O)."""
     return check_store_config(path.read_bytes(), str(path), str(path.parent))

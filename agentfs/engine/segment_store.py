@@ -242,7 +242,6 @@ class SegmentStore:
             self.index.refresh()
             raise
 
-
     def local_runs(self) -> list[str]:
         """Names of the runs with at least one entry in this store."""
         self.index.refresh()
@@ -258,14 +257,12 @@ class SegmentStore:
         self.index.refresh()
         return self.index.all_ids(kinds.ENTRY)
 
-
     def _location(self, kind: int, run: str, record_id: str) -> segments.FrameLocation | None:
         location = self.index.location(kind, run, record_id)
         if location is None:
             self.index.refresh()
             location = self.index.location(kind, run, record_id)
         return location
-
 
     def record_ids(self, run: str, kind: str) -> list[str]:
         """The ids of `run`'s JOURNAL_RECORDS or RETIRED_RECORDS records, oldest first."""
@@ -281,7 +278,6 @@ class SegmentStore:
         self.index.refresh()
         return set(self.index.ids(kinds.KIND_OF[kind], run))
 
-
     def record_size(self, run: str, kind: str, record_id: str) -> int | None:
         """The bytes of a record's body; None if it is gone."""
         location = self._location(kinds.KIND_OF[kind], run, record_id)
@@ -296,7 +292,6 @@ class SegmentStore:
         """(run, id) of every JOURNAL_RECORDS or RETIRED_RECORDS record in the store."""
         self.index.refresh()
         return self.index.all_ids(kinds.KIND_OF[kind])
-
 
     # locks
     #

@@ -23,7 +23,6 @@ START, OK, ERROR = "start", "ok", "error"
 MAX_KEY = 1024
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Record:
     """One journal event. A start's `call` is its own id; an end's is the id of the start it ends."""

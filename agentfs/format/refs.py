@@ -83,6 +83,8 @@ class TreeChild(NamedTuple):
 
     oid: bytes
     size: int
+
+
 ReadPacked = Callable[[bytes, EntryAddress], bytes]
 
 

@@ -176,6 +176,7 @@ class StoreConformance:
     def test_async_api(self, store: BaseStore) -> None:
         if not self.supports_async:
             pytest.skip(f"{type(self).__name__} has no async methods")
+
         async def scenario() -> None:
             await store.aput(("async",), "a", {"v": 1})
             await store.aput(("async", "deep"), "b", {"v": 2})

@@ -175,8 +175,14 @@ def langgraph_part(ctx: Context) -> None:
 
     label = "LangGraph SqliteSaver"
     at_most(
-        ctx, W, f"LangGraph: graph.get_state from a fresh saver (ms), {turns} turns",
-        med(fresh.get("AgentFSSaver")), label, med(fresh["SqliteSaver"]), 1.0, f"median of {FRESH_ROUNDS}, open inside the clock",
+        ctx,
+        W,
+        f"LangGraph: graph.get_state from a fresh saver (ms), {turns} turns",
+        med(fresh.get("AgentFSSaver")),
+        label,
+        med(fresh["SqliteSaver"]),
+        1.0,
+        f"median of {FRESH_ROUNDS}, open inside the clock",
     )
     turn_ms = med(mine.invoke_ms if mine else None)
     at_most(ctx, W, "LangGraph: one turn (invoke, 4 checkpoints) median (ms)", turn_ms, label, med(peer.invoke_ms), 1.0)
@@ -239,17 +245,35 @@ def openai_part(ctx: Context) -> None:
 
     early = range(EARLY.start, min(EARLY.stop, turns))
     at_most(
-        ctx, W, f"OpenAI: add_items median, turns {early.start}-{early.stop - 1} (~{4 * (early.start + early.stop) // 2} items) (ms)",
-        window("AgentFSSession", early), label, window("SQLiteSession", early), 1.0,
+        ctx,
+        W,
+        f"OpenAI: add_items median, turns {early.start}-{early.stop - 1} (~{4 * (early.start + early.stop) // 2} items) (ms)",
+        window("AgentFSSession", early),
+        label,
+        window("SQLiteSession", early),
+        1.0,
     )
     at_most(
-        ctx, W, f"OpenAI: add_items median, last {len(late)} of {turns} turns (~{4 * turns} items) (ms)",
-        window("AgentFSSession", late), label, window("SQLiteSession", late), 1.0,
+        ctx,
+        W,
+        f"OpenAI: add_items median, last {len(late)} of {turns} turns (~{4 * turns} items) (ms)",
+        window("AgentFSSession", late),
+        label,
+        window("SQLiteSession", late),
+        1.0,
     )
     early_ours, late_ours = window("AgentFSSession", early), window("AgentFSSession", late)
     flat = None if early_ours is None or late_ours is None else late_ours / early_ours
-    fig(ctx, W, f"OpenAI: add_items at ~{4 * turns} items / at ~{4 * (early.start + early.stop) // 2} (x), AgentFSSession", flat,
-        "goal", 1.5, "<= 1.5x (flat)", lambda v: v <= 1.5)
+    fig(
+        ctx,
+        W,
+        f"OpenAI: add_items at ~{4 * turns} items / at ~{4 * (early.start + early.stop) // 2} (x), AgentFSSession",
+        flat,
+        "goal",
+        1.5,
+        "<= 1.5x (flat)",
+        lambda v: v <= 1.5,
+    )
 
 
 def run(ctx: Context) -> None:

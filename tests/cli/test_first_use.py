@@ -297,8 +297,10 @@ def test_leaving_a_sync_block_with_commits_unpushed_says_how_many_and_why(tmp_pa
 
 
 def test_a_sync_block_that_pushed_everything_says_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with agentfs.open(tmp_path / "store") as store, caplog.at_level(logging.WARNING, logger="agentfs.sync"), store.sync(
-        (tmp_path / "remote").as_uri()
+    with (
+        agentfs.open(tmp_path / "store") as store,
+        caplog.at_level(logging.WARNING, logger="agentfs.sync"),
+        store.sync((tmp_path / "remote").as_uri()),
     ):
         store.run("r").commit({"i": 1})
     assert "stopped after" not in caplog.text

@@ -96,9 +96,7 @@ def describe(store: agentfs.Store, root: Path) -> dict[str, Any]:
         runs[name] = {"ids": run.ids(), "head": run.head_id(), "checkpoints": checkpoints, "journal": calls}
     retired: dict[str, list[str]] = {}
     for record in sorted((root / "runs").glob("**/retired/*")):
-        body = decode_retirement(
-            record.read_bytes(), record.parent.parent.relative_to(root / "runs").as_posix(), record.name, str(record)
-        )
+        body = decode_retirement(record.read_bytes(), record.parent.parent.relative_to(root / "runs").as_posix(), record.name, str(record))
         retired.setdefault(body.run, []).extend(body.checkpoints)
     config = json.loads((root / "config").read_text())
     return {"config": config, "runs": runs, "retired": retired}

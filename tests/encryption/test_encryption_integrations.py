@@ -179,8 +179,6 @@ def test_a_store_given_with_encryption_is_a_usage_error(tmp_path: Path) -> None:
             AgentFSStore(store, encryption=PASSPHRASE)
 
 
-
-
 def test_an_integration_resumes_an_encrypted_remote_on_another_machine_with_encryption(tmp_path: Path) -> None:
     from agentfs.sync.pack_remote import PackRemote
     from agentfs.sync.push import Pusher

@@ -348,9 +348,7 @@ def test_a_planted_missing_sync_loses_an_acknowledged_batch(plant: str, tmp_path
         (fmt.Record(fmt.FIRST_RECORD_KIND, bytes(fmt.MAX_KEY + 1), b""), "record key of 65536 bytes"),
     ],
 )
-def test_a_record_the_format_cannot_frame_is_refused_before_anything_is_written(
-    record: fmt.Record, message: str, tmp_path: Path
-) -> None:
+def test_a_record_the_format_cannot_frame_is_refused_before_anything_is_written(record: fmt.Record, message: str, tmp_path: Path) -> None:
     with writer(tmp_path, durability="process") as appender:
         appender.append(batch("w", 0))
         with pytest.raises(FormatError, match=message):

@@ -157,12 +157,15 @@ def test_an_upgrade_killed_at_any_point_leaves_a_usable_store_and_a_rerun_finish
         assert not problems and not missing(expected, found)
     rerun = agentfs_cli("upgrade", str(store))
     assert (rerun.returncode, rerun.stderr) == (0, "")
-    assert rerun.stdout.splitlines()[0] == {
-        "batch": "discarded segments/ left by an interrupted upgrade",
-        "remotes": "discarded segments/ left by an interrupted upgrade",
-        "config": "removed what an interrupted upgrade left of format 1: objects/, runs/, forks/, locks/runs/, locks/pruned",
-        "removal": "removed what an interrupted upgrade left of format 1: runs/, forks/, locks/runs/, locks/pruned",
-    }[point]
+    assert (
+        rerun.stdout.splitlines()[0]
+        == {
+            "batch": "discarded segments/ left by an interrupted upgrade",
+            "remotes": "discarded segments/ left by an interrupted upgrade",
+            "config": "removed what an interrupted upgrade left of format 1: objects/, runs/, forks/, locks/runs/, locks/pruned",
+            "removal": "removed what an interrupted upgrade left of format 1: runs/, forks/, locks/runs/, locks/pruned",
+        }[point]
+    )
     assert_upgraded(store, expected)
 
 

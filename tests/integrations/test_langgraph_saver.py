@@ -268,9 +268,7 @@ def test_pending_writes_come_back_in_writes_sort_key_order(tmp_path: Path) -> No
     ]
 
 
-def test_retired_generations_are_reclaimed_after_a_grace_and_gc_frees_their_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_retired_generations_are_reclaimed_after_a_grace_and_gc_frees_their_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from agentfs.integrations.langgraph import generations
 
     with AgentFSSaver(tmp_path / "s", durability="process") as saver:

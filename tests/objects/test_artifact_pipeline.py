@@ -129,7 +129,7 @@ def test_a_stream_read_into_few_blocks_is_cut_and_stored_as_one_thread_would(
     monkeypatch.setattr(blobs, "STREAM_BLOCK", block)
     monkeypatch.setattr(blobs, "STREAM_BLOCKS", 2)
     monkeypatch.setattr(blobs, "STREAM_GROUP", 256 << 10)
-    data = mixed(20 * MIB, seed=7) + mixed(MIB, seed=8)[: 777_777]
+    data = mixed(20 * MIB, seed=7) + mixed(MIB, seed=8)[:777_777]
     run = store.run("blocks")
     streams = {"short": ShortReads(data, 100_003), "read only": ReadOnly(data), "file": io.BufferedReader(ShortReads(data, 1 << 30))}
     refs = {name: run.commit({"n": name}, artifacts={"a.bin": stream}).artifacts["a.bin"] for name, stream in streams.items()}

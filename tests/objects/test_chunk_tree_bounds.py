@@ -116,9 +116,7 @@ def test_a_value_over_the_largest_is_refused_at_commit(tmp_path: Path, monkeypat
         assert run.ids() == []
 
 
-def test_a_blob_needing_a_tree_deeper_than_readers_accept_is_refused_at_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_blob_needing_a_tree_deeper_than_readers_accept_is_refused_at_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Readers refuse a TREE ref deeper than MAX_DEPTH (8): a writer that built one would commit a value no reader
     can load. 8 levels hold about 8^8 chunks, so the limit is lowered here to reach it with a 2 MB value (about 500
     chunks, 3 levels) and a 16 MB artifact. Planted: without the writer's check, the commit succeeds (and at the

@@ -81,11 +81,7 @@ def clean_push_bytes(spec: RemoteSpec) -> int:
     fs, root = spec.connect(skip_instance_cache=True)
     sizes = {path[len(root.rstrip("/")) + 1 :]: int(info["size"]) for path, info in fs.find(root, detail=True).items()}
     indexed = {Path(key).stem for key in sizes if key.endswith(keys.PACK_INDEX_SUFFIX)}
-    return sum(
-        size
-        for key, size in sizes.items()
-        if key == keys.CONFIG or key.startswith(f"{keys.HEADS}/") or Path(key).stem in indexed
-    )
+    return sum(size for key, size in sizes.items() if key == keys.CONFIG or key.startswith(f"{keys.HEADS}/") or Path(key).stem in indexed)
 
 
 def held_records(spec: RemoteSpec) -> set[tuple[int, bytes]]:

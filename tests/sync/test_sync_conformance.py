@@ -93,7 +93,7 @@ def record_name(kind: int, key: bytes) -> str:
     if kind == kinds.OBJECT:
         return f"objects/{key.hex()[:2]}/{key.hex()[2:]}"
     run, record_id = kinds.split_pair_key(key, "")
-    return f"runs/{run}/{ {kinds.ENTRY: LOG_RECORDS, kinds.JOURNAL: JOURNAL_RECORDS, kinds.RETIRED: RETIRED_RECORDS}[kind]}/{record_id}"
+    return f"runs/{run}/{ {kinds.ENTRY: LOG_RECORDS, kinds.JOURNAL: JOURNAL_RECORDS, kinds.RETIRED: RETIRED_RECORDS}[kind] }/{record_id}"
 
 
 def remote_files(spec: RemoteSpec, suffix: str = "") -> dict[str, bytes]:

@@ -73,9 +73,7 @@ class AgentFSSessionService(BaseSessionService):
     async def create_session(
         self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None, session_id: str | None = None
     ) -> Session:
-        return await self.store.to_thread(
-            self._create, app_name, user_id, state or {}, (session_id or "").strip() or str(uuid.uuid4())
-        )
+        return await self.store.to_thread(self._create, app_name, user_id, state or {}, (session_id or "").strip() or str(uuid.uuid4()))
 
     async def get_session(self, *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None) -> Session | None:
         return await self.store.to_thread(self._get, app_name, user_id, session_id.strip(), config)

@@ -21,7 +21,6 @@ from .store_layout import Namespace
 Vectors = dict[str, np.ndarray]  # the index field path (e.g. "text" or "tags.1") -> its embedding
 
 
-
 class StoreError(AgentFSError, ValueError):
     """A store operation or configuration outside LangGraph's contract: an unknown operator, a wrong embedding size."""
 

@@ -36,6 +36,8 @@ TOOL_CALLS = frozenset(
     }
 )
 _NAMED_BY_TYPE = {"computer_call", "file_search_call", "web_search_call", "code_interpreter_call", "shell_call", "apply_patch_call"}
+
+
 def tool_name(item: Any) -> str | None:
     """The tool an item calls, named as the SDK's AdvancedSQLiteSession names it (namespaces aside)."""
     if not isinstance(item, dict):
