@@ -1,4 +1,4 @@
-"""The format-2 test vectors (tests/vectors/format2/) read from docs/FORMAT.md alone.
+"""The format-2 test vectors (tests/vectors/format2/ and format2-entries2/) read from docs/FORMAT.md alone.
 
 This module imports nothing from agentfs: it is a second reader of the format, written from the
 specification, so a change of the bytes agentfs writes or of the spec's text that the other does
@@ -20,8 +20,8 @@ from typing import Any
 import msgpack
 import zstandard
 
-VECTORS = Path(__file__).parents[1] / "vectors" / "format2"
-STORE, REMOTE = VECTORS / "store", VECTORS / "remote"
+# the same store and remote written twice: with log entries of version 1 (format-1 manifests), and of version 2
+VECTOR_SETS = tuple(Path(__file__).parents[1] / "vectors" / name for name in ("format2", "format2-entries2"))
 
 HEADER_MAGIC, BATCH_MAGIC, TRAILER_MAGIC = b"\x89AFSSEG\n", b"\x89AFSBAT\n", b"\x89AFSEND\n"
 HEADER_SIZE, TRAILER_SIZE, FRAME_HEAD = 40, 24, 9
@@ -386,16 +386,16 @@ def map_header(count: int) -> bytes:
 # -- the store and the remote ---------------------------------------------------------------------------
 
 
-def expected() -> dict[str, Any]:
-    return json.loads((VECTORS / "vectors.json").read_text())
+def expected(vectors: Path) -> dict[str, Any]:
+    return json.loads((vectors / "vectors.json").read_text())
 
 
-def read_store() -> tuple[Records, list[str]]:
+def read_store(vectors: Path) -> tuple[Records, list[str]]:
     """The store's records, from every segment; also which segments were sealed."""
-    config = json.loads((STORE / "config").read_text())
+    config = json.loads((vectors / "store" / "config").read_text())
     assert (config["format"], config["hash"], config["inline_max"], config["pack_max"]) == (2, "sha256", 64, 16384)
     records, sealed = Records(), []
-    for path in sorted((STORE / "segments").glob("*.seg")):
+    for path in sorted((vectors / "store" / "segments").glob("*.seg")):
         data = path.read_bytes()
         header = read_header(data)
         assert f"{header.segment_id:016x}" == path.stem, "the header names the file's segment id"
@@ -412,12 +412,12 @@ def read_store() -> tuple[Records, list[str]]:
     return records, sealed
 
 
-def read_remote() -> tuple[Records, dict[str, tuple[str, list[str]]]]:
+def read_remote(vectors: Path) -> tuple[Records, dict[str, tuple[str, list[str]]]]:
     """The remote's records, from the packs its indexes name; and each run's head key (id, pack hint)."""
-    config = json.loads((REMOTE / "config").read_text())
+    config = json.loads((vectors / "remote" / "config").read_text())
     assert config["format"] == 2 and "store_id" not in config and "retention" not in config
     records = Records()
-    for index_path in sorted((REMOTE / "packs").glob("*.idx")):
+    for index_path in sorted((vectors / "remote" / "packs").glob("*.idx")):
         index = index_path.read_bytes()
         pack = index_path.with_suffix(".pack").read_bytes()
         # the index alone is the footer frame and the trailer: its offsets are the pack's
@@ -428,7 +428,7 @@ def read_remote() -> tuple[Records, dict[str, tuple[str, list[str]]]]:
         assert pack.endswith(index), "the index is the pack's last bytes"
         header = read_header(pack)
         assert f"{header.segment_id:016x}" == index_path.stem, "the pack id is its segment id"
-        assert (header.slot, header.writer) == (0, ulid_bytes(expected()["store_id"])), "a pack's writer: the pushing store, slot 0"
+        assert (header.slot, header.writer) == (0, ulid_bytes(expected(vectors)["store_id"])), "a pack's writer: the pushing store, slot 0"
         frame = read_frame(index, 0)
         assert frame.kind == FOOTER and frame.length == footer_length
         rows = read_footer(frame.payload, header.segment_id, footer_offset)
@@ -439,7 +439,7 @@ def read_remote() -> tuple[Records, dict[str, tuple[str, list[str]]]]:
             assert (record.kind, record.key, record.length) == (row.kind, row.key, row.length)
             records.add(record)
     heads = {}
-    for directory in sorted((REMOTE / "heads").iterdir()):
+    for directory in sorted((vectors / "remote" / "heads").iterdir()):
         names = sorted(p.name for p in directory.iterdir())
         head = json.loads((directory / names[0]).read_text())  # the first name ascending is the greatest id
         assert head["format"] == 2 and head["id"] == inverted(names[0])
@@ -459,8 +459,8 @@ def retired(records: Records) -> dict[str, list[str]]:
     return {run: sorted(ids) for run, ids in hidden.items()}
 
 
-def checkpoints(records: Records) -> dict[str, dict[str, Any]]:
-    """Every entry not retired, reassembled: run -> id -> what vectors.json says of it."""
+def checkpoints(records: Records, store_id: str) -> dict[str, dict[str, Any]]:
+    """Every entry not retired, reassembled: run -> id -> what vectors.json says of it (written by store `store_id`)."""
     runs: dict[str, dict[str, Any]] = {}
     hidden = retired(records)
     for key in records.keys(ENTRY):
@@ -470,7 +470,7 @@ def checkpoints(records: Records) -> dict[str, dict[str, Any]]:
         entry = records.entry(run, checkpoint_id)
         manifest = entry.manifest
         assert isinstance(manifest["created"], int) and manifest["writer"] == {
-            "store": expected()["store_id"],
+            "store": store_id,
             "host": "vectors-host",
             "pid": 4242,
         }
@@ -528,60 +528,71 @@ def journal(records: Records) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_the_store_holds_the_described_checkpoints() -> None:
-    records, sealed = read_store()
-    assert sealed, "the vectors hold a sealed segment (its footer and seal copy are read)"
-    codecs = {body[4] for (kind, _), body in records.bodies.items() if kind == OBJECT}
-    assert codecs == {0, 1}, "objects of both codecs, raw and zstd, are read"
-    runs = expected()["runs"]
-    assert retired(records) == expected()["retired"]
-    for run, ids in expected()["retired"].items():  # a retired entry stays in its segment until compaction
-        assert all(records.bodies.get((ENTRY, f"{run}\0{checkpoint_id}".encode())) for checkpoint_id in ids)
-    found = checkpoints(records)
-    assert found == {run: described_run["checkpoints"] for run, described_run in runs.items()}
-    for run, described_run in runs.items():
-        assert max(found[run]) == described_run["head"], "the head of a run is its greatest id"
+    for vectors in VECTOR_SETS:
+        records, sealed = read_store(vectors)
+        assert sealed, "the vectors hold a sealed segment (its footer and seal copy are read)"
+        codecs = {body[4] for (kind, _), body in records.bodies.items() if kind == OBJECT}
+        assert codecs == {0, 1}, "objects of both codecs, raw and zstd, are read"
+        runs = expected(vectors)["runs"]
+        assert retired(records) == expected(vectors)["retired"]
+        for run, ids in expected(vectors)["retired"].items():  # a retired entry stays in its segment until compaction
+            assert all(records.bodies.get((ENTRY, f"{run}\0{checkpoint_id}".encode())) for checkpoint_id in ids)
+        found = checkpoints(records, expected(vectors)["store_id"])
+        assert found == {run: described_run["checkpoints"] for run, described_run in runs.items()}
+        for run, described_run in runs.items():
+            assert max(found[run]) == described_run["head"], "the head of a run is its greatest id"
 
 
 def test_the_store_holds_the_described_journal_and_fork() -> None:
-    records, _ = read_store()
-    runs = expected()["runs"]
-    assert journal(records) == {run: r["journal"] for run, r in runs.items() if r["journal"]}
-    forks = [tuple(part.decode() for part in key.split(b"\0")) for key in records.keys(FORK)]
-    assert forks == [
-        (r["checkpoints"][r["ids"][0]]["forked_from"][0], run) for run, r in runs.items() if r["checkpoints"][r["ids"][0]]["forked_from"]
-    ]
-    assert all(records.bodies[FORK, key] == b"" for key in records.keys(FORK))
+    for vectors in VECTOR_SETS:
+        records, _ = read_store(vectors)
+        runs = expected(vectors)["runs"]
+        assert journal(records) == {run: r["journal"] for run, r in runs.items() if r["journal"]}
+        forks = [tuple(part.decode() for part in key.split(b"\0")) for key in records.keys(FORK)]
+        assert forks == [
+            (r["checkpoints"][r["ids"][0]]["forked_from"][0], run)
+            for run, r in runs.items()
+            if r["checkpoints"][r["ids"][0]]["forked_from"]
+        ]
+        assert all(records.bodies[FORK, key] == b"" for key in records.keys(FORK))
 
 
 def test_the_big_value_is_a_tree_of_two_levels_of_nodes() -> None:
-    records, _ = read_store()
-    for key in records.keys(ENTRY):
-        entry = records.entry(*split_run_key(key))
-        for _fmt, _count, ref in entry.manifest["state"][1].values():
-            if ref[0] == TREE:
-                levels: list[int] = []
-                tree(records, ref[1], ref[2], ref[3], levels)
-                assert ref[3] >= 2 and levels.count(1) >= 2, f"depth {ref[3]}, {levels.count(1)} nodes of chunks"
-                return
-    raise AssertionError("no state value is a tree")
+    for vectors in VECTOR_SETS:
+        records, _ = read_store(vectors)
+        trees = []
+        for key in records.keys(ENTRY):
+            entry = records.entry(*split_run_key(key))
+            trees += [ref for _fmt, _count, ref in entry.manifest["state"][1].values() if ref[0] == TREE]
+        assert trees, f"{vectors.name}: no state value is a tree"
+        levels: list[int] = []
+        tree(records, trees[0][1], trees[0][2], trees[0][3], levels)
+        assert trees[0][3] >= 2 and levels.count(1) >= 2, f"depth {trees[0][3]}, {levels.count(1)} nodes of chunks"
+
+
+def test_each_set_holds_log_entries_of_its_version() -> None:
+    for vectors, version in zip(VECTOR_SETS, (1, 2), strict=True):
+        records, _ = read_store(vectors)
+        assert {records.bodies[ENTRY, key][3] for key in records.keys(ENTRY)} == {version}, vectors.name
 
 
 def test_the_remote_holds_the_same_checkpoints_and_heads() -> None:
-    store_records, _ = read_store()
-    records, heads = read_remote()
-    runs = expected()["runs"]
-    assert {run: head for run, (head, _) in heads.items()} == {run: r["head"] for run, r in runs.items()}
-    for run, (_, packs) in heads.items():
-        assert all((REMOTE / "packs" / f"{pack}.idx").exists() for pack in packs), f"head of {run} hints at an indexed pack"
-    assert checkpoints(records) == {run: r["checkpoints"] for run, r in runs.items()}
-    assert retired(records) == expected()["retired"]
-    for run, ids in expected()["retired"].items():  # also under retired/<sha256(run)>/<id>, byte-identical
-        directory = REMOTE / "retired" / hashlib.sha256(run.encode()).hexdigest()
-        assert sorted(p.name for p in directory.iterdir()) == [
-            split_run_key(k)[1] for k in records.keys(RETIRED) if split_run_key(k)[0] == run
-        ]
-        for path in directory.iterdir():
-            assert path.read_bytes() == records.bodies[RETIRED, f"{run}\0{path.name}".encode()]
-        assert ids
-    for kind_key, body in records.bodies.items():
-        assert store_records.bodies[kind_key] == body, "a pack's bodies are byte-identical to the store's"
+    for vectors in VECTOR_SETS:
+        store_records, _ = read_store(vectors)
+        records, heads = read_remote(vectors)
+        runs = expected(vectors)["runs"]
+        assert {run: head for run, (head, _) in heads.items()} == {run: r["head"] for run, r in runs.items()}
+        for run, (_, packs) in heads.items():
+            assert all((vectors / "remote" / "packs" / f"{pack}.idx").exists() for pack in packs), f"head of {run} hints at an indexed pack"
+        assert checkpoints(records, expected(vectors)["store_id"]) == {run: r["checkpoints"] for run, r in runs.items()}
+        assert retired(records) == expected(vectors)["retired"]
+        for run, ids in expected(vectors)["retired"].items():  # also under retired/<sha256(run)>/<id>, byte-identical
+            directory = vectors / "remote" / "retired" / hashlib.sha256(run.encode()).hexdigest()
+            assert sorted(p.name for p in directory.iterdir()) == [
+                split_run_key(k)[1] for k in records.keys(RETIRED) if split_run_key(k)[0] == run
+            ]
+            for path in directory.iterdir():
+                assert path.read_bytes() == records.bodies[RETIRED, f"{run}\0{path.name}".encode()]
+            assert ids
+        for kind_key, body in records.bodies.items():
+            assert store_records.bodies[kind_key] == body, "a pack's bodies are byte-identical to the store's"

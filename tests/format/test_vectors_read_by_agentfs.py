@@ -22,7 +22,8 @@ import pytest
 
 import agentfs
 
-VECTORS = Path(__file__).parents[1] / "vectors" / "format2"
+# the same store and remote written with log entries of version 1, and of version 2 (test_vectors_from_spec.py)
+VECTOR_SETS = [Path(__file__).parents[1] / "vectors" / name for name in ("format2", "format2-entries2")]
 
 
 def _described(value: Any, stored: dict[str, Any]) -> dict[str, Any]:
@@ -56,9 +57,10 @@ def _check_store(store: agentfs.Store, expected: dict[str, Any]) -> None:
             ]
 
 
-def test_agentfs_reads_the_vector_store(tmp_path: Path) -> None:
-    expected = json.loads((VECTORS / "vectors.json").read_text())
-    shutil.copytree(VECTORS / "store", tmp_path / "store")
+@pytest.mark.parametrize("vectors", VECTOR_SETS, ids=lambda path: path.name)
+def test_agentfs_reads_the_vector_store(tmp_path: Path, vectors: Path) -> None:
+    expected = json.loads((vectors / "vectors.json").read_text())
+    shutil.copytree(vectors / "store", tmp_path / "store")
     with agentfs.open(tmp_path / "store") as store:
         assert store.id == expected["store_id"]
         _check_store(store, expected)
@@ -72,9 +74,10 @@ def test_agentfs_reads_the_vector_store(tmp_path: Path) -> None:
         assert store.verify().ok
 
 
-def test_agentfs_reads_the_vector_remote(tmp_path: Path) -> None:
-    expected = json.loads((VECTORS / "vectors.json").read_text())
-    shutil.copytree(VECTORS / "remote", tmp_path / "remote")
+@pytest.mark.parametrize("vectors", VECTOR_SETS, ids=lambda path: path.name)
+def test_agentfs_reads_the_vector_remote(tmp_path: Path, vectors: Path) -> None:
+    expected = json.loads((vectors / "vectors.json").read_text())
+    shutil.copytree(vectors / "remote", tmp_path / "remote")
     with agentfs.open(tmp_path / "reader", remote=str(tmp_path / "remote")) as store:
         for name, run_described in expected["runs"].items():
             latest = store.run(name).latest()

@@ -1,13 +1,14 @@
-"""Make the format-2 test vectors (tests/vectors/format2/): a small plaintext store and a file remote pushed from it.
+"""Make format-2 test vectors: a small plaintext store and a file remote pushed from it (tests/vectors/format2-entries2/;
+tests/vectors/format2/ was made by an agentfs that wrote log entries of version 1).
 
 Run by hand from the repository root when the vectors must be made again (the committed bytes, not this
 script, are the test data; tests/format/test_vectors_from_spec.py reads them from docs/FORMAT.md alone):
 
-    python tests/vectors/make_vectors.py tests/vectors/format2
+    python tests/vectors/make_vectors.py tests/vectors/format2-entries2
 
 Ids, times, host, pid and pack ids are made deterministic by patching agentfs's sources of them, so a
-second run writes the same bytes. What the store holds is written to format2/vectors.json, which the
-description (format2/README.md) explains.
+second run writes the same bytes. What the store holds is written to vectors.json there, which the
+description (format2/README.md, and format2-entries2/README.md for what differs) explains.
 """
 
 from __future__ import annotations
