@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import Context
-from .common import agentfs_part, at_most, fig, in_turn
+from .common import agentfs_part, at_most, fig, heap_frozen, in_turn
 
 W = "18 agent turns"
 WORDS = [
@@ -158,13 +158,14 @@ def langgraph_part(ctx: Context) -> None:
     ours = agentfs_part(ctx, W, "AgentFSSaver", lambda: _LangGraphSide("AgentFSSaver", ctx.new_dir("w18-agentfs"), _agentfs_saver(ctx)))
     if ours is not None:
         sides.append(ours)
-    for turn in range(turns):
-        for side in in_turn(turn, sides):
-            side.turn(turn)
     fresh: dict[str, list[float]] = {side.name: [] for side in sides}
-    for round_ in range(FRESH_ROUNDS):
-        for side in in_turn(round_, sides):
-            fresh[side.name].append(side.fresh_get_state(turns))
+    with heap_frozen():  # as common.lockstep
+        for turn in range(turns):
+            for side in in_turn(turn, sides):
+                side.turn(turn)
+        for round_ in range(FRESH_ROUNDS):
+            for side in in_turn(round_, sides):
+                fresh[side.name].append(side.fresh_get_state(turns))
     for side in sides:
         side.close()
     peer = sides[0]
@@ -205,12 +206,13 @@ def openai_items(turn: int) -> list[dict[str, Any]]:
 
 async def _openai_lockstep(sessions: dict[str, Any], turns: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in sessions}
-    for turn in range(turns):
-        items = openai_items(turn)
-        for name in in_turn(turn, list(sessions)):
-            t = time.perf_counter()
-            await sessions[name].add_items(items)
-            times[name].append((time.perf_counter() - t) * 1000)
+    with heap_frozen():  # as common.lockstep
+        for turn in range(turns):
+            items = openai_items(turn)
+            for name in in_turn(turn, list(sessions)):
+                t = time.perf_counter()
+                await sessions[name].add_items(items)
+                times[name].append((time.perf_counter() - t) * 1000)
     for name, session in sessions.items():
         got = await session.get_items()
         assert len(got) == 4 * turns, f"{name}: {len(got)} items after {turns} turns"
