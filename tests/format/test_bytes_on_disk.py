@@ -20,9 +20,9 @@ import pytest
 import zstandard
 
 import agentfs
+from tests.helpers.spec_manifest import CROCKFORD, manifest_map
 
 ULID_CHARS = set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
-CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 INLINE, PACKED, LOOSE, TREE = 0, 1, 2, 3
 PLAIN, LIST_BODY, MAP_BODY = 0, 1, 2
 
@@ -101,13 +101,6 @@ class Entry:
     pack: dict[bytes, bytes]
 
 
-def ulid_text(raw: bytes) -> str:
-    """The 26 Crockford digits of a ULID's 16 bytes (130 bits, the top 2 zero)."""
-    assert isinstance(raw, bytes) and len(raw) == 16
-    number = int.from_bytes(raw, "big")
-    return "".join(CROCKFORD[(number >> shift) & 31] for shift in range(125, -1, -5))
-
-
 def read_entry(root: Path, run: str, checkpoint_id: str) -> Entry:
     """A version-2 entry, its format-2 manifest (an array) given back as a map of the documented field names, with
     the run and id of its key and the ids as text."""
@@ -117,25 +110,8 @@ def read_entry(root: Path, run: str, checkpoint_id: str) -> Entry:
     assert hashlib.sha256(f"{run}\0{checkpoint_id}".encode() + body).digest() == raw[4:36]  # the key, then the body
     manifest_bytes, pack_list = msgpack.unpackb(body, raw=False)
     assert isinstance(manifest_bytes, bytes)
-    fields = msgpack.unpackb(manifest_bytes, raw=False, strict_map_key=False)
-    assert isinstance(fields, list) and len(fields) == 9 and fields[0] == 2
-    _format, parent, created, writer, metadata, kind, state, artifacts, optional = fields
-    assert isinstance(writer, list) and len(writer) == 3  # [store id's 16 bytes, host, pid]
-    manifest = {
-        "format": 2,
-        "run": run,
-        "id": checkpoint_id,
-        "parent": None if parent is None else ulid_text(parent),
-        "created": created,
-        "writer": {"store": ulid_text(writer[0]), "host": writer[1], "pid": writer[2]},
-        "metadata": metadata,
-        "state": [("map", "value")[kind], state],
-        "artifacts": artifacts,
-        **optional,
-    }
-    if "forked_from" in optional:
-        manifest["forked_from"] = [optional["forked_from"][0], ulid_text(optional["forked_from"][1])]
-    refs = [ref for _format, _count, ref in state.values()] + list(artifacts.values())
+    manifest = manifest_map(msgpack.unpackb(manifest_bytes, raw=False, strict_map_key=False), run, checkpoint_id)
+    refs = [ref for _format, _count, ref in manifest["state"][1].values()] + list(manifest["artifacts"].values())
     oids = sorted({ref[1] for ref in refs if ref[0] == PACKED and len(ref) == 3})  # its own packed refs', by oid
     assert len(pack_list) == len(oids)
     pack = {}

@@ -1,6 +1,7 @@
 """The format-2 test vectors (tests/vectors/format2/ and format2-entries2/) read from docs/FORMAT.md alone.
 
-This module imports nothing from agentfs: it is a second reader of the format, written from the
+This module imports nothing from agentfs (nor does tests/helpers/spec_manifest.py, which it shares with
+test_bytes_on_disk.py): it is a second reader of the format, written from the
 specification, so a change of the bytes agentfs writes or of the spec's text that the other does
 not follow fails here. It uses the standard library (zlib's CRC-32, sha256, json), msgpack and
 zstandard only. What the vectors hold is described in tests/vectors/format2/README.md and, for the
@@ -20,6 +21,8 @@ from typing import Any
 import msgpack
 import zstandard
 
+from tests.helpers.spec_manifest import CROCKFORD, manifest_map
+
 # the same store and remote written twice: with log entries of version 1 (format-1 manifests), and of version 2
 VECTOR_SETS = tuple(Path(__file__).parents[1] / "vectors" / name for name in ("format2", "format2-entries2"))
 
@@ -27,7 +30,6 @@ HEADER_MAGIC, BATCH_MAGIC, TRAILER_MAGIC = b"\x89AFSSEG\n", b"\x89AFSBAT\n", b"\
 HEADER_SIZE, TRAILER_SIZE, FRAME_HEAD = 40, 24, 9
 BEGIN, END, FOOTER = 1, 2, 3
 OBJECT, ENTRY, JOURNAL, RETIRED, FORK = 16, 17, 18, 19, 20
-CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 INLINE, PACKED, LOOSE, TREE = 0, 1, 2, 3
 
 
@@ -248,13 +250,6 @@ def sealed_body(blob: bytes, magic: bytes) -> bytes:
     return body
 
 
-def ulid_text(raw: bytes) -> str:
-    """A ULID's 16 bytes as its 26 Crockford base32 digits (130 bits, the top 2 zero)."""
-    assert isinstance(raw, bytes) and len(raw) == 16
-    number = int.from_bytes(raw, "big")
-    return "".join("0123456789ABCDEFGHJKMNPQRSTVWXYZ"[(number >> shift) & 31] for shift in range(125, -1, -5))
-
-
 def unpack(data: bytes) -> Any:
     def ext(code: int, payload: bytes) -> Any:
         assert code == 1, f"the vectors use only ext 1 (tuple), found {code}"
@@ -287,24 +282,8 @@ class Records:
             return Entry(manifest, {oid: object_bytes(blob, oid) for oid, blob in packed})
         assert data[:4] == b"AFL\x02" and hashlib.sha256(key + data[36:]).digest() == data[4:36], "sha256 of the key and body"
         manifest_bytes, blobs = msgpack.unpackb(data[36:], raw=False)
-        fields = unpack(manifest_bytes)
-        assert isinstance(fields, list) and len(fields) == 9 and fields[0] == 2
-        _format, parent, created, writer, metadata, kind, state, artifacts, optional = fields
-        manifest = {
-            "run": run,
-            "id": checkpoint_id,
-            "parent": None if parent is None else ulid_text(parent),
-            "created": created,
-            "writer": {"store": ulid_text(writer[0]), "host": writer[1], "pid": writer[2]},
-            "metadata": metadata,
-            "state": [("map", "value")[kind], state],
-            "artifacts": artifacts,
-        }
-        if "forked_from" in optional:
-            manifest["forked_from"] = [optional["forked_from"][0], ulid_text(optional["forked_from"][1])]
-        if "schema" in optional:
-            manifest["schema"] = optional["schema"]
-        refs = [ref for _format, _count, ref in state.values()] + list(artifacts.values())
+        manifest = manifest_map(unpack(manifest_bytes), run, checkpoint_id)
+        refs = [ref for _format, _count, ref in manifest["state"][1].values()] + list(manifest["artifacts"].values())
         own = sorted({ref[1] for ref in refs if ref[0] == PACKED and (len(ref) == 3 or (ref[3], ref[4]) == (run, checkpoint_id))})
         assert len(blobs) == len(own), "one packed object per oid its own PACKED refs name"
         return Entry(manifest, {oid: object_bytes(blob, oid) for oid, blob in zip(own, blobs, strict=True)})
