@@ -1,9 +1,8 @@
 """The format-2 test vectors (tests/vectors/format2/ and format2-entries2/) read from docs/FORMAT.md alone.
 
-This module imports nothing from agentfs (nor does tests/helpers/spec_manifest.py, which it shares with
-test_bytes_on_disk.py): it is a second reader of the format, written from the
-specification, so a change of the bytes agentfs writes or of the spec's text that the other does
-not follow fails here. It uses the standard library (zlib's CRC-32, sha256, json), msgpack and
+This module imports nothing from agentfs (nor does tests/helpers/spec_manifest.py, which it shares
+with test_bytes_on_disk.py): it is a second reader of the format, written from the specification, so
+a change of the bytes agentfs writes or of the spec's text that the other does not follow fails here. It uses the standard library (zlib's CRC-32, sha256, json), msgpack and
 zstandard only. What the vectors hold is described in tests/vectors/format2/README.md and, for the
 assertions, in vectors.json.
 """
