@@ -274,3 +274,25 @@ def test_what_get_session_returns_is_the_callers_to_change(tmp_path: Path) -> No
 
     asyncio.run(check())
     store.close()
+
+
+def test_an_encrypted_session_names_nothing_and_reads_back(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+
+    async def write() -> None:
+        service = AgentFSSessionService(root, encryption="correct horse")
+        await feed(service)
+        await service.close()
+
+    asyncio.run(write())
+    every_byte = b"".join(path.read_bytes() for path in root.rglob("*") if path.is_file())
+    assert b"ada says" not in every_byte and b"ada@example.com" not in every_byte
+
+    async def read() -> list[str]:
+        service = AgentFSSessionService(root, encryption="correct horse")
+        session = await service.get_session(app_name=APP, user_id="ada@example.com", session_id="old chat")
+        await service.close()
+        assert session is not None
+        return [e.id for e in session.events]
+
+    assert asyncio.run(read()) == [f"ada@example.com-e{n}" for n in range(6)]
