@@ -296,3 +296,23 @@ def test_an_encrypted_session_names_nothing_and_reads_back(tmp_path: Path) -> No
         return [e.id for e in session.events]
 
     assert asyncio.run(read()) == [f"ada@example.com-e{n}" for n in range(6)]
+
+
+def test_the_sessions_kept_read_are_bounded_by_their_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentfs.integrations.adk import events as session_events
+
+    monkeypatch.setattr(session_events, "RECENT_EVENTS", 10)
+    store = agentfs.open(tmp_path / "s")
+    writer, reader = AgentFSSessionService(store), AgentFSSessionService(store)
+    asyncio.run(feed(writer))  # two sessions of 6 events: both together are past the bound
+    swept: list[int] = []
+    get_many = agentfs.Run.get_many
+    monkeypatch.setattr(agentfs.Run, "get_many", lambda run, ids: swept.append(len(ids)) or get_many(run, ids))
+
+    async def read(user: str, session_id: str) -> None:
+        assert await reader.get_session(app_name=APP, user_id=user, session_id=session_id) is not None
+
+    for user, session_id in [*SESSIONS, SESSIONS[1], SESSIONS[0]]:
+        asyncio.run(read(user, session_id))
+    assert swept == [7, 7, 7]  # the second kept, the first read again: one session's events fit
+    store.close()

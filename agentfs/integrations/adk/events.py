@@ -18,7 +18,8 @@ import agentfs
 
 from .layout import EVENT, EVENTS, STATE
 
-RECENT_LOGS = 32  # sessions whose events are kept as last read or written here
+RECENT_LOGS = 32  # sessions whose events are kept as last read or written here,
+RECENT_EVENTS = 50_000  # and their events in all (about 1.6 KB each as dumped; the newest session's are kept whatever their count)
 
 
 class SessionLog(NamedTuple):
@@ -61,7 +62,7 @@ def new_log(head: str, events: list[dict[str, Any]], state: dict[str, Any], upda
 
 
 class SessionLogs:
-    """The logs of the sessions this service read or wrote last (RECENT_LOGS of them)."""
+    """The logs of the sessions this service read or wrote last (RECENT_LOGS of them, RECENT_EVENTS events in all)."""
 
     def __init__(self) -> None:
         self._logs: OrderedDict[str, SessionLog] = OrderedDict()
@@ -108,7 +109,9 @@ class SessionLogs:
         with self._lock:
             self._logs[run_name] = log
             self._logs.move_to_end(run_name)
-            while len(self._logs) > RECENT_LOGS:
+            while len(self._logs) > 1 and (
+                len(self._logs) > RECENT_LOGS or sum(kept.length for kept in self._logs.values()) > RECENT_EVENTS
+            ):
                 self._logs.popitem(last=False)
 
 
