@@ -23,7 +23,7 @@ from ..format.retirement import Retirement
 from ..ids import id_time_ns, new_id
 from .engine_api import EngineAPI
 
-MANAGED_PREFIXES = ("langgraph/", "strands/")  # runs whose owner keeps its own retention: the store policy skips them
+MANAGED_PREFIXES = ("langgraph/", "strands/", "adk/")  # runs whose owner keeps its own retention: the store policy skips them
 
 
 @dataclasses.dataclass

@@ -27,6 +27,11 @@ def segment(text: str) -> str:
     return "h" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def plain_id(text: str) -> str | None:
+    """The id a segment names when it is the id itself; None for a hashed one (its id is not in the name)."""
+    return None if _HASHED.fullmatch(text) else text
+
+
 def open_or_use(
     store: agentfs.Store | str | os.PathLike[str] | None,
     owner: str,

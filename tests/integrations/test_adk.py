@@ -179,8 +179,8 @@ def test_a_run_that_is_no_session_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_a_session_stored_whole_reads_and_grows_by_its_new_events(tmp_path: Path) -> None:
-    """A session whose checkpoints hold the whole events list (as every append wrote it before appends became
-    an `Extend`) is read and appended to by a service that did not write it; each append stores the same list."""
+    """A session whose checkpoints hold the whole events list (as every append wrote it before each event became
+    its own checkpoint) is read and appended to by a service that did not write it; each append stores its event."""
     store, _sessions, _artifacts = services(tmp_path)
     first = Event(author="user", invocation_id="i1", timestamp=10.0, content=types.Content(role="user", parts=[types.Part(text="hi")]))
     stored = [first.model_dump(mode="json", exclude_none=True)]
@@ -198,7 +198,7 @@ def test_a_session_stored_whole_reads_and_grows_by_its_new_events(tmp_path: Path
         assert again is not None and [e.model_dump() for e in again.events] == [e.model_dump() for e in [first, *added]]
         assert again.state == {"k": 2}
         head = sessions.run(APP, USER, "old").latest()
-        assert head is not None and head.state["events"] == [e.model_dump(mode="json", exclude_none=True) for e in [first, *added]]
+        assert head is not None and head.state == {"event": added[-1].model_dump(mode="json", exclude_none=True), "state": {"k": 2}}
 
     asyncio.run(grow())
     store.close()

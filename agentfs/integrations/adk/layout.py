@@ -6,10 +6,15 @@
     <prefix>/<app>/artifact/<user>/<session>/<filename>   one run per artifact: each version one checkpoint
     <prefix>/<app>/artifact/<user>/user/<filename>        a `user:` artifact (the session segment is `user`)
 
-A session checkpoint's state is `{"events": [...], "state": {...}}`: the events as ADK dumps them
-(JSON mode, None fields left out) and the session-scoped state after them; its metadata names the
-app, user and session, counts the events and holds `last_update_time` and `last_event_id`, so a
-listing or a fork at an event reads no event. Session segments are hashed when `user` could clash.
+A session checkpoint's state is `{"event": {...}, "state": {...}}`: one event as ADK dumps it (JSON
+mode, None fields left out) and the session-scoped state after it (an unchanged state is the parent's
+value, referred to where it lies). A session's creation and a fork hold `{"events": [...], "state":
+{...}}` instead: the whole list of its events then (empty at creation), as every checkpoint of the
+earlier layout did. The events as of a checkpoint are those of the newest whole list on its line,
+followed by the event of each checkpoint after it (events.py). Its metadata holds `last_update_time`
+(so a listing reads no event) and the user and session ids whose segments are hashed (only the
+earlier layout's checkpoints name the app, user and session, count the events and hold
+`last_event_id`). Session segments are hashed when `user` could clash.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from __future__ import annotations
 from ..run_names import segment
 
 PREFIX = "adk"
-EVENTS = "events"
+EVENTS = "events"  # the whole list: a creation, a fork, and every checkpoint of the earlier layout
+EVENT = "event"  # one event: each append
 STATE = "state"
 USER_SCOPE = "user"  # the session segment of user-scoped artifacts
 

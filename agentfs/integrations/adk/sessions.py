@@ -1,24 +1,27 @@
 """AgentFSSessionService: Google ADK's `BaseSessionService` over agentfs runs (see layout.py).
 
-- `append_event` is one durable checkpoint of the session's run, committed with `parent=` the head it
-  read. ADK's stale-session check is kept: a session object older than the stored session (another
+- `append_event` is one durable checkpoint of the session's run holding that event, committed with
+  `parent=` the head it read; the session's events are read back by one sweep of the run (events.py).
+  ADK's stale-session check is kept: a session object older than the stored session (another
   writer appended since it was read) raises `StaleSessionError`, as ADK's SQLite service does.
 - `app:` and `user:` state deltas go to the app's and the user's state runs (one checkpoint each)
   before the event's checkpoint; `temp:` state never reaches the store. Hazard: a crash between the two
   leaves the scoped values set without the event; the deltas are values, not increments, so the
   invocation that runs again sets the same values (tests/integrations/test_adk.py, the SIGKILL test).
 - What ADK lacks: `fork_session` at an event (the fork borrows the checkpoint that ended with that
-  event: nothing is copied), and `once`, which runs a tool's side effect at most once per call id in
+  event, then commits the events up to it as one list: a fork reads nothing of its source, which may be
+  deleted), and `once`, which runs a tool's side effect at most once per call id in
   the session's journal, so an invocation that runs again after a crash gets the recorded result.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, TypeVar
 
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -33,8 +36,9 @@ from google.adk.tools.tool_context import ToolContext
 import agentfs
 
 from ...api import EncryptionArg
-from ..run_names import open_or_use
-from .layout import EVENTS, PREFIX, STATE, app_state_run, session_run, sessions_root, user_state_run
+from ..run_names import open_or_use, plain_id, segment
+from .events import SessionLogs, read_log
+from .layout import EVENT, EVENTS, PREFIX, STATE, app_state_run, session_run, sessions_root, user_state_run
 
 T = TypeVar("T")
 
@@ -57,9 +61,7 @@ class AgentFSSessionService(BaseSessionService):
             store, "AgentFSSessionService", remote=remote, storage_options=storage_options, durability=durability, encryption=encryption
         )
         self.prefix = prefix
-        # the last session head this service committed: the next append to it extends these events instead of
-        # decoding them again. Hazard: never handed out (get_session validates its own copies of the events).
-        self._written = _Written("", "", [], frozenset(), {}, 0.0)
+        self._logs = SessionLogs()
 
     async def close(self) -> None:
         """Close the store if this service opened it (async, as ADK's database services' `close`)."""
@@ -82,7 +84,7 @@ class AgentFSSessionService(BaseSessionService):
         return ListSessionsResponse(sessions=await self.store.to_thread(self._list, app_name, user_id))
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        await self.store.to_thread(self.run(app_name, user_id, session_id.strip()).delete)
+        await self.store.to_thread(self._delete, app_name, user_id, session_id.strip())
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         return await self.store.to_thread(self._scoped, user_state_run(self.prefix, app_name, user_id))
@@ -138,32 +140,32 @@ class AgentFSSessionService(BaseSessionService):
         self._update_scoped(app_name, user_id, deltas)
         now = time.time()
         try:
-            run.commit({EVENTS: [], STATE: deltas["session"]}, metadata=_metadata(app_name, user_id, session_id, 0, now, None), parent=None)
+            checkpoint = run.commit({EVENTS: [], STATE: deltas["session"]}, metadata=_metadata(user_id, session_id, now), parent=None)
         except agentfs.Conflict:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        self._logs.started(run, checkpoint, [], now)
         return self._merged(Session(app_name=app_name, user_id=user_id, id=session_id, state=deltas["session"], last_update_time=now))
 
     def _get(self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None) -> Session | None:
-        head = self.run(app_name, user_id, session_id).latest()
-        if head is None:
+        log = self._logs.current(self.run(app_name, user_id, session_id))
+        if log is None:
             return None
-        stored_events, stored_state = _stored(head)
-        events = [Event.model_validate(event) for event in stored_events]
+        dumped = log.dumped()
         if config is not None and config.num_recent_events is not None:
-            events = events[-config.num_recent_events :] if config.num_recent_events else []
+            dumped = dumped[-config.num_recent_events :] if config.num_recent_events else []
         if config is not None and config.after_timestamp is not None:
             after = config.after_timestamp
-            kept = len(events)
-            while kept > 0 and events[kept - 1].timestamp >= after:
+            kept = len(dumped)
+            while kept > 0 and dumped[kept - 1]["timestamp"] >= after:
                 kept -= 1
-            events = events[kept:]
+            dumped = dumped[kept:]
         session = Session(
             app_name=app_name,
             user_id=user_id,
             id=session_id,
-            state=stored_state,
-            events=events,
-            last_update_time=head.metadata["last_update_time"],
+            state=copy.deepcopy(log.state),  # the caller's to change
+            events=[Event.model_validate(event) for event in copy.deepcopy(dumped)],  # Event shares the values under Any fields
+            last_update_time=log.updated,
         )
         return self._merged(session)
 
@@ -172,18 +174,23 @@ class AgentFSSessionService(BaseSessionService):
         sessions = []
         for name in self.store.runs():
             head = self.store.run(name).latest() if name.startswith(root) else None
-            if head is None or head.metadata.get("app_name") != app_name:
+            updated = None if head is None else head.metadata.get("last_update_time")
+            if head is None or not isinstance(updated, float | int):
                 continue
             meta = head.metadata
-            session = Session(
-                app_name=app_name,
-                user_id=meta["user_id"],
-                id=meta["session_id"],
-                state=head.value(STATE),
-                last_update_time=meta["last_update_time"],
-            )
+            segments = name[len(root) :].split("/")
+            user = user_id if user_id is not None else meta.get("user_id", plain_id(segments[0]))
+            session_id = meta.get("session_id", plain_id(segments[-1]))
+            if user is None or session_id is None:
+                continue  # a hashed segment without its id: no session this service wrote
+            session = Session(app_name=app_name, user_id=user, id=session_id, state=head.value(STATE), last_update_time=updated)
             sessions.append(self._merged(session))
         return sorted(sessions, key=lambda s: (s.last_update_time, s.user_id, s.id))
+
+    def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
+        run = self.run(app_name, user_id, session_id)
+        run.delete()
+        self._logs.forget(run.name)
 
     def _append(self, session: Session, event: Event) -> bool:
         """Commit the event (False if the session already holds it); StaleSessionError if `session` is behind."""
@@ -191,69 +198,53 @@ class AgentFSSessionService(BaseSessionService):
         deltas = _session_util.extract_state_delta(event.actions.state_delta if event.actions else {})
         scoped_done = False
         while True:
-            head = self._head(run)
-            if head is None:
+            log = self._logs.current(run)
+            if log is None:
                 raise SessionNotFoundError(f"Session {session.id} not found.")
-            if head.updated > session.last_update_time:
+            if log.updated > session.last_update_time:
                 raise StaleSessionError(
-                    f"session {session.id!r} of app {session.app_name!r}: stored at {head.updated}, "
+                    f"session {session.id!r} of app {session.app_name!r}: stored at {log.updated}, "
                     f"this copy at {session.last_update_time}; get_session again (a stale session)"
                 )
-            if event.id in head.event_ids:
+            if log.holds(event.id):
                 return False  # appended already (as ADK's in-memory service, a repeat is ignored)
             if not scoped_done:
                 self._update_scoped(session.app_name, session.user_id, deltas)
                 scoped_done = True
             dumped = event.model_dump(mode="json", exclude_none=True)
-            events = [*head.events, dumped]
-            state = {**head.state, **deltas["session"]}
-            metadata = _metadata(session.app_name, session.user_id, session.id, len(events), event.timestamp, event.id)
+            # an unchanged state is the head's value: the commit refers to it where the head stored it
+            state = {**log.state, **deltas["session"]}
+            metadata = _metadata(session.user_id, session.id, event.timestamp)
             try:
-                # the head's events with this one appended: the commit encodes and stores the new event only
-                checkpoint = run.commit({EVENTS: agentfs.Extend([dumped]), STATE: state}, metadata=metadata, parent=head.id)
+                checkpoint = run.commit({EVENT: dumped, STATE: state}, metadata=metadata, parent=log.head)
             except agentfs.Conflict:
                 continue  # another writer appended meanwhile: its time decides whether this copy is stale
-            self._written = _Written(run.name, checkpoint.id, events, head.event_ids | {event.id}, state, event.timestamp)
+            self._logs.committed(run, log, checkpoint, dumped, bool(deltas["session"]), event.timestamp)
             return True
-
-    def _head(self, run: agentfs.Run) -> _Written | None:
-        """The session's head, without decoding its events when this service committed it."""
-        head_id = run.head_id()
-        written = self._written  # one read: another worker thread may replace it
-        if head_id is None or (written.run, written.id) == (run.name, head_id):
-            return None if head_id is None else written
-        head = run.get(head_id)
-        events, state = _stored(head)
-        event_ids = frozenset(stored_event.get("id") for stored_event in events)
-        return _Written(run.name, head_id, events, event_ids, state, head.metadata["last_update_time"])
 
     def _fork(self, app_name: str, user_id: str, session_id: str, fork_id: str, at_event_id: str | None) -> Session:
         source = self.run(app_name, user_id, session_id)
-        head = source.latest()
-        if head is None:
+        log = self._logs.current(source)
+        if log is None:
             raise SessionNotFoundError(f"Session {session_id} not found.")
-        base = head
+        home, base = source, log
         if at_event_id is not None:
-            found = next((cp for cp in source.history() if cp.metadata.get("last_event_id") == at_event_id), None)
+            found = _checkpoint_of(source, log.head, at_event_id) if log.holds(at_event_id) else None
             if found is None:
                 raise SessionNotFoundError(f"session {session_id!r} has no event {at_event_id!r} to fork at")
-            base = found
+            home, base = found[0], read_log(found[0], None, found[1])
         target = self.run(app_name, user_id, fork_id)
         try:
             if target.head_id() is not None:
                 raise agentfs.Conflict(target.name)
-            fork = source.fork(base.id, target.name)
+            fork = home.fork(base.head, target.name)
         except agentfs.Conflict:
             raise AlreadyExistsError(f"Session with id {fork_id} already exists.") from None
-        meta = base.metadata
-        # the fork starts with the source's metadata: one commit names the new session (its state: the base's)
-        stored_events, stored_state = _stored(base)
-        stored = {EVENTS: stored_events, STATE: stored_state}
-        fork.commit(
-            stored,
-            metadata=_metadata(app_name, user_id, fork_id, meta["events"], meta["last_update_time"], meta["last_event_id"]),
-            parent=fork.head_id(),
-        )
+        # the fork's own list of the events up to the fork: its events never depend on the source's checkpoints
+        events = base.dumped()
+        metadata = _metadata(user_id, fork_id, base.updated)
+        checkpoint = fork.commit({EVENTS: events, STATE: base.state}, metadata=metadata, parent=fork.head_id())
+        self._logs.started(fork, checkpoint, events, base.updated)
         forked = self._get(app_name, user_id, fork_id, None)
         assert forked is not None, "the fork was just committed"
         return forked
@@ -277,35 +268,32 @@ class AgentFSSessionService(BaseSessionService):
         return session
 
 
-def _stored(checkpoint: agentfs.Checkpoint) -> tuple[list[Any], dict[str, Any]]:
-    """(events, session state) of a session checkpoint; anything else in the run is refused by name."""
-    state = checkpoint.state
-    events = state.get(EVENTS) if isinstance(state, dict) else None
-    scoped = state.get(STATE) if isinstance(state, dict) else None
-    if not (isinstance(events, list) and isinstance(scoped, dict) and isinstance(checkpoint.metadata.get("last_update_time"), float | int)):
-        raise agentfs.FormatError(f"checkpoint {checkpoint.id} of run {checkpoint.run!r} is not a Google ADK session checkpoint")
-    return events, scoped
-
-
-class _Written(NamedTuple):
-    run: str
-    id: str
-    events: list[Any]
-    event_ids: frozenset[Any]  # the events' ids: a repeated event is found without a scan of the events
-    state: dict[str, Any]
-    updated: float  # the head's last_update_time
+def _checkpoint_of(run: agentfs.Run, head: str, event_id: str) -> tuple[agentfs.Run, str] | None:
+    """(run, checkpoint) on the line of `head` that ended with the event (a single event's, or one the earlier layout
+    wrote, its id in the metadata), through the checkpoint the run was forked from; None if there is none."""
+    while True:
+        checkpoints = {checkpoint.id: checkpoint for checkpoint in run.get_many(run.ids())}
+        at = checkpoints.get(head)
+        source = None
+        while at is not None and source is None:
+            if at.metadata.get("last_event_id") == event_id or (at.has_value(EVENT) and at.value(EVENT).get("id") == event_id):
+                return run, at.id
+            source = at.forked_from if at.parent is None else None
+            at = None if at.parent is None else checkpoints.get(at.parent)
+        if source is None:
+            return None
+        run, head = agentfs.Run(run.store, source[0]), source[1]
 
 
 def _merge_with(delta: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
     return lambda state: {**(state or {}), **delta}
 
 
-def _metadata(app_name: str, user_id: str, session_id: str, events: int, updated: float, last_event: str | None) -> dict[str, Any]:
-    return {
-        "app_name": app_name,
-        "user_id": user_id,
-        "session_id": session_id,
-        EVENTS: events,
-        "last_update_time": updated,
-        "last_event_id": last_event,
-    }
+def _metadata(user_id: str, session_id: str, updated: float) -> dict[str, Any]:
+    """A session checkpoint's metadata: its time, and the user and session ids that the run name holds only hashed."""
+    metadata: dict[str, Any] = {"last_update_time": updated}
+    if plain_id(segment(user_id)) is None:
+        metadata["user_id"] = user_id
+    if plain_id(segment(session_id)) is None:
+        metadata["session_id"] = session_id
+    return metadata
