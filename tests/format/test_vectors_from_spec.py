@@ -2,9 +2,9 @@
 
 This module imports nothing from agentfs (nor does tests/helpers/spec_manifest.py, which it shares
 with test_bytes_on_disk.py): it is a second reader of the format, written from the specification, so
-a change of the bytes agentfs writes or of the spec's text that the other does not follow fails here. It uses the standard library (zlib's CRC-32, sha256, json), msgpack and
-zstandard only. What the vectors hold is described in tests/vectors/format2/README.md and, for the
-assertions, in vectors.json.
+a change of the bytes agentfs writes or of the spec's text that the other does not follow fails here.
+It uses the standard library (zlib's CRC-32, sha256, json), msgpack and zstandard only. What the
+vectors hold is described in tests/vectors/format2/README.md and, for the assertions, in vectors.json.
 """
 
 from __future__ import annotations
