@@ -3,9 +3,10 @@
 Give it to Strands' `RepositorySessionManager(session_id=..., session_repository=repository)`:
 
 - every create or update is one durable checkpoint of one run (the session's, the agent's, the agent's
-  messages' or the multi-agent's); an update is committed with `parent=` the head it read, and a writer
-  that lost the race reads the new head and applies its change again; a message is appended, so
-  nothing another writer committed is lost (test_strands.py, the racing writers);
+  messages' or the multi-agent's); an update is committed with `parent=` the head it read (an agent's: or
+  the one this repository last committed there, not read again), and a writer that lost the race
+  reads the new head and applies its change again; a message is appended, so nothing another writer
+  committed is lost (test_strands.py, the racing writers and an update after another writer's record);
 - answers and errors are those of Strands' `FileSessionManager` (`SessionException` for a session that
   exists or a record that does not, `None` for a missing read; agentfs.testing.strands_repository
   checks it call by call), except that hostile ids (`..`, a path separator) are refused by name
