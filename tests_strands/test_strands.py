@@ -6,6 +6,7 @@ journaled tool call that resumes from moto S3 on another machine with nothing re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -20,11 +21,13 @@ from strands import Agent, tool
 from strands.session.file_session_manager import FileSessionManager
 from strands.session.repository_session_manager import RepositorySessionManager
 from strands.session.session_repository import SessionRepository
+from strands.types.exceptions import SessionException
 from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
 from strands.types.tools import ToolContext
 
 import agentfs
 from agentfs.integrations.strands import AgentFSSessionRepository, InvalidId
+from agentfs.integrations.strands.layout import as_json, record_of
 from agentfs.integrations.strands.repository import session_message
 from tests.helpers import killed_turns
 from tests_strands.scripted import ScriptedModel
@@ -139,6 +142,44 @@ def test_messages_read_back_are_what_strands_from_dict_makes(tmp_path: Path) -> 
         assert repository.list_messages(SESSION, AGENT) == [SessionMessage.from_dict(record) for record in records[:2]]
 
 
+@dataclasses.dataclass
+class _Point:
+    x: int
+    raw: bytes
+
+
+def test_records_are_what_strands_to_dict_makes_after_its_json_round_trip() -> None:
+    """record_of takes a message or agent apart without to_dict's deep copy: the same record, bytes base64-encoded
+    as encode_bytes_values does them (in dicts, lists and nested dataclasses), keys and times kept, and a value
+    JSON cannot hold refused as before."""
+    image = {"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": bytes(range(256))}}}]}
+    said = {"role": "assistant", "content": [{"text": "é secret"}]}
+    redacted = SessionMessage(said, 1, redact_message={"role": "assistant", "content": []})  # type: ignore[arg-type]
+    agent = SessionAgent(AGENT, {"blob": [b"\x00\xff", {"nested": b"abc"}], "point": _Point(1, b"\x01")}, {"n": (1, 2)})  # type: ignore[dict-item]
+    for item in [SessionMessage.from_message(image, 0), redacted, agent, SessionAgent(AGENT, {}, {})]:
+        assert record_of(item, "it") == as_json(item.to_dict(), "it")
+    with pytest.raises(agentfs.SerializationError, match="strands it cannot be stored"):
+        record_of(SessionAgent(AGENT, {"x": object()}, {}), "it")
+
+
+def test_a_message_committed_after_a_read_leaves_the_read_messages_unchanged(tmp_path: Path) -> None:
+    """Messages committed after the head a repository knows are added to what it knows in place, unless a reader
+    holds it: the messages a reader was given stay as they were read."""
+    with AgentFSSessionRepository(tmp_path / "store") as repository:
+        repository.create_agent(SESSION, SessionAgent(AGENT, {}, {}))
+        for message_id in range(3):
+            repository.create_message(SESSION, AGENT, SessionMessage({"role": "user", "content": [{"text": "hi"}]}, message_id))
+        run_name = repository.run(SESSION, AGENT).name
+        read = repository._logs.current(run_name)
+        assert read is not None and sorted(read.records) == [0, 1, 2]
+        for message_id in range(3, 5):
+            repository.create_message(SESSION, AGENT, SessionMessage({"role": "user", "content": [{"text": "hi"}]}, message_id))
+        assert sorted(read.records) == [0, 1, 2] and read.head == repository.run(SESSION, AGENT).ids()[2]
+        now = repository._logs.current(run_name)
+        assert now is not None and sorted(now.records) == [0, 1, 2, 3, 4]
+        assert [m.message_id for m in AgentFSSessionRepository(repository.store).list_messages(SESSION, AGENT)] == [0, 1, 2, 3, 4]
+
+
 def test_writers_appending_to_one_agent_lose_nothing(tmp_path: Path) -> None:
     with agentfs.open(tmp_path / "store") as store:
         AgentFSSessionRepository(store).create_agent(SESSION, SessionAgent(AGENT, {}, {}))
@@ -154,6 +195,28 @@ def test_writers_appending_to_one_agent_lose_nothing(tmp_path: Path) -> None:
         for repository in [*writers, AgentFSSessionRepository(store)]:
             ids = [m.message_id for m in repository.list_messages(SESSION, AGENT)]
             assert ids == [w * 100 + n for w in range(4) for n in range(10)]
+
+
+def test_an_update_after_another_writers_goes_after_its_record(tmp_path: Path) -> None:
+    """A repository updates an agent after the head it last committed without reading it again: another writer's
+    record in between (here the agent created again, with a new creation time) must make it read the new head,
+    keep that creation time and append after it, as Strands' file repository keeps the file's."""
+    first, later = "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00"
+    with agentfs.open(tmp_path / "store") as store:
+        ours, theirs = AgentFSSessionRepository(store), AgentFSSessionRepository(store)
+        ours.create_agent(SESSION, SessionAgent(AGENT, {"n": 0}, {}, created_at=first))
+        ours.update_agent(SESSION, SessionAgent(AGENT, {"n": 1}, {}))
+        theirs.create_agent(SESSION, SessionAgent(AGENT, {"n": 2}, {}, created_at=later))
+        update = SessionAgent(AGENT, {"n": 3}, {})
+        ours.update_agent(SESSION, update)
+        assert update.created_at == later
+        run = store.run(f"strands/{SESSION}/agent/{AGENT}")
+        head = run.latest()
+        assert head is not None and head.state["agent"]["state"] == {"n": 3} and head.state["agent"]["created_at"] == later
+        assert len(run.heads()) == 1, "the update did not go after the other writer's record"
+        theirs.delete_session(SESSION)
+        with pytest.raises(SessionException, match="does not exist"):
+            ours.update_agent(SESSION, SessionAgent(AGENT, {"n": 4}, {}))
 
 
 def test_a_store_wide_retention_policy_keeps_every_message(tmp_path: Path) -> None:

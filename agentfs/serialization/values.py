@@ -242,13 +242,13 @@ def encode_value(value: Any, path: Path = "state") -> bytes:
         data = _pack(value)
     except _PACK_ERRORS as exc:
         raise _describe(value, path if isinstance(path, str) else path(), exc) from None
-    if too_deep(value):
+    if too_deep(value, encoded=len(data)):
         raise _too_deep(value, path if isinstance(path, str) else path())
     return data
 
 
-def _checked_depth(value: Any, where: str) -> Any:
-    if too_deep(value):
+def _checked_depth(value: Any, where: str, encoded: int) -> Any:
+    if too_deep(value, encoded=encoded):
         raise FormatError(f"{where} nests containers more than {MAX_DEPTH} deep; refused")
     return value
 
@@ -260,7 +260,7 @@ def decode_value(data: bytes, where: str) -> Any:
         raise FormatError(f"{where}: {exc}") from None
     except Exception as exc:  # any converter fed a crafted record: never let it pass as another error
         raise FormatError(f"{where} is not a valid value record: {type(exc).__name__}: {exc}") from None
-    return _checked_depth(value, where)
+    return _checked_depth(value, where, len(data))
 
 
 def _header_size(first: int) -> int:
@@ -302,8 +302,8 @@ def decode_body(fmt: int, count: int, data: bytes, where: str) -> Any:
     if len(items) != expected:
         raise FormatError(f"{where} declares {count} items but holds {len(items)} records")
     if fmt == LIST_BODY:
-        return _checked_depth(items, where)
+        return _checked_depth(items, where, len(data))
     try:
-        return _checked_depth(dict(zip(items[::2], items[1::2], strict=True)), where)
+        return _checked_depth(dict(zip(items[::2], items[1::2], strict=True)), where, len(data))
     except TypeError as exc:  # a key msgpack decoded as a list or dict (unhashable): crafted, never written
         raise FormatError(f"{where} is not a valid value record: a map key is {exc}") from None

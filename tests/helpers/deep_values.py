@@ -76,7 +76,7 @@ def read_state_over_mcp(root: str) -> str:
 def forge(root: str, kind: str, depth: int) -> str:
     """commit() as a writer without the limits would: the bytes a hostile or careless writer stores."""
     checks = values.too_deep, values.MAX_DEPTH
-    values.too_deep = lambda value, limit=0: False  # type: ignore[assignment]
+    values.too_deep = lambda value, limit=0, **_: False  # type: ignore[assignment]
     values.MAX_DEPTH = 1 << 30
     try:
         return commit(root, kind, depth)

@@ -24,17 +24,28 @@ RECENT_LOGS = 32  # message runs whose messages are kept as last read or written
 
 class Log(NamedTuple):
     """The messages of a run as of its checkpoint `head`: message id -> SessionMessage.to_dict(). Hazard:
-    shared between callers and never changed (a new message makes a new Log); readers build Strands objects
-    from it with from_dict, which copies."""
+    shared between callers and never changed (a message committed later is added to a copy); readers build
+    Strands objects from it with from_dict, which copies."""
 
     head: str
     records: dict[int, Any]
 
 
+class _Kept:
+    """A run's messages as of `head`, under MessageLogs' lock. `records` is added to in place while no Log holds it
+    (`lent` False), so a message committed after the head costs one item, not a copy of the conversation (a copy
+    each grew a 4,000-message session's commits by 50 us; tests_strands/test_strands.py, a reader's Log unchanged)."""
+
+    __slots__ = ("head", "lent", "records")
+
+    def __init__(self, head: str, records: dict[int, Any], lent: bool) -> None:
+        self.head, self.records, self.lent = head, records, lent
+
+
 class MessageLogs:
     def __init__(self, store: agentfs.Store) -> None:
         self.store = store
-        self._logs: OrderedDict[str, Log] = OrderedDict()
+        self._logs: OrderedDict[str, _Kept] = OrderedDict()
         self._lock = threading.Lock()
 
     def current(self, run_name: str) -> Log | None:
@@ -43,8 +54,12 @@ class MessageLogs:
         head = run.head_id()
         if head is None:
             return None
+        known: Log | None = None
         with self._lock:
-            known = self._logs.get(run_name)
+            kept = self._logs.get(run_name)
+            if kept is not None:
+                kept.lent = True  # read below or by the caller, outside the lock
+                known = Log(kept.head, kept.records)
         if known is not None and known.head == head:
             return known
         ids = run.ids()
@@ -59,25 +74,33 @@ class MessageLogs:
                 raise agentfs.FormatError(f"checkpoint {checkpoint.id} of run {run_name!r} is not a Strands message")
             records[record["message_id"]] = record
         log = Log(ids[-1], records)
-        self._keep(run_name, log)
+        self._keep(run_name, _Kept(log.head, records, lent=True))
         return log
 
-    def committed(self, run_name: str, before: Log | None, checkpoint: agentfs.Checkpoint, record: dict[str, Any]) -> None:
-        """After this process committed `record` as `checkpoint`: what it knew, extended if the commit went right after it."""
-        if before is not None and checkpoint.parent == before.head:
-            self._keep(run_name, Log(checkpoint.id, {**before.records, record["message_id"]: record}))
-        elif checkpoint.parent is None:
-            self._keep(run_name, Log(checkpoint.id, {record["message_id"]: record}))
+    def committed(self, run_name: str, checkpoint: agentfs.Checkpoint, record: dict[str, Any]) -> None:
+        """After this process committed `record` as `checkpoint`: what it knew, extended if the commit went right after
+        it (what it knew is the messages as of the commit's parent then), else forgotten."""
+        with self._lock:
+            kept = self._logs.get(run_name)
+            if kept is not None and checkpoint.parent is not None and kept.head == checkpoint.parent:
+                if kept.lent:
+                    kept.records, kept.lent = dict(kept.records), False
+                kept.records[record["message_id"]] = record
+                kept.head = checkpoint.id
+                self._logs.move_to_end(run_name)
+                return
+        if checkpoint.parent is None:
+            self._keep(run_name, _Kept(checkpoint.id, {record["message_id"]: record}, lent=False))
         else:
-            self.forget(run_name)  # another writer appended between: the next read catches up from the store
+            self.forget(run_name)  # not known, or another writer appended between: the next read catches up from the store
 
     def forget(self, run_name: str) -> None:
         with self._lock:
             self._logs.pop(run_name, None)
 
-    def _keep(self, run_name: str, log: Log) -> None:
+    def _keep(self, run_name: str, kept: _Kept) -> None:
         with self._lock:
-            self._logs[run_name] = log
+            self._logs[run_name] = kept
             self._logs.move_to_end(run_name)
             while len(self._logs) > RECENT_LOGS:
                 self._logs.popitem(last=False)

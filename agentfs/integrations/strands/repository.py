@@ -3,9 +3,10 @@
 Give it to Strands' `RepositorySessionManager(session_id=..., session_repository=repository)`:
 
 - every create or update is one durable checkpoint of one run (the session's, the agent's, the agent's
-  messages' or the multi-agent's); an update is committed with `parent=` the head it read, and a writer
-  that lost the race reads the new head and applies its change again; a message is appended, so
-  nothing another writer committed is lost (test_strands.py, the racing writers);
+  messages' or the multi-agent's); an update is committed with `parent=` the head it read (an agent's: or
+  the one this repository last committed there, not read again), and a writer that lost the race
+  reads the new head and applies its change again; a message is appended, so nothing another writer
+  committed is lost (test_strands.py, the racing writers and an update after another writer's record);
 - answers and errors are those of Strands' `FileSessionManager` (`SessionException` for a session that
   exists or a record that does not, `None` for a missing read; agentfs.testing.strands_repository
   checks it call by call), except that hostile ids (`..`, a path separator) are refused by name
@@ -40,6 +41,7 @@ from .layout import (
     as_json,
     messages_run,
     multi_agent_run,
+    record_of,
     session_root,
     session_run,
     stored,
@@ -68,6 +70,9 @@ class AgentFSSessionRepository(SessionRepository):
         )
         self.prefix = prefix
         self._logs = MessageLogs(self.store)
+        # agent run -> (the head this process committed or read there, its record's created_at): an update goes after
+        # it without reading it again; a head another writer moved meanwhile fails the commit (Conflict), read then
+        self._agents: dict[str, tuple[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"<AgentFSSessionRepository {self.prefix!r} in {self.store!r}>"
@@ -126,41 +131,49 @@ class AgentFSSessionRepository(SessionRepository):
         for name in [*names, record]:
             self.store.run(name).delete()
             self._logs.forget(name)
+            self._agents.pop(name, None)
 
     # agents and their messages
 
     def create_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
-        record = as_json(session_agent.to_dict(), f"agent {session_agent.agent_id!r} of session {session_id!r}")
+        record = record_of(session_agent, f"agent {session_agent.agent_id!r} of session {session_id!r}")
         metadata = {"session_id": session_id, "agent_id": session_agent.agent_id}
-        self.store.run(agent_run(self.prefix, session_id, session_agent.agent_id)).commit({AGENT: record}, metadata=metadata)
+        run_name = agent_run(self.prefix, session_id, session_agent.agent_id)
+        checkpoint = self.store.run(run_name).commit({AGENT: record}, metadata=metadata)
+        self._agents[run_name] = (checkpoint.id, record["created_at"])
 
     def read_agent(self, session_id: str, agent_id: str, **kwargs: Any) -> SessionAgent | None:
         head = self.store.run(agent_run(self.prefix, session_id, agent_id)).latest()
         return None if head is None else SessionAgent.from_dict(stored(head, (AGENT,))[AGENT])
 
     def update_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
-        run = self.store.run(agent_run(self.prefix, session_id, session_agent.agent_id))
+        run_name = agent_run(self.prefix, session_id, session_agent.agent_id)
+        run = self.store.run(run_name)
         metadata = {"session_id": session_id, "agent_id": session_agent.agent_id}
+        known = self._agents.get(run_name)
         while True:
-            head = run.latest()
-            if head is None:
-                raise SessionException(f"Agent {session_agent.agent_id} in session {session_id} does not exist")
-            session_agent.created_at = stored(head, (AGENT,))[AGENT]["created_at"]  # as Strands' repositories: kept
-            record = as_json(session_agent.to_dict(), f"agent {session_agent.agent_id!r} of session {session_id!r}")
+            if known is None:
+                head = run.latest()
+                if head is None:
+                    raise SessionException(f"Agent {session_agent.agent_id} in session {session_id} does not exist")
+                known = (head.id, stored(head, (AGENT,))[AGENT]["created_at"])
+            parent, session_agent.created_at = known  # as Strands' repositories: the creation time is kept
+            record = record_of(session_agent, f"agent {session_agent.agent_id!r} of session {session_id!r}")
             try:
-                run.commit({AGENT: record}, metadata=metadata, parent=head.id)
-                return
+                checkpoint = run.commit({AGENT: record}, metadata=metadata, parent=parent)
             except agentfs.Conflict:
-                continue  # another writer moved the head meanwhile: keep the creation time it holds
+                known = None  # another writer moved the head (or deleted the agent): keep the creation time it holds
+                continue
+            self._agents[run_name] = (checkpoint.id, record["created_at"])
+            return
 
     def create_message(self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any) -> None:
         message_id = _check_message_id(session_message.message_id)
-        record = as_json(session_message.to_dict(), f"message {message_id} of agent {agent_id!r} in session {session_id!r}")
+        record = record_of(session_message, f"message {message_id} of agent {agent_id!r} in session {session_id!r}")
         run_name = messages_run(self.prefix, session_id, agent_id)
-        before = self._logs.current(run_name)
         metadata = {"message_id": message_id}  # the run names the session and agent
         checkpoint = self.store.run(run_name).commit({MESSAGE: record}, metadata=metadata)
-        self._logs.committed(run_name, before, checkpoint, record)
+        self._logs.committed(run_name, checkpoint, record)  # no look at the head before: the commit's parent tells
 
     def read_message(self, session_id: str, agent_id: str, message_id: int, **kwargs: Any) -> SessionMessage | None:
         _check_message_id(message_id)
@@ -178,12 +191,12 @@ class AgentFSSessionRepository(SessionRepository):
             if before is None or previous is None:
                 raise SessionException(f"Message {message_id} does not exist")
             session_message.created_at = previous["created_at"]  # as Strands' repositories: the creation time is kept
-            record = as_json(session_message.to_dict(), f"message {message_id} of agent {agent_id!r} in session {session_id!r}")
+            record = record_of(session_message, f"message {message_id} of agent {agent_id!r} in session {session_id!r}")
             try:
                 checkpoint = self.store.run(run_name).commit({MESSAGE: record}, metadata=metadata, parent=before.head)
             except agentfs.Conflict:
                 continue  # another writer appended meanwhile: read what it wrote first
-            self._logs.committed(run_name, before, checkpoint, record)
+            self._logs.committed(run_name, checkpoint, record)
             return
 
     def list_messages(
