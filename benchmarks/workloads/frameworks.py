@@ -26,7 +26,7 @@ from typing import Any
 from ..context import Context
 from ..peers import tree_size
 from ..store_bytes import store_bytes
-from .common import REPO, agentfs_part, at_most
+from .common import REPO, agentfs_part, at_most, fig
 
 W = "16 framework sessions"
 STRANDS_PYTHON = REPO / ".venv-strands" / "bin" / "python"
@@ -200,7 +200,18 @@ def strands_rows(ctx: Context, turns: int) -> None:
     if ours is not None:
         ctx.report.note(f"{W}: Strands, agentfs durability='power': {result['agentfs_power']['split']}")
     peer = "FileSessionManager (no fsync)"
-    _compare(ctx, "Strands", peer, turns, ours, row("file_session_manager"))
+    theirs = row("file_session_manager")
+    fig(
+        ctx,
+        W,
+        f"Strands: persistence per turn (ms), {turns} turns",
+        None if ours is None else ours[0] / turns * 1000,
+        peer,
+        theirs[0] / turns * 1000,
+        note="agentfs fdatasyncs each commit (it survives power loss), FileSessionManager never syncs: the row with the goal is "
+        "durability='process', which survives a killed process as FileSessionManager's files do",
+    )
+    at_most(ctx, W, f"Strands: bytes on disk after {turns} turns", None if ours is None else ours[1], peer, theirs[1], 1.0)
     like_for_like = None if ours is None else result["agentfs_process"]["ms_per_turn"]  # no fsync either: survives a killed process
     metric = f"Strands: persistence per turn (ms), {turns} turns, durability='process'"
     at_most(ctx, W, metric, like_for_like, peer, result["file_session_manager"]["ms_per_turn"], 1.0)
