@@ -94,6 +94,7 @@ class Pusher:
         remote.keep_indexes(store)
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
+        self._listed = False  # packs/ listed by a batch of this pusher (Holdings): later batches list only to confirm a claim
         self.barrier = GcBarrier(remote, self.index)
         self.last_scan: list[EntryAddress] = []  # what the last push found pending: status without a rescan
         self._stats_lock = threading.Lock()
@@ -197,7 +198,8 @@ class Pusher:
     ) -> None:
         """Push a batch of entries and the journal and retirement `records` as packs, their indexes, then head keys."""
         self.barrier.check(stop, force=True)  # the remote gc rule (remote_gc.py): before trusting the index
-        held = Holdings(self.remote, self.index)  # the push index confirmed against the remote's pack indexes
+        held = Holdings(self.remote, self.index, listed=self._listed)  # the push index confirmed against the remote's pack indexes
+        self._listed = True
         entries = self._entries(batch, held)
         seen: set[bytes] = set()
         oids: list[bytes] = []
