@@ -54,31 +54,49 @@ class Refusals:
 
 
 class Holdings:
-    """What the remote holds by its pack indexes (one listing of packs/; only the indexes not kept here are
+    """What the remote holds by its pack indexes (a listing of packs/; only the indexes not kept here are
     fetched): the push index is a cache, and its claims are confirmed here before a head is published.
 
     A claim no pack index supports (the remote lost data) is counted and dropped by `settle`, so the
     object or entry goes up again
     (tests/sync/test_push_resume.py::test_a_push_uploads_again_what_the_remote_lost_before_it_publishes_a_head).
+
+    packs/ is listed when a batch first asks about a record the push index or an earlier listing says the
+    remote holds (the batch would skip it), and by a pusher's first batch (`listed` False), which also adopts
+    what a push cut short left. A batch of new records only relies on no claim: it lists nothing, as a
+    listing's cost grows with every pack the remote holds (one pack per daemon push)
+    (tests/sync/test_push_listing.py).
     """
 
-    def __init__(self, remote: PackRemote, index: PushIndex) -> None:
-        remote.catalogue.load_all()
-        adopt_young(remote)
+    def __init__(self, remote: PackRemote, index: PushIndex, *, listed: bool = False) -> None:
         self.remote = remote
         self.index = index
         self.lost_objects: set[bytes] = set()
         self.lost_entries: set[EntryAddress] = set()
+        self.fresh = False  # packs/ listed for this batch
+        if not listed:
+            self._list()
+
+    def _list(self) -> None:
+        self.remote.catalogue.load_all()
+        adopt_young(self.remote)
+        self.fresh = True
 
     def object(self, oid: bytes) -> bool:
-        if (kinds.OBJECT, oid) in self.remote.catalogue.places:
+        key = (kinds.OBJECT, oid)
+        if not self.fresh and (key in self.remote.catalogue.places or oid in self.index.objects):
+            self._list()  # a claim: confirmed by a listing made now
+        if key in self.remote.catalogue.places:
             return True
         if oid in self.index.objects:
             self.lost_objects.add(oid)
         return False
 
     def entry(self, loc: EntryAddress) -> bool:
-        if (kinds.ENTRY, kinds.pair_key(*loc)) in self.remote.catalogue.places:
+        key = (kinds.ENTRY, kinds.pair_key(*loc))
+        if not self.fresh and (key in self.remote.catalogue.places or loc in self.index.entries):
+            self._list()
+        if key in self.remote.catalogue.places:
             return True
         if loc in self.index.entries:
             self.lost_entries.add(loc)

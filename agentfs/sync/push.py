@@ -15,7 +15,7 @@ import dataclasses
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from tqdm import tqdm
@@ -94,6 +94,7 @@ class Pusher:
         remote.keep_indexes(store)
         remember_url(self.index.directory, remote.url)
         self._config_checked = False
+        self._listed = False  # packs/ listed by a batch of this pusher (Holdings): later batches list only to confirm a claim
         self.barrier = GcBarrier(remote, self.index)
         self.last_scan: list[EntryAddress] = []  # what the last push found pending: status without a rescan
         self._stats_lock = threading.Lock()
@@ -197,7 +198,8 @@ class Pusher:
     ) -> None:
         """Push a batch of entries and the journal and retirement `records` as packs, their indexes, then head keys."""
         self.barrier.check(stop, force=True)  # the remote gc rule (remote_gc.py): before trusting the index
-        held = Holdings(self.remote, self.index)  # the push index confirmed against the remote's pack indexes
+        held = Holdings(self.remote, self.index, listed=self._listed)  # the push index confirmed against the remote's pack indexes
+        self._listed = True
         entries = self._entries(batch, held)
         seen: set[bytes] = set()
         oids: list[bytes] = []
@@ -325,18 +327,27 @@ class Pusher:
         # Hazard: packs built on all of `pool`'s threads left a pack-sized buffer in each thread's malloc arena
         # (glibc keeps freed large blocks once its mmap threshold has grown): a 256 MiB push peaked at 179 MB RSS.
         # Built on IN_FLIGHT threads of their own, it stays bounded (tests/sync/test_sync_memory.py).
-        with ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="agentfs-pack") as packer:
-            return self._put_packs_on(packer, records, stats)
+        # A pack of objects is indexed on a thread of its own while the next pack goes up: a kill between its
+        # bytes and its index leaves it whole, and the next push adopts it (leftovers.adopt_young) rather than send it
+        # again, so the bytes a kill wastes stay those of the one pack in flight (tests/sync/test_push_overlap.py).
+        with (
+            ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="agentfs-pack") as packer,
+            ThreadPoolExecutor(1, thread_name_prefix="agentfs-pack-index") as indexer,
+        ):
+            return self._put_packs_on(packer, indexer, records, stats)
 
-    def _put_packs_on(self, pool: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats) -> list[Pack]:
+    def _put_packs_on(
+        self, pool: ThreadPoolExecutor, indexer: ThreadPoolExecutor, records: Iterator[Record], stats: PushStats
+    ) -> list[Pack]:
         slots = threading.BoundedSemaphore(IN_FLIGHT)
         uploads: list[Future[Pack]] = []
+        indexed: list[Future[None]] = []
         chunk: list[Record] = []
         size = 0
 
         def close() -> None:
             slots.acquire()  # bounded memory: at most IN_FLIGHT packs gathered and not yet up
-            future = pool.submit(self._put_pack, chunk, stats)
+            future = pool.submit(self._put_pack, chunk, stats, lambda pack: indexed.append(indexer.submit(self._index_objects, pack)))
             future.add_done_callback(lambda _done: slots.release())
             uploads.append(future)
 
@@ -349,9 +360,12 @@ class Pusher:
                 chunk, size = [], 0
         if chunk:
             close()
-        return [future.result() for future in uploads]  # every pack whole before any index names it
+        packs = [future.result() for future in uploads]  # every pack whole before any index names it
+        for done in indexed:  # and each pack of objects indexed before a pack of entries is
+            done.result()
+        return packs
 
-    def _put_pack(self, records: list[Record], stats: PushStats) -> Pack:
+    def _put_pack(self, records: list[Record], stats: PushStats, index_objects: Callable[[Pack], object]) -> Pack:
         """Put one pack up; one of objects only gets its index at once and its objects are noted as pushed, so
         a push cut short later does not upload them again. A pack holding entries is indexed by _put_indexes."""
         pack = encode_pack(self.store.sealed(records), self.writer)  # an encrypted store's packs hold what its segments do
@@ -363,11 +377,14 @@ class Pusher:
             self._bar.update(len(pack.data))
         pack = pack._replace(data=b"")  # what the index needs; the bytes are up
         if all(frame.kind == kinds.OBJECT for frame in pack.entries):
-            self._put_index(pack)
-            self._place([(pack.pack_id, pack.entries)])
-            self.index.add_objects([frame.key for frame in pack.entries])
+            index_objects(pack)
             return pack._replace(footer=b"")  # indexed: _put_indexes skips it
         return pack
+
+    def _index_objects(self, pack: Pack) -> None:
+        self._put_index(pack)
+        self._place([(pack.pack_id, pack.entries)])
+        self.index.add_objects([frame.key for frame in pack.entries])
 
     def _put_index(self, pack: Pack) -> None:
         self.remote.put_pack_index(pack.pack_id, pack.footer)
