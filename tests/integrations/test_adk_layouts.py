@@ -27,6 +27,7 @@ from google.genai import types
 
 import agentfs
 from agentfs.integrations.adk import AgentFSSessionService
+from agentfs.integrations.adk.events import MAX_FORK_HOPS
 
 APP = "shop"
 OLD_STORE = Path(__file__).parents[1] / "data" / "adk_layout1"
@@ -177,6 +178,31 @@ def test_a_fork_cut_short_before_its_list_continues_its_source(tmp_path: Path) -
         source.fork(source.ids()[3], service.run(APP, "ada", "cut").name)  # ends with s-e2
         cut = await AgentFSSessionService(store).get_session(app_name=APP, user_id="ada", session_id="cut")
         assert cut is not None and [e.id for e in cut.events] == ["s-e0", "s-e1", "s-e2"]
+
+    asyncio.run(check())
+    store.close()
+
+
+def test_a_chain_of_forks_cut_short_is_refused_past_its_bound(tmp_path: Path) -> None:
+    """Each run the fork of the one before, cut short (its one checkpoint borrowed): a reader follows them back by
+    recursing, so past MAX_FORK_HOPS of them the session is refused by name (without the bound a reader recursed as
+    deep as the chain is long, and through a cycle, which only crafted bytes make, until RecursionError). Up to the
+    bound they read as the first run's events."""
+    store = agentfs.open(tmp_path / "s", durability="process")
+    service = AgentFSSessionService(store)
+
+    async def check() -> None:
+        session = await service.create_session(app_name=APP, user_id="ada", session_id="s")
+        for event in make_events("s", 2):
+            await service.append_event(session, event)
+        run = service.run(APP, "ada", "s")
+        for number in range(300):
+            forked = run.fork(run.ids()[-1], service.run(APP, "ada", f"c{number}").name)
+            run = forked
+        near = await AgentFSSessionService(store).get_session(app_name=APP, user_id="ada", session_id=f"c{MAX_FORK_HOPS - 2}")
+        assert near is not None and [e.id for e in near.events] == ["s-e0", "s-e1"]
+        with pytest.raises(agentfs.FormatError, match=f"past {MAX_FORK_HOPS} runs in a row"):
+            await AgentFSSessionService(store).get_session(app_name=APP, user_id="ada", session_id="c299")
 
     asyncio.run(check())
     store.close()

@@ -20,6 +20,10 @@ from .layout import EVENT, EVENTS, STATE
 
 RECENT_LOGS = 32  # sessions whose events are kept as last read or written here,
 RECENT_EVENTS = 50_000  # and their events in all (about 1.6 KB each as dumped; the newest session's are kept whatever their count)
+# runs in a row whose events continue those of the run they were forked from (each a fork cut short before its own
+# whole list): read by recursing, so a longer chain (or a cycle, which only crafted bytes make) is refused by name
+# instead of ending in RecursionError (test_adk_layouts.py, test_a_chain_of_forks_cut_short_is_refused_past_its_bound)
+MAX_FORK_HOPS = 64
 
 
 class SessionLog(NamedTuple):
@@ -115,9 +119,9 @@ class SessionLogs:
                 self._logs.popitem(last=False)
 
 
-def read_log(run: agentfs.Run, known: SessionLog | None = None, head: str | None = None) -> SessionLog:
+def read_log(run: agentfs.Run, known: SessionLog | None = None, head: str | None = None, hops: int = 0) -> SessionLog:
     """The session's log as of `head` (default: its newest checkpoint), by one sweep of the run's checkpoints
-    (only those after `known`'s head when the head follows it)."""
+    (only those after `known`'s head when the head follows it); `hops`: the forks followed to reach this run."""
     ids = run.ids()
     if head is not None:
         if head not in ids:
@@ -135,7 +139,12 @@ def read_log(run: agentfs.Run, known: SessionLog | None = None, head: str | None
             break
         if at.parent is None and at.forked_from is not None:
             source, source_head = at.forked_from  # `at` is that checkpoint, its event among those read there
-            base = read_log(agentfs.Run(run.store, source), None, source_head)
+            if hops >= MAX_FORK_HOPS:
+                raise agentfs.FormatError(
+                    f"run {run.name!r}: checkpoint {at.id} continues the events of run {source!r}, past {MAX_FORK_HOPS} runs "
+                    "in a row that continue another's (forks cut short before their own list, or a cycle); refused"
+                )
+            base = read_log(agentfs.Run(run.store, source), None, source_head, hops + 1)
             break
         line.append(at)
         if at.parent is None:
@@ -147,7 +156,7 @@ def read_log(run: agentfs.Run, known: SessionLog | None = None, head: str | None
         parent = checkpoints.get(at.parent)
         if parent is None:
             if start:  # the head is on another line than `known`'s: read the run whole
-                return read_log(run, None, head)
+                return read_log(run, None, head, hops)
             raise agentfs.FormatError(f"run {run.name!r}: checkpoint {at.id} follows {at.parent}, which is gone (pruned?)")
         at = parent
     log = base
