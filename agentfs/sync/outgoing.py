@@ -83,24 +83,27 @@ class Holdings:
         self.fresh = True
 
     def object(self, oid: bytes) -> bool:
-        key = (kinds.OBJECT, oid)
-        if not self.fresh and (key in self.remote.catalogue.places or oid in self.index.objects):
-            self._list()  # a claim: confirmed by a listing made now
-        if key in self.remote.catalogue.places:
+        claimed = oid in self.index.objects
+        if self._named((kinds.OBJECT, oid), claimed):
             return True
-        if oid in self.index.objects:
+        if claimed:
             self.lost_objects.add(oid)
         return False
 
     def entry(self, loc: EntryAddress) -> bool:
-        key = (kinds.ENTRY, kinds.pair_key(*loc))
-        if not self.fresh and (key in self.remote.catalogue.places or loc in self.index.entries):
-            self._list()
-        if key in self.remote.catalogue.places:
+        claimed = loc in self.index.entries
+        if self._named((kinds.ENTRY, kinds.pair_key(*loc)), claimed):
             return True
-        if loc in self.index.entries:
+        if claimed:
             self.lost_entries.add(loc)
         return False
+
+    def _named(self, key: tuple[int, bytes], claimed: bool) -> bool:
+        """Whether the remote's pack indexes name the record `key`; a claim (the push index's, `claimed`, or an earlier
+        listing's) is confirmed by a listing made for this batch first."""
+        if not self.fresh and (claimed or key in self.remote.catalogue.places):
+            self._list()
+        return key in self.remote.catalogue.places
 
     def settle(self) -> None:
         """Drop from the push index what it claimed and the remote lacks."""

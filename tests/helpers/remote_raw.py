@@ -10,6 +10,7 @@ kind (format/kinds.py) and key: an object's id, or `kinds.pair_key(run, id)`.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from agentfs.format import keys, kinds
@@ -37,12 +38,18 @@ def pack_ids(fs: Any, root: str) -> list[str]:
     return [name[: -len(suffix)] for name in _names(fs, posixpath.join(root, keys.PACKS)) if name.endswith(suffix)]
 
 
-def frames(fs: Any, root: str) -> dict[tuple[int, bytes], Frame]:
-    """Where each record lies, read from every pack index."""
-    found: dict[tuple[int, bytes], Frame] = {}
+def _indexes(fs: Any, root: str) -> Iterator[tuple[str, list[Any]]]:
+    """Each pack with an index, and the entries its index lists."""
     for pack_id in pack_ids(fs, root):
         data = bytes(fs.cat_file(posixpath.join(root, *keys.pack_index_key(pack_id))))
         _size, entries = decode_pack_index(data, pack_id, f"pack index {pack_id}")
+        yield pack_id, entries
+
+
+def frames(fs: Any, root: str) -> dict[tuple[int, bytes], Frame]:
+    """Where each record lies, read from every pack index."""
+    found: dict[tuple[int, bytes], Frame] = {}
+    for pack_id, entries in _indexes(fs, root):
         for entry in entries:
             found.setdefault((entry.kind, entry.key), Frame(posixpath.join(root, *keys.pack_key(pack_id)), entry.offset, entry.length))
     return found
@@ -114,6 +121,14 @@ def delete_pack(fs: Any, root: str, pack_id: str) -> None:
 
 def pack_id_of(frame: Frame) -> str:
     return posixpath.basename(frame.pack)[: -len(keys.PACK_SUFFIX)]
+
+
+def delete_packs_holding(fs: Any, root: str, oids: set[bytes]) -> int:
+    """Delete (index and pack) every pack whose index names an object of `oids` (a remote that lost them); how many."""
+    doomed = [pack_id for pack_id, entries in _indexes(fs, root) if any(entry.key in oids for entry in entries)]
+    for pack_id in doomed:
+        delete_pack(fs, root, pack_id)
+    return len(doomed)
 
 
 def delete_packs(fs: Any, root: str) -> list[str]:

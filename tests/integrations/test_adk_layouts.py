@@ -197,8 +197,7 @@ def test_a_chain_of_forks_cut_short_is_refused_past_its_bound(tmp_path: Path) ->
             await service.append_event(session, event)
         run = service.run(APP, "ada", "s")
         for number in range(300):
-            forked = run.fork(run.ids()[-1], service.run(APP, "ada", f"c{number}").name)
-            run = forked
+            run = run.fork(run.ids()[-1], service.run(APP, "ada", f"c{number}").name)
         near = await AgentFSSessionService(store).get_session(app_name=APP, user_id="ada", session_id=f"c{MAX_FORK_HOPS - 2}")
         assert near is not None and [e.id for e in near.events] == ["s-e0", "s-e1"]
         with pytest.raises(agentfs.FormatError, match=f"past {MAX_FORK_HOPS} runs in a row"):

@@ -12,10 +12,9 @@ import os
 from pathlib import Path
 
 import agentfs
-from agentfs.format import keys
 from agentfs.sync.pack_remote import PackRemote
 from agentfs.sync.push import Pusher
-from tests.helpers import raw
+from tests.helpers import raw, remote_raw
 from tests.servers import make_file_spec
 
 
@@ -32,16 +31,6 @@ class CountingRemote(PackRemote):
             return listed()
 
         self.catalogue.pack_ids = pack_ids  # type: ignore[method-assign]
-
-
-def delete_packs_holding(remote: PackRemote, oids: set[bytes]) -> int:
-    """Delete (index and pack) every pack on the remote that holds one of `oids`; how many."""
-    remote.catalogue.load_all()
-    doomed = {pack_id for pack_id, frames in remote.catalogue.pack_frames().items() if any(f.key in oids for f in frames)}
-    for pack_id in doomed:
-        remote.transport.delete(remote.transport.key(*keys.pack_index_key(pack_id)))
-        remote.transport.delete(remote.transport.key(*keys.pack_key(pack_id)))
-    return len(doomed)
 
 
 def test_batches_of_new_records_list_packs_once_per_pusher(tmp_path: Path) -> None:
@@ -68,7 +57,7 @@ def test_a_later_batch_relying_on_the_remote_lists_and_uploads_again_what_it_los
         run = store.run("main")
         first = run.commit({"step": 1}, artifacts={"data.bin": os.urandom(300_000)})
         pusher.push()
-        assert delete_packs_holding(PackRemote(spec.url, spec.storage_options), raw.object_ids(source)) >= 1
+        assert remote_raw.delete_packs_holding(*spec.connect(), raw.object_ids(source)) >= 1
         last = run.commit({"step": 2}, parent=first.id, keep_artifacts=True)  # needs the artifact's objects again
         stats = pusher.push()
     with agentfs.open(tmp_path / "fresh", remote=spec.url, storage_options=spec.storage_options) as fresh:

@@ -217,16 +217,6 @@ def test_gc_with_a_short_grace_adopts_a_young_pack_instead_of_deleting_it(tmp_pa
     assert cli("verify", "--remote", spec.url, "--storage-options", options, store=tmp_path / "a").returncode == 0
 
 
-def delete_packs_holding(spec: RemoteSpec, oids: set[bytes]) -> int:
-    remote = PackRemote(spec.url, spec.storage_options)
-    remote.catalogue.load_all()
-    doomed = {pack_id for pack_id, frames in remote.catalogue.pack_frames().items() if any(f.key in oids for f in frames)}
-    for pack_id in doomed:
-        remote.transport.delete(remote.transport.key(*keys.pack_index_key(pack_id)))
-        remote.transport.delete(remote.transport.key(*keys.pack_key(pack_id)))
-    return len(doomed)
-
-
 def test_a_push_uploads_again_what_the_remote_lost_before_it_publishes_a_head(tmp_path: Path) -> None:
     spec = make_file_spec(tmp_path)
     options = json.dumps(spec.storage_options)
@@ -235,7 +225,7 @@ def test_a_push_uploads_again_what_the_remote_lost_before_it_publishes_a_head(tm
         first = store.run("main").commit({"step": 1}, artifacts={"data.bin": os.urandom(300_000)})
         oids = raw.object_ids(source)
     assert cli("sync", spec.url, "--storage-options", options, store=source).returncode == 0
-    assert delete_packs_holding(spec, oids) >= 1  # the remote lost the run's objects
+    assert remote_raw.delete_packs_holding(*spec.connect(), oids) >= 1  # the remote lost the run's objects
     with agentfs.open(source) as store:
         run = store.run("main")
         run.commit({"step": 2}, parent=first.id, keep_artifacts=True)

@@ -37,7 +37,7 @@ import agentfs
 
 from ...api import EncryptionArg
 from ..run_names import open_or_use, plain_id, segment
-from .events import SessionLogs, read_log
+from .events import MAX_FORK_HOPS, SessionLogs, read_log, single_event
 from .layout import EVENT, EVENTS, PREFIX, STATE, app_state_run, session_run, sessions_root, user_state_run
 
 T = TypeVar("T")
@@ -270,19 +270,21 @@ class AgentFSSessionService(BaseSessionService):
 
 def _checkpoint_of(run: agentfs.Run, head: str, event_id: str) -> tuple[agentfs.Run, str] | None:
     """(run, checkpoint) on the line of `head` that ended with the event (a single event's, or one the earlier layout
-    wrote, its id in the metadata), through the checkpoint the run was forked from; None if there is none."""
-    while True:
+    wrote, its id in the metadata), through the checkpoint the run was forked from (at most MAX_FORK_HOPS runs back,
+    as read_log follows them); None if there is none."""
+    for _hop in range(MAX_FORK_HOPS + 1):
         checkpoints = {checkpoint.id: checkpoint for checkpoint in run.get_many(run.ids())}
         at = checkpoints.get(head)
         source = None
         while at is not None and source is None:
-            if at.metadata.get("last_event_id") == event_id or (at.has_value(EVENT) and at.value(EVENT).get("id") == event_id):
+            if at.metadata.get("last_event_id") == event_id or (at.has_value(EVENT) and single_event(at).get("id") == event_id):
                 return run, at.id
             source = at.forked_from if at.parent is None else None
             at = None if at.parent is None else checkpoints.get(at.parent)
         if source is None:
             return None
         run, head = agentfs.Run(run.store, source[0]), source[1]
+    raise agentfs.FormatError(f"run {run.name!r}: past {MAX_FORK_HOPS} runs in a row that continue another's events; refused")
 
 
 def _merge_with(delta: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
