@@ -38,7 +38,7 @@ from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
-from .segments import FrameLocation, SealedSegment, batch_reader, ids_of, open_indexed, peek, scan_from, storing
+from .segments import FrameLocation, SealedSegment, SnapshotSegment, batch_reader, ids_of, open_indexed, peek, scan_from, storing
 
 log = logging.getLogger("agentfs")
 
@@ -79,9 +79,12 @@ class Known:
 class Index:
     """Where every record of the segments in `directory` lies. Thread-safe; `refresh()` to see other writers."""
 
-    def __init__(self, directory: Path, sealer: Sealer | None = None) -> None:
+    def __init__(self, directory: Path, sealer: Sealer | None = None, *, snapshots: bool = True) -> None:
+        """`snapshots`: open an unsealed segment through its index snapshot when it has an intact one (False: scan
+        every unsealed segment whole, as verify does to find every damaged batch)."""
         self.directory = directory
         self.sealer = sealer
+        self.snapshots = snapshots
         self.expand = None if sealer is None else sealer.group_members  # opens an encrypted store's groups as scans meet them
         self._directory = os.fspath(directory)
         # the last listing of the directory, its segment ids and their set
@@ -100,7 +103,8 @@ class Index:
         self.refresh()
 
     def _clear(self) -> None:
-        self.footers = Footers(self.sealer)  # sealed segments, searched in place
+        self.footers = Footers(self.sealer)  # sealed segments, searched in place (and unsealed ones' index snapshots)
+        self.snapshotted: set[int] = set()  # unsealed segments whose footer here is their index snapshot's, not a seal's
         # unsealed segments' records (and those of segments sealed since this index first read them)
         self.objects: dict[bytes, FrameLocation] = {}
         self.copies: dict[tuple[int, bytes], list[FrameLocation]] = {}  # further copies of a key (dedup races, repairs)
@@ -193,7 +197,7 @@ class Index:
 
     def _open(self, segment_id: int) -> None:
         try:
-            opened = open_indexed(self._path(segment_id), self.expand)
+            opened = open_indexed(self._path(segment_id), self.expand, snapshots=self.snapshots)
         except FileNotFoundError:
             return  # compacted away since it was listed
         except OSError as exc:  # EIO: raised, never a segment skipped (a run silently shorter)
@@ -211,6 +215,15 @@ class Index:
             except (IntegrityError, FormatError) as exc:  # a damaged row among those read at open; a run name no key of ours made
                 self._scan_instead(segment_id, exc)
             return
+        if isinstance(opened, SnapshotSegment):
+            self.snapshotted.add(segment_id)
+            self.segments[segment_id] = Known(False, opened.tail.end)
+            try:
+                self._add_footer(segment_id, opened.footer)
+            except (IntegrityError, FormatError) as exc:  # a row its checksum covers that no writer of ours makes
+                self._scan_instead(segment_id, exc)
+                return
+            opened = opened.tail
         self.problems.extend(opened.problems)
         self.segments[segment_id] = Known(opened.sealed, opened.end)
         self._add(segment_id, opened.entries)
@@ -392,6 +405,7 @@ class Index:
     def _scan_instead(self, segment_id: int, damage: AgentFSError) -> None:
         self.problems.append(f"{damage}; scanning the segment instead")
         self.footers.pop(segment_id, None)
+        self.snapshotted.discard(segment_id)
         self._sorted.clear()
         view = scan_from(self._path(segment_id), fmt.HEADER.size, self.expand)
         self.problems.extend(view.problems)
@@ -461,7 +475,8 @@ class Index:
         with self._lock:
             found = []
             for segment_id, locations in self.lineage.get(run, {}).items():
-                entries = self.footers.entry_rows(segment_id, run) if len(locations) == 1 else None
+                usable = len(locations) == 1 and segment_id not in self.snapshotted  # a snapshot lists only some of its entries
+                entries = self.footers.entry_rows(segment_id, run) if usable else None
                 if entries is not None:
                     found.append(SegmentLineage(locations[0], *entries))
             return found
@@ -507,7 +522,7 @@ class Index:
     def sealed_ids(self) -> list[int]:
         """The segments indexed through their footers (sealed), oldest first."""
         with self._lock:
-            return list(self.footers)
+            return [segment_id for segment_id in self.footers if segment_id not in self.snapshotted]
 
     def known_end(self, segment_id: int) -> int:
         with self._lock:

@@ -20,7 +20,7 @@ from ..fsutil import fsync_dir, writer_alive
 from . import lineage, segments
 from .index import Index
 from .repository import Repository
-from .segments import SealedSegment, open_indexed, open_segment, seal_copy_path, segment_ids
+from .segments import SealedSegment, open_indexed, open_segment, seal_copy_path, segment_ids, snapshot_path
 
 ROLE_NAMES = {OBJECT: "object", NODE: "tree node", CHUNK: "chunk"}
 
@@ -81,7 +81,7 @@ def verify(store: Repository, progress: Callable[[int, int], None] | None = None
     """Read every segment (a fresh index: damaged batches, malformed keys), every object, entry and record, and the closures.
     `progress(done, total)`: the bytes of object records re-hashed so far, of all of them, after each object."""
     report = VerifyReport()
-    index = Index(store.segments_dir, store.sealer)
+    index = Index(store.segments_dir, store.sealer, snapshots=False)  # every unsealed segment scanned: every damaged batch found
     try:
         index.audit()
         store.protect_sealed()  # a sealed segment an older agentfs left without a seal copy gets one
@@ -288,9 +288,13 @@ def _compact(store: Repository, grace: float, marked: set[bytes], report: GcRepo
     for path in victims:
         path.unlink()
         seal_copy_path(path).unlink(missing_ok=True)
+        snapshot_path(path).unlink(missing_ok=True)
     for copy in store.segments_dir.glob("*" + fmt.SEAL_COPY_SUFFIX):
         if not copy.with_suffix(fmt.SUFFIX).exists():
             copy.unlink(missing_ok=True)  # a crash between deleting a segment and its copy
+    for snapshot in store.segments_dir.glob("*" + fmt.SNAPSHOT_SUFFIX):
+        if not snapshot.with_suffix(fmt.SUFFIX).exists() or snapshot.with_suffix(fmt.SEAL_COPY_SUFFIX).exists():
+            snapshot.unlink(missing_ok=True)  # its segment gone or sealed (a crash between the seal and its removal)
     if victims and store.sync_writes:
         fsync_dir(store.segments_dir)
     report.kept = len(store.db.oids())

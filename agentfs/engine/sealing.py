@@ -1,4 +1,5 @@
-"""Sealing a segment (footer and trailer) and its seal copy beside it (FORMAT.md "Seal copies").
+"""Sealing a segment (footer and trailer) and its seal copy beside it (FORMAT.md "Seal copies"), and the index
+snapshot of a segment not yet sealed (FORMAT.md "Index snapshots").
 
 The seal makes a segment immutable and opened by its footer; the copy, published only once the seal is
 durable, proves the segment's length, so a truncated sealed segment is reported with what it lost instead
@@ -7,6 +8,7 @@ of read as an unsealed one's torn tail. The writer (segment_writer.py) seals its
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
@@ -14,8 +16,10 @@ from pathlib import Path
 from ..errors import AgentFSError
 from ..format import keys
 from ..format import segment as fmt
-from ..fsutil import fsync_dir, write_all, write_temp
-from .segments import SealedSegment, open_indexed, seal_copy_path, storing
+from ..fsutil import fsync_dir, temp_path, write_all, write_temp
+from .segments import SealedSegment, open_indexed, seal_copy_path, snapshot_path, storing
+
+log = logging.getLogger("agentfs")
 
 
 def tmp_dir_of(directory: Path) -> Path:
@@ -46,6 +50,37 @@ def write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Seq
         if not _named(fd, path):
             return  # its name was deleted by hand (and may be another segment's now): nothing to prove
     _publish_seal_copy(path, header, seal, sync=sync)
+
+
+def write_snapshot(path: Path, header: bytes, position: int, entries: Sequence[fmt.IndexEntry]) -> None:
+    """Publish the index snapshot of the unsealed segment at `path` (its `header` bytes): a seal copy's bytes for its
+    batches up to `position`, whose `entries` it lists, so that an index opening the segment scans only what follows.
+
+    The caller calls it only once those batches are durable (after a synced append): a snapshot never outlives
+    the batches it lists. It is not synced itself: a crash may leave it torn or gone, and a reader then ignores it
+    and scans (segments.py, _snapshot). A snapshot is a cache: a failure to write it (ENOSPC) loses nothing and
+    stops no commit; it is logged and the segment is scanned as before."""
+    temp = temp_path(tmp_dir_of(path.parent), fmt.SNAPSHOT_SUFFIX)
+    segment_id = fmt.segment_id_of(path.name)
+    assert segment_id is not None
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            write_all(fd, fmt.encode_seal_copy(header, fmt.encode_seal(segment_id, position, entries)), 0)
+        finally:
+            os.close(fd)
+        os.replace(temp, snapshot_path(path))
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        log.debug("no index snapshot of %s: %s", path, exc)
+
+
+def drop_snapshot(path: Path) -> None:
+    """Remove the index snapshot of the segment at `path`, if any: sealed or gone, it needs none."""
+    try:
+        snapshot_path(path).unlink(missing_ok=True)
+    except OSError as exc:
+        log.debug("index snapshot of %s left: %s", path, exc)
 
 
 def _publish_seal_copy(path: Path, header: bytes, seal: bytes, *, sync: bool) -> None:

@@ -37,8 +37,8 @@ from ..format import segment as fmt
 from ..format.lineage import EntryParent, lineage_records
 from ..fsutil import fsync_dir, make_dirs, temp_path
 from ..fsutil import write_all as _write_all  # the name tests/engine/test_segment_faults.py's rollover crash wraps
-from .sealing import tmp_dir_of, write_seal
-from .segments import FrameLocation, open_segment, peek, seal_copy_path, segment_ids, storing
+from .sealing import drop_snapshot, tmp_dir_of, write_seal, write_snapshot
+from .segments import FrameLocation, open_segment, peek, seal_copy_path, segment_ids, snapshot_path, storing
 
 Durability = Literal["power", "process"]
 DURABILITY: tuple[str, ...] = ("power", "process")
@@ -49,6 +49,7 @@ MIN_PREALLOCATION = 64 << 10  # ... and at least this many
 WRITEV_FROM = 256 << 10  # bytes: a batch this big is written from its parts (_write_parts)
 IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
 SEAL_AT = 1 << 20  # bytes: a segment this big is sealed on a clean close, and when adopted after a crash
+SNAPSHOT_BYTES = 256 << 10  # bytes appended since the segment's last index snapshot (at least) before the next one
 
 
 def _as_is(records: Sequence[fmt.Frame]) -> Sequence[fmt.Frame]:
@@ -141,6 +142,7 @@ class SegmentWriter:
         segment_bytes: int = SEGMENT_BYTES,
         slots: int = SLOTS,
         preallocation_step: int = PREALLOCATION_STEP,
+        snapshot_bytes: int = SNAPSHOT_BYTES,
         expand: fmt.Expand | None = None,
         stored: Callable[[Sequence[fmt.Record]], Sequence[fmt.Frame]] = _as_is,
     ) -> None:
@@ -150,6 +152,7 @@ class SegmentWriter:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {DURABILITY}, got {durability!r}")
         self.directory, self.segment_bytes, self.preallocation_step = directory, segment_bytes, preallocation_step
+        self.snapshot_bytes = snapshot_bytes
         self.expand, self.stored = expand, stored
         self.sync = durability == "power"
         make_dirs(directory, sync=self.sync)
@@ -163,6 +166,8 @@ class SegmentWriter:
         self._fd = -1
         self._path = ""  # the current segment's, as a str: access(2) on every append
         self.segment_id = self.position = self.allocated = self.torn_end = 0
+        self.header = b""  # the current segment's header bytes (its index snapshots repeat them)
+        self.snapshot_end = 0  # where the batches the current segment's last index snapshot lists end
         self.entries: list[fmt.IndexEntry] = []
         self.parents: dict[bytes, EntryParent] = {}  # the current segment's ENTRY records (keys as stored) this writer appended
         try:
@@ -186,6 +191,7 @@ class SegmentWriter:
             self._fd, self._path = os.open(view.path, os.O_RDWR), os.fspath(view.path)
             self.segment_id, self.entries, self.parents = segment_id, view.entries, {}
             self.position, self.torn_end, self.allocated = view.end, view.torn_end, os.fstat(self._fd).st_size
+            self.header, self.snapshot_end = os.pread(self._fd, fmt.HEADER.size, 0), fmt.HEADER.size
             # a big one left by a dead writer is sealed too (the next append starts a new segment): every open
             # until the slot's next clean close would scan it whole otherwise (0.8 s at 64 MiB of small commits)
             if index < len(mine) - 1 or view.end >= SEAL_AT:
@@ -247,6 +253,11 @@ class SegmentWriter:
             self.entries.extend(entries)
             if parents:
                 self.parents.update(parents)
+            if sync and self.position - self.snapshot_end >= max(self.snapshot_bytes, self.snapshot_end // 8):
+                # after a synced append only: every batch the snapshot lists is durable before it (FORMAT.md
+                # "Index snapshots"); every eighth of the segment at most, so writing them costs O(its entries)
+                write_snapshot(Path(self._path), self.header, self.position, self.entries)
+                self.snapshot_end = self.position
             return self.segment_id, start, self.position, entries
 
     def current_segment(self) -> int | None:
@@ -301,7 +312,8 @@ class SegmentWriter:
             self._seal()
         self.created.append(segment_id)
         self._fd, self._path, self.segment_id, self.allocated = fd, path, segment_id, size
-        self.position = self.torn_end = fmt.HEADER.size
+        self.position = self.torn_end = self.snapshot_end = fmt.HEADER.size
+        self.header = fmt.encode_header(segment_id, self.slot, self.writer)
         self.entries, self.parents = [], {}
 
     def _link_new(self, fd: int, temp: Path, segment_id: int, size: int, *, zeros: bool) -> tuple[int, str]:
@@ -346,6 +358,7 @@ class SegmentWriter:
                         os.fdatasync(fd)
                 end, entries = end + length, [*entries, *added]
             write_seal(fd, Path(self._path), self.segment_id, end, entries, sync=self.sync)
+            drop_snapshot(Path(self._path))
         finally:
             os.close(fd)
 
@@ -361,6 +374,7 @@ class SegmentWriter:
                 with storing("removing segment", path):
                     path.unlink(missing_ok=True)
                     seal_copy_path(path).unlink(missing_ok=True)
+                    snapshot_path(path).unlink(missing_ok=True)
             self.created = [segment_id for segment_id in self.created if segment_id not in doomed]
             if doomed and self.sync:
                 fsync_dir(self.directory)

@@ -23,6 +23,7 @@ from ..format import kinds
 from ..format import segment as fmt
 
 READ_CHUNK = 1 << 20
+SNAPSHOT_BOUND = 8  # an index snapshot longer than this many times its segment is no snapshot: not read whole
 LOST_NAMED = 20  # checkpoints named in the report of a damaged sealed segment; the rest are counted
 
 
@@ -94,6 +95,15 @@ def batch_reader(fd: int, size: int, offset: int, length: int) -> fmt.Read:
     return lambda at, count: data[at - offset : at - offset + count]
 
 
+class SnapshotSegment(NamedTuple):
+    """An unsealed segment opened through its index snapshot (FORMAT.md "Index snapshots"): the snapshot's footer,
+    read and checked but not decoded, indexes the batches it covers; `tail` is a scan of those after them."""
+
+    header: fmt.Header
+    footer: fmt.Footer
+    tail: SegmentView
+
+
 class SealedSegment(NamedTuple):
     """A sealed segment whose footer was read and checked but not decoded (its rows are read in place)."""
 
@@ -106,9 +116,10 @@ class SealedSegment(NamedTuple):
 def open_segment(path: Path, expand: fmt.Expand | None = None) -> SegmentView:
     """Open one segment: the footer of a sealed one, decoded whole, or a scan of an unsealed one (an encrypted
     store's groups opened by `expand`, fmt.decode_batch)."""
-    opened = open_indexed(path, expand)
+    opened = open_indexed(path, expand)  # an unsealed segment scanned whole: writers and compaction trust no snapshot
     if isinstance(opened, SegmentView):
         return opened
+    assert isinstance(opened, SealedSegment)
     problems = [opened.damage] if opened.damage else []
     try:
         entries = opened.footer.entries()
@@ -132,8 +143,9 @@ def _open_file(path: Path, flags: int = os.O_RDONLY) -> int:
     return fd
 
 
-def open_indexed(path: Path, expand: fmt.Expand | None = None) -> SegmentView | SealedSegment:
-    """Open one segment for an index: the footer of a sealed one (read, checked, not decoded), a scan of an unsealed one.
+def open_indexed(path: Path, expand: fmt.Expand | None = None, *, snapshots: bool = False) -> SegmentView | SealedSegment | SnapshotSegment:
+    """Open one segment for an index: the footer of a sealed one (read, checked, not decoded), a scan of an unsealed one,
+    or, with `snapshots`, an unsealed one's intact index snapshot and a scan of what follows it only.
 
     A segment whose seal copy (fmt.SealCopy) proves it sealed but that has no intact seal of its own now
     (truncated, or its end damaged) is indexed through the copy's footer, its damage named (`damage`): its
@@ -164,9 +176,41 @@ def open_indexed(path: Path, expand: fmt.Expand | None = None) -> SegmentView | 
         copy = seal_copy(path, header)
         if copy is not None:
             return _from_seal_copy(path, size, copy, "; ".join(problems) or "it has no intact seal")
+        snapshot = _snapshot(fd, size, path, header) if snapshots and not problems else None
+        if snapshot is not None:
+            footer, end = snapshot
+            return SnapshotSegment(header, footer, _scan(fd, size, path, header, problems, end, expand))
         return _scan(fd, size, path, header, problems, expand=expand)
     finally:
         os.close(fd)
+
+
+def snapshot_path(path: Path) -> Path:
+    """Where the index snapshot of the unsealed segment at `path` lies."""
+    return path.with_suffix(fmt.SNAPSHOT_SUFFIX)
+
+
+def _snapshot(fd: int, size: int, path: Path, header: fmt.Header) -> tuple[fmt.Footer, int] | None:
+    """(footer, end) of the unsealed segment's index snapshot if one belongs to it and still describes it, else None.
+
+    A snapshot is a cache, never the truth: one that is torn, damaged, another segment's (an id taken again), cut
+    longer than the segment, or whose end is not where an intact batch ends (the segment truncated or overwritten
+    since) is ignored, and the segment is scanned whole as before. Every record it lists is still checked when read:
+    a damaged frame under a snapshot is refused as under a footer (tests/engine/test_index_snapshots.py)."""
+    where = snapshot_path(path)
+    try:
+        with open(where, "rb") as file:
+            data = file.read(SNAPSHOT_BOUND * size + READ_CHUNK + 1)  # bounded: a footer's rows are fewer than its frames
+    except OSError:
+        return None
+    try:
+        copy = fmt.decode_seal_copy(data, str(where))
+        end = copy.footer_offset
+        if copy.header != header or end > size or not fmt.batch_ends_at(lambda at, count: _pread(fd, count, at), header.segment_id, end):
+            return None
+        return fmt.read_footer(copy.footer_frame, header.segment_id, end, str(where)), end
+    except AgentFSError:
+        return None
 
 
 def seal_copy_path(path: Path) -> Path:

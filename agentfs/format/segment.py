@@ -42,6 +42,7 @@ BATCH_MAGIC = b"\x89AFSBAT\n"
 TRAILER_MAGIC = b"\x89AFSEND\n"
 SUFFIX = ".seg"
 SEAL_COPY_SUFFIX = ".seal"  # beside a sealed segment: its header and seal again, proving its length (FORMAT.md)
+SNAPSHOT_SUFFIX = ".snap"  # beside an unsealed segment: a seal copy's bytes for its batches so far (FORMAT.md)
 
 HEADER = struct.Struct(">8sHHQ16sI")  # magic, version, slot, segment id, writer, crc32 of what precedes it
 FRAME = struct.Struct(">IIB")  # payload length, crc32, kind
@@ -119,6 +120,10 @@ def segment_name(segment_id: int) -> str:
 
 def seal_copy_name(segment_id: int) -> str:
     return f"{segment_id:016x}{SEAL_COPY_SUFFIX}"
+
+
+def snapshot_name(segment_id: int) -> str:
+    return f"{segment_id:016x}{SNAPSHOT_SUFFIX}"
 
 
 def segment_id_of(name: str) -> int | None:
@@ -282,6 +287,24 @@ def ends_batch(read: Read, offset: int, length: int) -> bool:
     except IntegrityError:
         return False
     return kind == KIND_END and END.unpack(payload) == (offset, count)
+
+
+def batch_ends_at(read: Read, segment_id: int, end: int) -> bool:
+    """Whether a batch of segment `segment_id` ends exactly at `end`: an intact END frame just before it,
+    naming an intact BEGIN frame that states the length up to `end` (an index snapshot's check, FORMAT.md)."""
+    if end < HEADER.size + BEGIN_FRAME + END_FRAME:
+        return False
+    try:
+        kind, payload = decode_frame(read(end - END_FRAME, END_FRAME), "")
+    except IntegrityError:
+        return False
+    if kind != KIND_END or len(payload) != END.size:
+        return False
+    offset, count = END.unpack(payload)
+    if not HEADER.size <= offset < end:
+        return False
+    head = read(offset, BEGIN_FRAME)
+    return batch_length(head, segment_id, offset) == end - offset and BEGIN.unpack_from(head, FRAME.size)[4] == count
 
 
 def record_overhead(key_length: int) -> int:
