@@ -159,6 +159,16 @@ def rollover(store: agentfs.Store) -> None:
         ack_commit(again.run("w/roll").commit({"step": 1}, artifacts={"small.bin": b"after the seal"}))
 
 
+def snapshots(store: agentfs.Store) -> None:
+    """Index snapshots of the live writer's segment, one every 4 KiB here (256 KiB by default): no crash state may
+    lose an acknowledged commit, whether it kept a snapshot, a torn one or none, and a store opened there (through
+    the snapshot, checker) must read every commit and continue after the last (FORMAT.md "Index snapshots")."""
+    store.engine._segment_writer().snapshot_bytes = 4096  # the one private knob: the default needs 256 KiB of commits
+    run = store.run("w/snap")
+    for step in range(8):
+        ack_commit(run.commit({"step": step, "blob": random.Random(step).randbytes(1250).hex()}))
+
+
 def reuse(store: agentfs.Store) -> None:
     """Another live writer (durability "process": nothing synced) commits and records a call; this
     process, in another writer slot, commits after its entry, deduplicates against its objects and
@@ -208,6 +218,7 @@ WORKLOADS: dict[str, Callable[..., None]] = {
     "killed": killed,
     "reuse": reuse,
     "rollover": rollover,
+    "snapshots": snapshots,
     "unsynced": unsynced,
     "encrypted": encrypted,
 }
@@ -216,7 +227,8 @@ SETUPS: dict[str, Callable[[agentfs.Store], None]] = {"prune_gc": prune_gc_setup
 # workloads on a store that agentfs.open must not open first (a format-1 store)
 PATH_WORKLOADS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_workload}
 PATH_SETUPS: dict[str, Callable[[Path], None]] = {"upgrade": upgrade_setup}
-SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart", "reuse", "rollover", "encrypted")  # the ones a test runs
+# the ones a test runs
+SCENARIOS = ("commit", "fork", "once", "prune_gc", "two_writers", "restart", "reuse", "rollover", "snapshots", "encrypted")
 
 
 def main(argv: list[str]) -> None:
