@@ -1,10 +1,11 @@
 """The in-memory index of a store's segments: where each record lies, each run's head, the forks.
 
 A sealed segment is read through its footer, kept and searched in place (engine/footers.py): opening
-it costs its runs, retirement records and forks, not its records. An unsealed segment is scanned
-(engine/segments.py) into dicts; `refresh()` then reads only what is new: one listing of segments/,
-one small pread at the known end of each unsealed segment. A segment that vanished (compaction
-replaced it) makes refresh rebuild the index.
+it costs its runs, retirement records and forks, not its records. An unsealed segment with an intact index
+snapshot (FORMAT.md "Index snapshots") is read the same way through the snapshot's footer, and only the batches
+after it are scanned; any other unsealed segment is scanned (engine/segments.py) into dicts. `refresh()` then
+reads only what is new: one listing of segments/, one small pread at the known end of each unsealed segment.
+A segment that vanished (compaction replaced it) makes refresh rebuild the index.
 
 Retirement records hide the checkpoints and journal records they name, wherever they lie (format 2 never deletes a
 record in place). Each run's head is kept, so `head` and `has` cost the same at 10 or 100,000 checkpoints; so are a
@@ -17,6 +18,8 @@ reads it; `audit` decodes every footer whole and scans instead each segment whos
 
 An encrypted store (`sealer`): segments hold stored run names and sealed bodies (format/crypto.py); the
 index takes and returns run names and plaintext keys, and `read` authenticates a body before it returns it.
+The descriptors and the reading of a frame at a location are engine/segment_files.py's (`files`); which of a
+record's copies to read is the index's (`read_body`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import dataclasses
 import logging
 import os
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -38,15 +40,10 @@ from ..format.crypto import Sealer
 from ..format.retirement import decode_retirement
 from .entry_log import EntryLog
 from .footers import Footers
+from .segment_files import SegmentFiles
 from .segments import FrameLocation, SealedSegment, SnapshotSegment, batch_reader, ids_of, open_indexed, peek, scan_from, storing
 
 log = logging.getLogger("agentfs")
-
-
-def _close_all(fds: dict[int, int]) -> None:
-    for fd in fds.values():
-        os.close(fd)
-    fds.clear()
 
 
 T = TypeVar("T")
@@ -90,12 +87,7 @@ class Index:
         # the last listing of the directory, its segment ids and their set
         self._listed: tuple[list[str], list[int], frozenset[int]] = ([], [], frozenset())
         self._lock = threading.RLock()
-        self._fds: dict[int, int] = {}
-        weakref.finalize(self, _close_all, self._fds)
-        self._users: dict[int, int] = {}  # descriptor -> the threads using it now (use())
-        self._retired: dict[int, int] = {}  # descriptors closed by close() while in use: closed by their last user
-        weakref.finalize(self, _close_all, self._retired)
-        self._names: dict[int, str] = {}
+        self.files = SegmentFiles(directory, sealer)
         self._valid_runs: set[str] = set()  # run names of indexed keys, found valid once
         self.generation = 0  # grows at every rebuild: locations from before it may be gone
         self.entry_log = EntryLog()  # what it adds, for watchers
@@ -120,16 +112,8 @@ class Index:
         self.version = 0  # grows whenever a record is added or hidden
 
     def close(self) -> None:
-        """Close the descriptors kept open (one a thread is reading through, at the end of its use()). A later
-        read (a checkpoint of a closed store read lazily) opens one again; those are closed when the index is
-        collected."""
-        with self._lock:
-            for segment_id, fd in self._fds.items():
-                if fd in self._users:
-                    self._retired[fd] = segment_id
-                else:
-                    os.close(fd)
-            self._fds.clear()
+        """Close the descriptors kept open (SegmentFiles.close)."""
+        self.files.close()
 
     # keeping up with the segments
 
@@ -186,14 +170,10 @@ class Index:
                 self._open(segment_id)
 
     def _path(self, segment_id: int) -> Path:
-        return self.directory / fmt.segment_name(segment_id)
+        return self.files.path(segment_id)
 
     def _where(self, segment_id: int) -> str:
-        """The segment's path as a string for messages, made once per segment (not per batch)."""
-        where = self._names.get(segment_id)
-        if where is None:
-            where = self._names[segment_id] = str(self._path(segment_id))
-        return where
+        return self.files.name(segment_id)
 
     def _open(self, segment_id: int) -> None:
         try:
@@ -254,7 +234,7 @@ class Index:
 
     def _read_tail(self, segment_id: int, known: Known) -> None:
         """Batches appended after `known.end`: one small pread when there are none."""
-        fd = self._fd(segment_id)
+        fd = self.files.fd(segment_id)
         if fd is None:
             return
         head = os.pread(fd, fmt.BEGIN_FRAME, known.end)
@@ -529,68 +509,16 @@ class Index:
             known = self.segments.get(segment_id)
             return 0 if known is None else known.end
 
-    # reading
-
-    def _fd(self, segment_id: int) -> int | None:
-        """A read-only descriptor of the segment, kept open; None if it is gone."""
-        with self._lock:
-            fd = self._fds.get(segment_id)
-            if fd is None:
-                try:
-                    fd = self._fds[segment_id] = os.open(self._path(segment_id), os.O_RDONLY)
-                except FileNotFoundError:
-                    return None
-            return fd
+    # reading (the descriptors and the frame checks are SegmentFiles'; which copy to read is the index's)
 
     def use(self, segment_id: int, operation: str, action: Callable[..., T], *args: Any) -> T:
-        """`action(descriptor, *args)` on a read-only descriptor of the segment; NotFound if it is gone, a StorageError
-        naming `operation` and the segment if it fails (EIO).
-
-        Hazard: close() (or a rebuild) in another thread would close the descriptor under the action, which
-        then failed with a bare EBADF or, the number taken again by another open, read another file. A
-        descriptor in use is closed only when its last user is done (tests/engine/test_close_from_any_thread.py)."""
-        with self._lock:
-            fd = self._fd(segment_id)
-            if fd is None:
-                raise NotFound(f"segment {self._path(segment_id)} does not exist (compacted away)")
-            self._users[fd] = self._users.get(fd, 0) + 1
-        try:
-            with storing(operation, self._where(segment_id)):
-                return action(fd, *args)
-        finally:
-            with self._lock:
-                left = self._users.pop(fd) - 1
-                if left:
-                    self._users[fd] = left
-                elif self._retired.pop(fd, None) is not None:
-                    os.close(fd)
+        return self.files.use(segment_id, operation, action, *args)
 
     def pread(self, segment_id: int, length: int, offset: int) -> bytes:
-        """`length` bytes of the segment at `offset` (see use())."""
-        return self.use(segment_id, "reading segment", os.pread, length, offset)
+        return self.files.pread(segment_id, length, offset)
 
     def read(self, location: FrameLocation, kind: int | None = None, key: bytes | None = None) -> fmt.Record:
-        """The record at `location` (of `kind` and plain `key`, if known), its frame verified; IntegrityError if damaged.
-
-        The length a footer or batch claims is checked against the kind's largest record and the segment's
-        size before anything is allocated (tests/engine/test_segment_limits.py). In an encrypted store the location
-        may be a GROUP record's: the group is authenticated whole, and the record (kind, key) taken from it."""
-        where = f"{self._where(location.segment_id)} offset {location.offset}"
-        largest = fmt.MAX_RECORD_FRAME if kind is None else max(fmt.max_record_frame(kind), self._largest_group())
-        if location.length > largest:
-            over = f"past the largest record ({largest})"
-            raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, {over}")
-        data = self.use(location.segment_id, "reading segment", _read_within, location, where)
-        record = fmt.decode_record(data, where)
-        if self.sealer is not None and record.kind == kinds.GROUP:
-            return _member(self.sealer, record, kind, key, where)
-        if self.sealer is None or record.kind not in kinds.KNOWN:
-            return record
-        body = self.sealer.open(record.kind, record.key, record.body, where)  # authenticated before anything decodes it
-        return fmt.Record(record.kind, self.sealer.plain_key(record.kind, record.key, where), body)
-
-    def _largest_group(self) -> int:
-        return 0 if self.sealer is None else fmt.max_record_frame(kinds.GROUP)
+        return self.files.read(location, kind, key)
 
     def read_body(self, kind: int, key: bytes, first: FrameLocation, check: Callable[[bytes], object] | None = None) -> bytes:
         """The body of the record `key` whose first copy lies at `first`, and where it lies now if its
@@ -649,25 +577,4 @@ class Index:
         raise IntegrityError(f"{self._path(first.segment_id)} offset {first.offset}: holds another record than {key[:80]!r}")
 
     def where(self, location: FrameLocation) -> str:
-        return f"{self._where(location.segment_id)} offset {location.offset}"
-
-
-def _member(sealer: Sealer, group: fmt.Record, kind: int | None, key: bytes | None, where: str) -> fmt.Record:
-    """The record (kind, plain key) of the GROUP record `group`, the group authenticated and checked first.
-
-    Each read opens the group again: keeping the last one opened saved a third of the openings of a
-    conversation's history read (1,374 -> 905 for 300 steps) and no measurable time (1.3-1.6 s either way)."""
-    members = sealer.open_group(group.key, group.body, where)
-    if kind is None or key is None:
-        raise IntegrityError(f"{where}: a group of records, read without naming which of its records")
-    for member in members:
-        if member.kind == kind and member.key == key:
-            return fmt.Record(member.kind, member.key, member.body)
-    raise IntegrityError(f"{where}: its group of records holds no {kinds.NAMES.get(kind, kind)} record {key[:80]!r}")
-
-
-def _read_within(fd: int, location: FrameLocation, where: str) -> bytes:
-    """The bytes at `location` of the segment open as `fd`, refused if they would run past its end."""
-    if location.offset + location.length > os.fstat(fd).st_size:
-        raise IntegrityError(f"{where}: the index places a record of {location.length} bytes there, past the segment's end")
-    return os.pread(fd, location.length, location.offset)
+        return self.files.where(location)
