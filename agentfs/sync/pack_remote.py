@@ -32,7 +32,7 @@ from .remote import Remote
 
 MAX_FRAME = 64 << 20
 MAX_OBJECT_FRAME = KEYED_FRAME.size + 32 + codec.MAX_BLOB  # an object's frame: its head, its key (the oid), its blob
-# one ranged GET fetches neighbouring records up to this many bytes (half a pack: push.PACK_TARGET); times the
+# one ranged GET fetches neighbouring records up to this many bytes (half a pack: pack_upload.PACK_TARGET); times the
 # reading threads, it bounds a reader's memory (tests/sync/test_sync_memory.py)
 READ_AHEAD = 4 << 20
 AHEAD_MAX = 32 << 20  # objects read ahead and not yet asked for are kept up to this many bytes

@@ -4,7 +4,7 @@ The kill test SIGKILLs a real `agentfs sync` at random points of a push to moto 
 that counts every byte sent (tests/helpers/byte_counter.py). In `make test` it pushes RESUME_BYTES
 (default 64 MB) and kills it RESUME_KILLS times (default 2); the full size (300 MB, 10 kills)
 is `AGENTFS_RESUME_BYTES=300000000 AGENTFS_RESUME_KILLS=10` (`make test-push-stress`). A kill wastes
-at most the packs in flight (push.IN_FLIGHT x PACK_TARGET, 8 MiB; a pack is in flight until its index
+at most the packs in flight (pack_upload.IN_FLIGHT x PACK_TARGET, 8 MiB; a pack is in flight until its index
 is up), so both sizes stay under the 1.3x bound whatever the kill points.
 """
 

@@ -371,7 +371,7 @@ def test_every_pack_index_goes_up_after_those_of_what_its_entries_need(tmp_path:
     """A reader of every index (pull) never sees an entry before the objects and entries it needs.
 
     Tiny packs spread one batch over many; an entry's index must follow the indexes of the packs
-    holding its objects and the entries it borrows from (push.py, _put_indexes and _borrowed_first).
+    holding its objects and the entries it borrows from (pack_upload.py, put_indexes, and push.py, borrowed_first).
     """
     store = agentfs.open(tmp_path / "a")
     run = store.run("r")
