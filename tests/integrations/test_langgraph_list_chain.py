@@ -145,3 +145,18 @@ def test_a_chain_of_deltas_past_its_bound_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match=f"{_run(saver).name}@.*: chain of list deltas is too long"):
         AgentFSSaver(store).get_tuple(THREAD)
     store.close()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        [["msgpack", b"a"], ["str", b"b"]],  # as the saver writes: the pass in C
+        [["msgpack", b"a"], ["bytearray", bytearray(b"b")]],  # agentfs gives a bytearray back as one: item by item
+        [("msgpack", b"a"), ["str", b"b"]],
+        [],
+    ],
+)
+def test_typed_items_are_what_typed_makes_of_each(raw: list[Any]) -> None:
+    items = records.typed_items(raw, "here")
+    assert items == [records.typed(item, "here") for item in raw]
+    assert all(type(item) is tuple and type(item[1]) is bytes for item in items)  # compared with dumps_typed's tuples
