@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from langgraph.checkpoint.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
@@ -29,14 +29,25 @@ RAW = (bytes, bytearray, type(None))  # item types JsonPlusSerializer serializes
 Serialized = list[records.Typed]
 
 
-class Listed(NamedTuple):
+class Listed:
     """A list channel's value: its items as stored, as serialized to compare (None if unknown), its delta depth,
-    and the compared items as one msgpack array when every one is of the msgpack kind (None otherwise)."""
+    and (`packed`) the compared items as one msgpack array when every one is of the msgpack kind (None otherwise).
+    A list read along a chain of deltas packs its array only when asked: each list on the way is kept, and packing
+    each would join the whole history's items once per level (test_a_fresh_saver_packs_only_the_list_it_loads)."""
 
-    stored: Serialized
-    plain: Serialized | None
-    depth: int
-    packed: bytes | None
+    __slots__ = ("_packed", "depth", "plain", "stored")
+
+    def __init__(self, stored: Serialized, plain: Serialized | None, depth: int, packed: tuple[bytes | None] | None = None) -> None:
+        self.stored = stored
+        self.plain = plain
+        self.depth = depth
+        self._packed = packed  # (the array,) once known
+
+    @property
+    def packed(self) -> bytes | None:
+        if self._packed is None:  # two threads may both pack it: the same bytes
+            self._packed = (None if self.plain is None else packed_items(self.plain),)
+        return self._packed[0]
 
 
 class ListValues:
@@ -72,10 +83,10 @@ class ListValues:
                 stored = known.stored + [serde.dumps_typed(item) for item in value[count:]]
             if known is None or count is None:
                 state[records.ITEMS + channel] = [list(item) for item in stored]
-                lists[channel] = Listed(stored, items, 0, packed)
+                lists[channel] = Listed(stored, items, 0, (packed,))
             else:
                 state[records.DELTA + channel] = [base, count, known.depth + 1, [list(item) for item in stored[count:]]]
-                lists[channel] = Listed(stored, items, known.depth + 1, packed)
+                lists[channel] = Listed(stored, items, known.depth + 1, (packed,))
         return state, lists
 
     def kept(self, run: str, commit_id: str, channel: str) -> Listed | None:
@@ -87,30 +98,37 @@ class ListValues:
                 return self._recent[key]
         return None
 
-    def recall(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str, hops: int = 0) -> Listed | None:
-        """The list `channel` holds in a commit; None if it holds the channel whole."""
-        known = self.kept(run.name, commit_id, channel)
-        if known is not None:
-            return known
-        key = (run.name, commit_id, channel)
-        if hops > 4 * records.SNAPSHOT_EVERY:
-            raise FormatError(f"{run.name}@{commit_id}: chain of list deltas is too long")
-        commit = run.get(commit_id)
-        found = records.list_record(commit, channel)
-        if found is None:
-            return None
-        where = f"{commit} channel {channel!r}"
-        stored, depth = records.extend(*found, where, lambda base: self._base(serde, run, base, channel, hops + 1))
-        plain = stored if comparable(serde) is serde else None
-        known = Listed(stored, plain, depth, None if plain is None else packed_items(plain))
-        self.remember(key, known)
-        return known
+    def recall(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str) -> Listed | None:
+        """The list `channel` holds in a commit; None if it holds the channel whole. A delta's chain is read down to a
+        list kept or stored whole (at most 4 * SNAPSHOT_EVERY deltas), then each list on the way up is kept."""
+        deltas: list[tuple[str, str, int, int, Serialized]] = []  # (commit id, where, count, depth, items added), newest first
+        base = self.kept(run.name, commit_id, channel)
+        while base is None:
+            if len(deltas) > 4 * records.SNAPSHOT_EVERY:
+                raise FormatError(f"{run.name}@{commit_id}: chain of list deltas is too long")
+            commit = run.get(commit_id)
+            found = records.list_record(commit, channel)
+            if found is None:
+                if not deltas:
+                    return None
+                raise FormatError(f"{run.name}@{commit_id}: a list delta's base holds no list for channel {channel!r}")
+            key, record = found
+            where = f"{commit} channel {channel!r}"
+            if key.startswith(records.ITEMS):
+                base = self._kept_list(serde, run.name, commit_id, channel, records.whole_list(record, where), 0)
+            else:
+                base_id, count, depth, added = records.delta(record, where)
+                deltas.append((commit_id, where, count, depth, added))
+                commit_id = base_id
+                base = self.kept(run.name, commit_id, channel)
+        for commit_id, where, count, depth, added in reversed(deltas):
+            base = self._kept_list(serde, run.name, commit_id, channel, records.extended(base.stored, count, added, where), depth)
+        return base
 
-    def _base(self, serde: SerializerProtocol, run: Run, commit_id: str, channel: str, hops: int) -> Serialized:
-        known = self.recall(serde, run, commit_id, channel, hops)
-        if known is None:
-            raise FormatError(f"{run.name}@{commit_id}: a list delta's base holds no list for channel {channel!r}")
-        return known.stored
+    def _kept_list(self, serde: SerializerProtocol, run: str, commit_id: str, channel: str, stored: Serialized, depth: int) -> Listed:
+        known = Listed(stored, stored if comparable(serde) is serde else None, depth)
+        self.remember((run, commit_id, channel), known)
+        return known
 
     def remember(self, key: tuple[str, str, str], known: Listed) -> None:
         with self._lock:
@@ -153,8 +171,7 @@ def packed_list(serde: SerializerProtocol, value: list[Any]) -> bytes | None:
 
 def packed_items(items: Serialized) -> bytes | None:
     """Serialized items as one msgpack array, if every one is of the msgpack kind."""
-    # in C (map and itemgetter, not generators): a read along a chain of deltas packs each list on the way, up to
-    # SNAPSHOT_EVERY lists of the whole history's items (a fresh saver's get_state after 300 turns: 16 of 1,200)
+    # in C (map and itemgetter, not generators): a fresh read packs the whole history's items (1,200 after 300 turns)
     if not all(map(MSGPACK.__eq__, map(itemgetter(0), items))):
         return None
     return records.array_header(len(items)) + b"".join(map(itemgetter(1), items))
