@@ -198,3 +198,24 @@ def test_a_damaged_chunk_under_a_snapshot_is_refused_by_a_fresh_store(tmp_path: 
     finally:
         fresh.close()
         writer_store.close()
+
+
+def test_an_encrypted_stores_snapshot_is_read_as_its_seal_would_be(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An encrypted store's segments hold stored run names and groups of records: its snapshot lists them as its seal
+    would, and a fresh store opened through it (the key given) sees and reads what a full scan does."""
+    key = agentfs.Encryption(passphrase="snapshots", scrypt_n=2**10)
+    root = tmp_path / "store"
+    writer_store = agentfs.open(root, encryption=key)
+    writer_store.engine._segment_writer().snapshot_bytes = 2048
+    runs = [writer_store.run(f"agent/{n}") for n in range(3)]
+    for step in range(40):
+        runs[step % 3].commit({"step": step, "note": os.urandom(300).hex()})
+    fresh = agentfs.open(root, encryption=key)
+    try:
+        assert fresh.engine.index.snapshotted, "the fresh store did not open the segment through its snapshot"
+        full = Index(root / "segments", fresh.engine.index.sealer, snapshots=False)
+        assert seen(fresh.engine.index) == seen(full)
+        assert [c.state["step"] for c in fresh.run("agent/1").history()] == list(range(37, 0, -3))
+    finally:
+        fresh.close()
+        writer_store.close()
