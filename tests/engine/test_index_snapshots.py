@@ -5,6 +5,9 @@ that no longer describes its segment, and still refuses every damaged record it 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +24,9 @@ from agentfs.ids import new_id
 from tests.helpers import raw
 
 pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 SNAPSHOT_BYTES = 8192
 BATCHES = 200
@@ -219,3 +225,47 @@ def test_an_encrypted_stores_snapshot_is_read_as_its_seal_would_be(tmp_path: Pat
     finally:
         fresh.close()
         writer_store.close()
+
+
+KILLED_WRITER = """
+import os, sys
+import agentfs
+store = agentfs.open(sys.argv[1])
+store.engine._segment_writer().snapshot_bytes = 4096
+run = store.run("agent")
+step = 0
+while True:
+    checkpoint = run.commit({"step": step, "note": os.urandom(400).hex()})
+    print(checkpoint.id, step, flush=True)
+    step += 1
+"""
+
+
+def test_a_store_opened_after_its_writer_was_killed_reads_every_commit_through_the_snapshot(tmp_path: Path) -> None:
+    """SIGKILL mid-commit: the segment stays unsealed with its last snapshot and a tail after it. A store opened
+    next reads through the snapshot, finds every commit the writer reported, and commits after the last."""
+    root = tmp_path / "store"
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(root)], stdout=subprocess.PIPE, text=True, env=ENV)
+    assert writer.stdout is not None
+    reported: dict[str, int] = {}
+    for line in writer.stdout:
+        checkpoint_id, step = line.split()
+        reported[checkpoint_id] = int(step)
+        if len(reported) == 150:
+            break
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait(timeout=30)
+    writer.stdout.close()
+    store = agentfs.open(root)
+    try:
+        assert store.engine.index.snapshotted, "the store did not open the killed writer's segment through its snapshot"
+        run = store.run("agent")
+        for checkpoint_id, step in reported.items():
+            assert run.get(checkpoint_id).state["step"] == step
+        head = run.latest()
+        assert head is not None and head.state["step"] >= 149
+        after = run.commit({"step": head.state["step"] + 1})
+        latest = run.latest()
+        assert latest is not None and latest.id == after.id and after.parent == head.id
+    finally:
+        store.close()
