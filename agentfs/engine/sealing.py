@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import AgentFSError
 from ..format import keys
 from ..format import segment as fmt
+from ..format.footer import FooterRows
 from ..fsutil import fsync_dir, temp_path, write_all, write_temp
 from .segments import SealedSegment, open_indexed, seal_copy_path, snapshot_path, storing
 
@@ -52,9 +53,9 @@ def write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Seq
     _publish_seal_copy(path, header, seal, sync=sync)
 
 
-def write_snapshot(path: Path, header: bytes, position: int, entries: Sequence[fmt.IndexEntry]) -> None:
+def write_snapshot(path: Path, header: bytes, position: int, rows: FooterRows) -> None:
     """Publish the index snapshot of the unsealed segment at `path` (its `header` bytes): a seal copy's bytes for its
-    batches up to `position`, whose `entries` it lists, so that an index opening the segment scans only what follows.
+    batches up to `position`, whose records `rows` lists, so that an index opening the segment scans only what follows.
 
     The caller calls it only once those batches are durable (after a synced append): a snapshot never outlives
     the batches it lists. It is not synced itself: a crash may leave it torn or gone, and a reader then ignores it
@@ -66,7 +67,7 @@ def write_snapshot(path: Path, header: bytes, position: int, entries: Sequence[f
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            write_all(fd, fmt.encode_seal_copy(header, fmt.encode_seal(segment_id, position, entries)), 0)
+            write_all(fd, fmt.encode_seal_copy(header, fmt.seal_of(position, rows.encode(segment_id))), 0)
         finally:
             os.close(fd)
         os.replace(temp, snapshot_path(path))

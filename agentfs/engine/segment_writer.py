@@ -34,6 +34,7 @@ from ulid import ULID
 
 from ..errors import AgentFSError, StoreClosed
 from ..format import segment as fmt
+from ..format.footer import FooterRows
 from ..format.lineage import EntryParent, lineage_records
 from ..fsutil import fsync_dir, make_dirs, temp_path
 from ..fsutil import write_all as _write_all  # the name tests/engine/test_segment_faults.py's rollover crash wraps
@@ -167,6 +168,7 @@ class SegmentWriter:
         self._path = ""  # the current segment's, as a str: access(2) on every append
         self.segment_id = self.position = self.allocated = self.torn_end = 0
         self.header = b""  # the current segment's header bytes (its index snapshots repeat them)
+        self.footer_rows = FooterRows()  # the footer rows of `entries`, kept for the index snapshots
         self.snapshot_end = 0  # where the batches the current segment's last index snapshot lists end
         self.entries: list[fmt.IndexEntry] = []
         self.parents: dict[bytes, EntryParent] = {}  # the current segment's ENTRY records (keys as stored) this writer appended
@@ -192,6 +194,8 @@ class SegmentWriter:
             self.segment_id, self.entries, self.parents = segment_id, view.entries, {}
             self.position, self.torn_end, self.allocated = view.end, view.torn_end, os.fstat(self._fd).st_size
             self.header, self.snapshot_end = os.pread(self._fd, fmt.HEADER.size, 0), fmt.HEADER.size
+            self.footer_rows = FooterRows()
+            self.footer_rows.add(self.entries)
             # a big one left by a dead writer is sealed too (the next append starts a new segment): every open
             # until the slot's next clean close would scan it whole otherwise (0.8 s at 64 MiB of small commits)
             if index < len(mine) - 1 or view.end >= SEAL_AT:
@@ -251,12 +255,13 @@ class SegmentWriter:
             if placed is not None:
                 entries = [fmt.IndexEntry(p.kind, p.key, entries[p.frame].offset, entries[p.frame].length) for p in placed]
             self.entries.extend(entries)
+            self.footer_rows.add(entries)
             if parents:
                 self.parents.update(parents)
             if sync and self.position - self.snapshot_end >= max(self.snapshot_bytes, self.snapshot_end // 8):
                 # after a synced append only: every batch the snapshot lists is durable before it (FORMAT.md
-                # "Index snapshots"); every eighth of the segment at most, so writing them costs O(its entries)
-                write_snapshot(Path(self._path), self.header, self.position, self.entries)
+                # "Index snapshots"); every eighth of the segment at most, each packing only the rows added since
+                write_snapshot(Path(self._path), self.header, self.position, self.footer_rows)
                 self.snapshot_end = self.position
             return self.segment_id, start, self.position, entries
 
@@ -314,7 +319,7 @@ class SegmentWriter:
         self._fd, self._path, self.segment_id, self.allocated = fd, path, segment_id, size
         self.position = self.torn_end = self.snapshot_end = fmt.HEADER.size
         self.header = fmt.encode_header(segment_id, self.slot, self.writer)
-        self.entries, self.parents = [], {}
+        self.entries, self.parents, self.footer_rows = [], {}, FooterRows()
 
     def _link_new(self, fd: int, temp: Path, segment_id: int, size: int, *, zeros: bool) -> tuple[int, str]:
         """Give the new segment `temp` (open as `fd`) its header and first step, durably, and link it into

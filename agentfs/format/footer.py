@@ -56,31 +56,53 @@ class Section(NamedTuple):
 
 def encode_footer(segment_id: int, entries: Iterable[IndexEntry]) -> bytes:
     """The footer payload indexing `entries`, in any order."""
-    objects: list[bytes] = []
-    rows: dict[tuple[int, bytes], list[bytes]] = {}
-    others: list[IndexEntry] = []
-    valid_runs: set[str] = set()
-    for entry in entries:
-        if entry.kind == kinds.OBJECT and len(entry.key) == kinds.OID_LENGTH:
-            objects.append(OBJECT_ROW.pack(entry.key, entry.offset, entry.length))
-            continue
-        if entry.kind in kinds.RUN_KINDS:
-            try:
-                run, record_id = kinds.split_run_key(entry.key, "", checked=valid_runs)
-            except (FormatError, InvalidName):
-                pass  # malformed: an other entry, which a reader reports
-            else:
-                rows.setdefault((entry.kind, run.encode()), []).append(RUN_ROW.pack(record_id.encode(), entry.offset, entry.length))
+    rows = FooterRows()
+    rows.add(entries)
+    return rows.encode(segment_id)
+
+
+class FooterRows:
+    """A footer's rows, gathered as records are appended and kept sorted between encodings: encoding again after more
+    appends costs packing the new rows, a sort of mostly sorted lists and a join (a writer's index snapshots of a
+    growing segment, FORMAT.md "Index snapshots"), not every row again. The one encoder of a footer (encode_footer)."""
+
+    def __init__(self) -> None:
+        self.objects: list[bytes] = []
+        self.rows: dict[tuple[int, bytes], list[bytes]] = {}
+        self.others: list[IndexEntry] = []
+        self._valid_runs: set[str] = set()
+
+    def add(self, entries: Iterable[IndexEntry]) -> None:
+        for entry in entries:
+            if entry.kind == kinds.OBJECT and len(entry.key) == kinds.OID_LENGTH:
+                self.objects.append(OBJECT_ROW.pack(entry.key, entry.offset, entry.length))
                 continue
-        others.append(entry)
-    sections = sorted(rows)
-    parts = [HEAD.pack(segment_id, len(objects), len(sections), len(others)), *sorted(objects)]
-    parts += [RUN_SECTION.pack(kind, len(run), len(rows[kind, run])) + run for kind, run in sections]
-    for section in sections:
-        parts += sorted(rows[section])
-    for entry in sorted(others, key=lambda entry: entry.offset):
-        parts += [OTHER.pack(entry.kind, len(entry.key), entry.offset, entry.length), entry.key]
-    return b"".join(parts)
+            if entry.kind in kinds.RUN_KINDS:
+                try:
+                    run, record_id = kinds.split_run_key(entry.key, "", checked=self._valid_runs)
+                except (FormatError, InvalidName):
+                    pass  # malformed: an other entry, which a reader reports
+                else:
+                    self.rows.setdefault((entry.kind, run.encode()), []).append(
+                        RUN_ROW.pack(record_id.encode(), entry.offset, entry.length)
+                    )
+                    continue
+            self.others.append(entry)
+
+    def encode(self, segment_id: int) -> bytes:
+        """The footer payload of every row added so far."""
+        self.objects.sort()  # in place: the next sort meets a sorted run and the rows added since (timsort's best case)
+        sections = sorted(self.rows)
+        for section in sections:
+            self.rows[section].sort()
+        self.others.sort(key=lambda entry: entry.offset)
+        parts = [HEAD.pack(segment_id, len(self.objects), len(sections), len(self.others)), *self.objects]
+        parts += [RUN_SECTION.pack(kind, len(run), len(self.rows[kind, run])) + run for kind, run in sections]
+        for section in sections:
+            parts += self.rows[section]
+        for entry in self.others:
+            parts += [OTHER.pack(entry.kind, len(entry.key), entry.offset, entry.length), entry.key]
+        return b"".join(parts)
 
 
 def _is_run_name(name: bytes) -> bool:

@@ -344,7 +344,12 @@ def find_batch_magic(data: bytes, start: int) -> int:
 
 def encode_seal(segment_id: int, offset: int, entries: Sequence[IndexEntry]) -> bytes:
     """The footer frame and trailer that seal a segment whose batches end at `offset`."""
-    footer = encode_frame(KIND_FOOTER, encode_footer(segment_id, entries))
+    return seal_of(offset, encode_footer(segment_id, entries))
+
+
+def seal_of(offset: int, payload: bytes) -> bytes:
+    """The footer frame holding the footer `payload` and the trailer, for batches ending at `offset` (encode_seal)."""
+    footer = encode_frame(KIND_FOOTER, payload)
     fields = TRAILER.pack(TRAILER_MAGIC, offset, len(footer), 0)[:-4]
     return footer + fields + struct.pack(">I", crc32(fields))
 
