@@ -336,17 +336,22 @@ class ObjectWriter:
             self.limits.slots.release()
 
     def _store_all(self, chunks: list[memoryview], done: Callable[[], None]) -> list[bytes]:
+        """Hash and compress `chunks` holding a place on the cores (limits.running), then append what is gathered
+        without it: an append that rolls the segment over waits for its fsyncs (3 of 10-40 ms in a 256 MiB
+        artifact), and another job compresses meanwhile (tests/objects/test_artifact_pipeline.py)."""
         try:
             with self.limits.running:
-                return [self._store(chunk) for chunk in chunks]
+                oids = [self._store(chunk, flush=False) for chunk in chunks]
         finally:
             self.limits.slots.release()
             done()
+        self._flush()
+        return oids
 
-    def _store(self, data: bytes | memoryview) -> bytes:
+    def _store(self, data: bytes | memoryview, *, flush: bool = True) -> bytes:
         oid = self.objects.hasher(data)
         if self._is_new(oid):
-            self._gather(oid, data)
+            self._gather(oid, data, flush=flush)
         return oid
 
     def _write(self, oid: bytes, data: bytes) -> None:
@@ -355,12 +360,13 @@ class ObjectWriter:
         finally:
             self.limits.slots.release()
 
-    def _gather(self, oid: bytes, data: bytes | memoryview) -> None:
+    def _gather(self, oid: bytes, data: bytes | memoryview, *, flush: bool = True) -> None:
+        """Add `data`'s record to what is gathered; `flush`: and append what is gathered if it is enough (_flush)."""
         record = Record(kinds.OBJECT, oid, codec.encode(data))
         with self._lock:
             self._gathered.append(record)
             self._gathered_bytes += len(record.body)
-            if self._gathered_bytes < self.FLUSH_BYTES:
+            if not flush or self._gathered_bytes < self.FLUSH_BYTES:
                 return
         self._flush()
 

@@ -15,11 +15,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyfastcdc.cy import FastCDC
 
 import agentfs
+from agentfs.engine import object_store
 from agentfs.engine.object_store import ObjectWriter
 from agentfs.format import chunking, codec
 from agentfs.format.refs import Ref, TreeRef
@@ -165,6 +167,35 @@ def test_several_threads_commit_large_artifacts_at_once(store: agentfs.Store, sm
         cp = store.run(f"writer-{n}").latest()
         assert cp is not None and cp.artifacts["a.bin"].read_bytes() == data
     assert store.verify().ok
+
+
+def test_a_job_appends_after_leaving_its_place_on_the_cores_to_the_next(store: agentfs.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream's job hashes and compresses its chunks holding one of the writer's places on the cores, and appends
+    what is gathered once it has given it back: with one place, the next job stores its chunks while the first
+    one's append waits (as on a segment's roll-over, for fsyncs)."""
+    monkeypatch.setattr(object_store, "CORES", 1)
+    monkeypatch.setattr(ObjectWriter, "FLUSH_BYTES", 1)  # each job appends what it gathered
+    appending, go_on = threading.Event(), threading.Event()
+    append = store.engine.db.append
+
+    def waiting_append(records: Any, sync: bool) -> Any:
+        appending.set()
+        assert go_on.wait(30)
+        return append(records, sync)
+
+    monkeypatch.setattr(store.engine.db, "append", waiting_append)
+    writer = store.engine.object_writer()
+    first, second = (memoryview(mixed(512 << 10, seed)) for seed in (12, 13))
+    appended = writer.add_all_later([first], lambda: None)
+    assert appending.wait(30)
+    try:
+        next_job = writer.add_all_later([second], lambda: None)
+        assert next_job.result(timeout=5) == [hashlib.sha256(second).digest()]
+    finally:
+        go_on.set()
+    assert appended.result(timeout=30) == [hashlib.sha256(first).digest()]
+    assert writer.finish() == []  # the first job's append took the second's record too
+    assert store.engine.db.read(hashlib.sha256(second).digest()) == second
 
 
 def test_read_ahead_streams_in_order_and_a_stream_closed_early_leaves_the_store_usable(store: agentfs.Store) -> None:
