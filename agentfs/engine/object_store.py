@@ -375,7 +375,8 @@ class ObjectWriter:
 
         A pool thread that finds an append under way goes back to compressing while less than
         MAX_GATHERED is gathered; past it, it waits its turn holding nothing more than its own chunk,
-        so memory stays bounded. Who appends takes again what gathered meanwhile."""
+        so memory stays bounded (a stream's job looks once it has gathered all its chunks, _store_all: each
+        of the pool's threads may add one job's objects past it). Who appends takes again what gathered meanwhile."""
         while True:
             with self._lock:
                 if self._gathered_bytes < self.FLUSH_BYTES:
