@@ -26,7 +26,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 import agentfs
 
 from ...api import EncryptionArg
-from ...serialization import decode_value, encode_value
+from ...serialization import copy_value
 from ..run_names import open_or_use
 from . import turns as derived
 from .layout import MAIN, Entry, branch_run, entries_of, is_user_message, preview, session_root, texts, turn_positions
@@ -111,8 +111,7 @@ class AgentFSSession:
         """Append `items` to the current branch: one checkpoint."""
         if not items:
             return
-        # a copy, as the store will give the items back (one it cannot store is refused here, by its path)
-        copied = decode_value(encode_value(items, "items"), "items")
+        copied = copy_value(items, "items")  # as the store will give them back; one it cannot store is refused here
         now = int(time.time())
         await self._off_loop(self._append, self.current_branch, [[now, item] for item in copied])
 
