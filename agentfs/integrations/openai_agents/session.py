@@ -405,7 +405,7 @@ class _Written(NamedTuple):
     Hazard: `items` may run on past `length`: `appended` extends it in place (an append costs its own items, not the
     branch's), which a stale `_Written` of an earlier head sharing the list never sees past its own `length`. Only the
     head's own `_Written` is appended to, after its commit, so two never extend one list from the same length
-    (test_concurrent_appends_of_one_session_keep_every_item)."""
+    (test_changes_of_one_session_object_from_concurrent_tasks_keep_every_item)."""
 
     run: str
     checkpoint_id: str
