@@ -13,6 +13,7 @@ committed); one still waiting for a thread is dropped and never runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
@@ -51,6 +52,22 @@ class Offloader:
             return await asyncio.wrap_future(future)  # cancelling this cancels `future` unless it is running
         except asyncio.CancelledError:
             future.add_done_callback(functools.partial(_undo, undo))
+            raise
+
+    async def to_end(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(*args, **kwargs)` off the loop, for a change whose caller must not hear of a cancellation while the
+        change may still land: cancelled before `fn` started, it never runs; once started, the CancelledError
+        reaches the awaiting task when `fn` has ended (cancellations meanwhile are folded into it). One hop: no
+        task is made per call (tests/integrations/test_openai_agents.py, the cancelled changes)."""
+        job = self._pool().submit(functools.partial(contextvars.copy_context().run, fn, *args, **kwargs))
+        try:
+            return await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            if job.cancel():  # still waiting for a thread: dropped
+                raise
+            while not job.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([asyncio.wrap_future(job)])
             raise
 
     def _pool(self) -> ThreadPoolExecutor:

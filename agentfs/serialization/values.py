@@ -247,6 +247,19 @@ def encode_value(value: Any, path: Path = "state") -> bytes:
     return data
 
 
+def copy_value(value: Any, path: str) -> Any:
+    """A copy of `value` sharing no object with it, as the store gives it back once committed (packed and unpacked);
+    SerializationError names the path of a value it cannot store. Its depth is not walked: a commit of it does that."""
+    try:
+        data = _pack(value)
+    except _PACK_ERRORS as exc:
+        raise _describe(value, path, exc) from None
+    try:
+        return _unpack(data)
+    except Exception as exc:  # a registered converter that cannot rebuild what it packed
+        raise SerializationError(f"{path} cannot be read back: {type(exc).__name__}: {exc}") from None
+
+
 def _checked_depth(value: Any, where: str, encoded: int) -> Any:
     if too_deep(value, encoded=encoded):
         raise FormatError(f"{where} nests containers more than {MAX_DEPTH} deep; refused")

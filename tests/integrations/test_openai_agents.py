@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from agents.memory import Session, SessionSettings, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 import agentfs
+from agentfs.aio import WORKERS
 from agentfs.integrations.openai_agents import AgentFSSession, BranchError
 from tests.helpers import raw
 from tests.servers import RemoteSpec, make_file_spec, make_s3_spec
@@ -256,6 +258,49 @@ def test_two_processes_appending_to_one_session_lose_nothing(tmp_path: Path) -> 
     assert len(contents) == 2 * count
 
 
+def test_changes_of_one_session_object_from_concurrent_tasks_keep_every_item(tmp_path: Path) -> None:
+    """Tasks adding and popping at once on one object (its changes on several threads, retried on Conflict): nothing
+    lost or doubled, and each checkpoint's counts are its own items'."""
+    session = _open(tmp_path / "store")
+
+    async def scenario() -> None:
+        await session.add_items([{"role": "user", "content": "first"}])
+        for round_ in range(6):
+            turns = [[{"role": "user", "content": f"{round_}:{i}"}, {"role": "assistant", "content": "ok"}] for i in range(6)]
+            await asyncio.gather(*map(session.add_items, turns), session.pop_item())
+
+    asyncio.run(scenario())
+    items = asyncio.run(session.get_items())
+    assert len(items) == 1 + 6 * (2 * 6 - 1), "an item was lost or doubled"
+    users = sorted(item["content"] for item in items if item["role"] == "user")
+    assert users == sorted(["first"] + [f"{r}:{i}" for r in range(6) for i in range(6)])
+    for checkpoint in session.run.history():
+        state = checkpoint.state["items"]
+        assert checkpoint.metadata["items"] == len(state), f"{checkpoint.metadata['operation']}: its item count is not its items'"
+        assert checkpoint.metadata["turns"] == sum(1 for _added, item in state if item["role"] == "user")
+
+
+def test_items_changed_by_their_caller_after_add_items_stay_as_added(tmp_path: Path) -> None:
+    """The session keeps its own copy of the items it committed: a caller's later change of its dicts reaches no checkpoint."""
+    session = _open(tmp_path / "store")
+    first, second = {"role": "user", "content": "as added"}, {"role": "assistant", "content": "popped"}
+
+    async def scenario() -> None:
+        await session.add_items([first, second])
+        first["content"] = "changed by the caller"
+        await session.pop_item()  # commits the items before the last one: the session's own copy of the first
+
+    asyncio.run(scenario())
+    assert asyncio.run(session.get_items()) == [{"role": "user", "content": "as added"}]
+
+
+def test_an_item_the_store_cannot_hold_is_refused_by_add_items_by_its_path(tmp_path: Path) -> None:
+    session = _open(tmp_path / "store")
+    with pytest.raises(agentfs.SerializationError, match=r"items\[1\]\[\"content\"\] is a builtins.object"):
+        asyncio.run(session.add_items([{"role": "user", "content": "fine"}, {"role": "user", "content": object()}]))
+    assert session.run.head_id() is None
+
+
 TURNS = int(os.environ.get("AGENTFS_OPENAI_TURNS", "200"))
 
 
@@ -327,3 +372,25 @@ def test_the_loop_keeps_running_during_a_change_and_a_cancelled_change_has_lande
     ticks, landed = asyncio.run(scenario())
     assert ticks > 5, "the event loop stalled during add_items"
     assert landed and asyncio.run(session.get_items()) == [large]
+
+
+def test_a_change_cancelled_while_it_waits_for_a_thread_never_lands(tmp_path: Path) -> None:
+    """Every thread of the store's pool busy: a cancelled add_items is dropped before it starts, not run later."""
+    session = _open(tmp_path / "store")
+
+    async def scenario() -> None:
+        gate = threading.Event()
+        blockers = [asyncio.ensure_future(session.store.to_thread(gate.wait)) for _ in range(WORKERS)]
+        adding = asyncio.create_task(session.add_items([{"role": "user", "content": "dropped"}]))
+        await asyncio.sleep(0.05)  # add_items waits for a thread
+        adding.cancel()
+        await asyncio.sleep(0.05)
+        gate.set()  # the threads free: a change still queued would run now
+        await asyncio.gather(*blockers)
+        with pytest.raises(asyncio.CancelledError):
+            await adding
+        await session.add_items([{"role": "user", "content": "kept"}])
+
+    asyncio.run(scenario())
+    assert asyncio.run(session.get_items()) == [{"role": "user", "content": "kept"}]
+    assert len(session.run.ids()) == 1, "the cancelled change was committed"

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import agentfs
-from agentfs.serialization import converters, decode_value
+from agentfs.serialization import converters, copy_value, decode_value
 from tests.helpers.tree import snapshot
 
 # --- registered user types -------------------------------------------------------------------------
@@ -329,6 +329,27 @@ def test_each_supported_type_round_trips(root: Path, name: str) -> None:
         assert_same(value, reload(root, cp))
 
 
+def _objects(value: Any) -> Iterator[Any]:
+    """Every mutable object `value` holds, itself included."""
+    if isinstance(value, (list, dict, set, bytearray, np.ndarray, pydantic.BaseModel)) or dataclasses.is_dataclass(value):
+        yield value
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple, set, frozenset)) else ()
+    if dataclasses.is_dataclass(value):
+        children = [getattr(value, field.name) for field in dataclasses.fields(value)]
+    for child in children:
+        yield from _objects(child)
+
+
+@pytest.mark.parametrize("name", sorted(_examples()))
+def test_copy_value_gives_what_a_load_gives_sharing_nothing(name: str) -> None:
+    """copy_value (AgentFSSession's copy of the items it keeps) is the value as loaded back, with no object of the original."""
+    value = {name: _examples()[name], "list": [bytearray(b"ab"), {"k": [1]}]}
+    copied = copy_value(value, "value")
+    assert_same(value, copied)
+    held = {id(obj) for obj in _objects(value)}
+    assert not [obj for obj in _objects(copied) if id(obj) in held], "the copy shares an object with the original"
+
+
 def test_zero_dim_array_keeps_its_shape(root: Path) -> None:
     with agentfs.open(root) as store:
         cp = store.run("rt/zero-dim").commit({"a": np.array(7, dtype="<i4")})
@@ -439,6 +460,13 @@ def test_unsupported_metadata_is_refused_with_its_path(populated: agentfs.Store)
         populated.run("r").commit({"ok": 1}, metadata={"source": [object()]})
     assert names_path(str(info.value), 'metadata["source"][0]'), str(info.value)
     assert snapshot(populated.root) == before
+
+
+@pytest.mark.parametrize(("case", "state", "path"), _bad_cases(), ids=[c[0] for c in _bad_cases()])
+def test_copy_value_refuses_what_a_commit_refuses_with_its_path(case: str, state: Any, path: str) -> None:
+    with pytest.raises(agentfs.SerializationError) as info:
+        copy_value(state, "state")
+    assert names_path(str(info.value), path), f"{str(info.value)!r} does not name {path}"
 
 
 @pytest.mark.parametrize("bad", ["../escape.txt", "/abs.txt", "a\\b", "", "a//b", "nul\x00.txt", "sp ace", ".", 7])

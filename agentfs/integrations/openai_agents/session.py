@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import datetime as dt
 import os
 import re
@@ -28,6 +26,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 import agentfs
 
 from ...api import EncryptionArg
+from ...serialization import copy_value
 from ..run_names import open_or_use
 from . import turns as derived
 from .layout import MAIN, Entry, branch_run, entries_of, is_user_message, preview, session_root, texts, turn_positions
@@ -81,8 +80,10 @@ class AgentFSSession:
         self.current_branch = MAIN
         # (run, checkpoint id, entries) of the last commit made here: the next change of that run edits these
         # instead of decoding them again. Hazard: they are never handed out (get_items decodes its own copy),
-        # and add_items stores copies of the caller's items, so no caller can mutate them.
-        self._written = _Written("", "", [], {}, 0)
+        # and add_items stores copies of the caller's items, so no caller can mutate them
+        # (test_items_changed_by_their_caller_after_add_items_stay_as_added).
+        self._written = _Written("", "", [], 0, {}, 0)
+        self._runs: dict[str, agentfs.Run] = {}
 
     def __repr__(self) -> str:
         return f"<AgentFSSession {self.session_id!r} on {self.current_branch!r} in {self.store!r}>"
@@ -110,8 +111,9 @@ class AgentFSSession:
         """Append `items` to the current branch: one checkpoint."""
         if not items:
             return
-        added = [[int(time.time()), item] for item in copy.deepcopy(items)]
-        await self._off_loop(self._append, self.current_branch, added)
+        copied = copy_value(items, "items")  # as the store will give them back; one it cannot store is refused here
+        now = int(time.time())
+        await self._off_loop(self._append, self.current_branch, [[now, item] for item in copied])
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item of the current branch (one checkpoint); None if it has none."""
@@ -250,33 +252,29 @@ class AgentFSSession:
     # blocking work, run off the event loop
 
     async def _off_loop(self, call: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store call on a worker thread, so the event loop keeps serving other tasks.
+        """Run a blocking store call on the store's pool (aio.py), so the event loop keeps serving other tasks.
 
-        Hazard: a worker thread cannot be stopped, so a cancelled caller waits for the call to finish
-        before the cancellation reaches it (as the SDK's own sessions do): a change is then committed
-        or not begun, never still landing behind the caller's back.
+        Hazard: a worker thread cannot be stopped, so a caller cancelled once the call started waits for it to
+        finish before the cancellation reaches it (as the SDK's own sessions do); one cancelled before it started
+        drops it: a change is then committed or not begun, never still landing behind the caller's back.
         """
-        work = asyncio.ensure_future(self.store.to_thread(call, *args))  # the store's bounded pool (aio.py)
-        cancellation: asyncio.CancelledError | None = None
-        while not work.done():
-            try:
-                await asyncio.wait({work})
-            except asyncio.CancelledError as exc:
-                cancellation = cancellation or exc
-        if cancellation is not None:
-            raise cancellation
-        return work.result()
+        return await self.store.engine.offload.to_end(call, *args)
 
     def _run(self, branch: str) -> agentfs.Run:
-        return self.store.run(branch_run(self.prefix, self.session_id, branch))
+        run = self._runs.get(branch)
+        if run is None:
+            run = self._runs[branch] = self.store.run(branch_run(self.prefix, self.session_id, branch))
+        return run
 
     def _entries(self, branch: str) -> list[Entry]:
         head = self._run(branch).latest()
         return [] if head is None else entries_of(head)
 
-    def _metadata(self, branch: str, operation: str, entries: list[Entry], turns: int | None = None) -> dict[str, Any]:
-        turns = _turns(entries) if turns is None else turns
-        return {"session_id": self.session_id, "branch": branch, "operation": operation, "items": len(entries), "turns": turns}
+    def _metadata(self, branch: str, operation: str, entries: list[Entry]) -> dict[str, Any]:
+        return self._counted(branch, operation, len(entries), _turns(entries))
+
+    def _counted(self, branch: str, operation: str, items: int, turns: int) -> dict[str, Any]:
+        return {"session_id": self.session_id, "branch": branch, "operation": operation, "items": items, "turns": turns}
 
     def _branch(self, branch: str) -> tuple[list[Entry], Usage]:
         run = self._run(branch)
@@ -294,15 +292,15 @@ class AgentFSSession:
         head = last.checkpoint_id if last.run == run.name and last.checkpoint_id else run.head_id()
         while True:
             written = self._written_branch(run, head)
-            entries, turns = [*written.entries, *added], written.turns + added_turns
-            metadata = self._metadata(branch, "add_items", entries, turns)
+            turns = written.turns + added_turns
+            metadata = self._counted(branch, "add_items", written.length + len(added), turns)
             state = _state(agentfs.Extend(added), written.usage)
             try:
                 checkpoint = run.commit(state, metadata=metadata, parent=head)
             except agentfs.Conflict:
                 head = run.head_id()  # another writer moved the head: append to the new head instead
                 continue
-            self._written = _Written(run.name, checkpoint.id, entries, written.usage, turns)
+            self._written = written.appended(checkpoint.id, added, turns)
             return
 
     def _change(self, branch: str, operation: str, edit: Edit[T], usage_edit: UsageEdit | None = None) -> T | None:
@@ -323,19 +321,19 @@ class AgentFSSession:
                 checkpoint = run.commit(_state(new_entries, new_usage), metadata=metadata, parent=head)
             except agentfs.Conflict:
                 continue  # another writer moved the head since the read: edit its items instead
-            self._written = _Written(run.name, checkpoint.id, new_entries, new_usage, metadata["turns"])
+            self._written = _Written(run.name, checkpoint.id, new_entries, len(new_entries), new_usage, metadata["turns"])
             return result
 
     def _written_branch(self, run: agentfs.Run, head: str | None) -> _Written:
         """The head's entries, usage records and turn count, without decoding them when this object wrote that head itself."""
         if head is None:
-            return _Written(run.name, "", [], {}, 0)
+            return _Written(run.name, "", [], 0, {}, 0)
         written = self._written  # one read: another worker thread may replace it
         if (written.run, written.checkpoint_id) == (run.name, head):
             return written
         checkpoint = run.get(head)
         entries = entries_of(checkpoint)
-        return _Written(run.name, head, entries, _usage_of(checkpoint), _turns(entries))
+        return _Written(run.name, head, entries, len(entries), _usage_of(checkpoint), _turns(entries))
 
     def _branch_heads(self) -> dict[str, agentfs.Checkpoint]:
         """The head of every branch of the session, here or on the remote, by branch name."""
@@ -402,13 +400,29 @@ class AgentFSSession:
 
 
 class _Written(NamedTuple):
-    """A branch head this object wrote (or read): its items, usage records and user turns."""
+    """A branch head this object wrote (or read): its items (the first `length` of `items`), usage records and user turns.
+
+    Hazard: `items` may run on past `length`: `appended` extends it in place (an append costs its own items, not the
+    branch's), which a stale `_Written` of an earlier head sharing the list never sees past its own `length`. Only the
+    head's own `_Written` is appended to, after its commit, so two never extend one list from the same length
+    (test_changes_of_one_session_object_from_concurrent_tasks_keep_every_item)."""
 
     run: str
     checkpoint_id: str
-    entries: list[Entry]
+    items: list[Entry]
+    length: int
     usage: Usage
     turns: int
+
+    @property
+    def entries(self) -> list[Entry]:
+        return self.items if len(self.items) == self.length else self.items[: self.length]
+
+    def appended(self, checkpoint_id: str, added: list[Entry], turns: int) -> _Written:
+        """The head committed after this one with `added` appended to its items."""
+        items = self.entries
+        items.extend(added)
+        return _Written(self.run, checkpoint_id, items, self.length + len(added), self.usage, turns)
 
 
 def _turns(entries: list[Entry]) -> int:
