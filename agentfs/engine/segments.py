@@ -99,7 +99,6 @@ class SnapshotSegment(NamedTuple):
     """An unsealed segment opened through its index snapshot (FORMAT.md "Index snapshots"): the snapshot's footer,
     read and checked but not decoded, indexes the batches it covers; `tail` is a scan of those after them."""
 
-    header: fmt.Header
     footer: fmt.Footer
     tail: SegmentView
 
@@ -179,7 +178,7 @@ def open_indexed(path: Path, expand: fmt.Expand | None = None, *, snapshots: boo
         snapshot = _snapshot(fd, size, path, header) if snapshots and not problems else None
         if snapshot is not None:
             footer, end = snapshot
-            return SnapshotSegment(header, footer, _scan(fd, size, path, header, problems, end, expand))
+            return SnapshotSegment(footer, _scan(fd, size, path, header, problems, end, expand))
         return _scan(fd, size, path, header, problems, expand=expand)
     finally:
         os.close(fd)
