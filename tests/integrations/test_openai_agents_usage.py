@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents import Agent, Runner, Usage, function_tool, set_tracing_disabled
 from agents.extensions.memory import AdvancedSQLiteSession
 from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -151,3 +152,34 @@ def test_agentfs_verify_reports_the_unpaired_items_and_passes_after_the_repair(t
     with agentfs.open(tmp_path / "store") as store:
         asyncio.run(AgentFSSession("chat", store).repair_tool_pairs())
     assert cli("verify", store=tmp_path / "store").returncode == 0
+
+
+def test_storing_usage_encodes_none_of_the_sessions_items_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """store_run_usage leaves the items as they are: its commit extends the head's list by nothing, so it encodes the
+    usage records and not the whole session (which a long session paid at every turn)."""
+    from agentfs.core import commit_input
+
+    encoded: list[int] = []
+    encode_body = commit_input.encode_body
+
+    def counting(value: Any, path: Any = "state") -> tuple[int, int, bytes]:
+        fmt, count, data = encode_body(value, path)
+        encoded.append(len(data))
+        return fmt, count, data
+
+    with agentfs.open(tmp_path / "store") as store:
+        session = AgentFSSession("long", store)
+        items = [{"role": "user" if n % 2 else "assistant", "content": f"message {n} " + "x" * 400} for n in range(300)]
+        asyncio.run(session.add_items(items))
+
+        usage = Usage(requests=1, input_tokens=10, output_tokens=2, total_tokens=12)
+        result = SimpleNamespace(context_wrapper=SimpleNamespace(usage=usage))  # the shape of Runner.run's result
+        monkeypatch.setattr(commit_input, "encode_body", counting)
+        asyncio.run(session.store_run_usage(result))
+        assert encoded, "store_run_usage committed nothing"
+        assert max(encoded) < 2_000, f"a value of {max(encoded)} bytes was encoded: the session's items again"
+        monkeypatch.undo()
+        assert asyncio.run(session.get_items()) == items
+        assert (asyncio.run(session.get_session_usage()) or {})["input_tokens"] == 10
+        fresh = AgentFSSession("long", store)
+        assert asyncio.run(fresh.get_items()) == items

@@ -317,8 +317,11 @@ class AgentFSSession:
             new_entries, result = edited
             new_usage = usage if usage_edit is None else usage_edit(usage, new_entries)
             metadata = self._metadata(branch, operation, new_entries)
+            # items the edit left as they were (store_run_usage) are the head's list extended by nothing: the commit
+            # stores what the usage changed, not the whole list again, whatever the session's length
+            items = agentfs.Extend([]) if new_entries is entries else new_entries
             try:
-                checkpoint = run.commit(_state(new_entries, new_usage), metadata=metadata, parent=head)
+                checkpoint = run.commit(_state(items, new_usage), metadata=metadata, parent=head)
             except agentfs.Conflict:
                 continue  # another writer moved the head since the read: edit its items instead
             self._written = _Written(run.name, checkpoint.id, new_entries, len(new_entries), new_usage, metadata["turns"])
