@@ -197,11 +197,11 @@ class Index:
             return
         if isinstance(opened, SnapshotSegment):
             self.snapshotted.add(segment_id)
-            self.segments[segment_id] = Known(False, opened.tail.end)
             try:
                 self._add_footer(segment_id, opened.footer)
             except (IntegrityError, FormatError) as exc:  # a row its checksum covers that no writer of ours makes
                 self._scan_instead(segment_id, exc)
+                self.segments[segment_id] = Known(False, opened.tail.end)
                 return
             opened = opened.tail
         self.problems.extend(opened.problems)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from ..errors import AgentFSError
@@ -36,12 +36,13 @@ def _named(fd: int, path: Path) -> bool:
         return False
 
 
-def write_seal(fd: int, path: Path, segment_id: int, position: int, entries: Sequence[fmt.IndexEntry], *, sync: bool) -> None:
-    """Seal the segment at `path` (open as `fd`): footer and trailer, then its seal copy beside it.
+def write_seal(fd: int, path: Path, segment_id: int, position: int, rows: FooterRows, *, sync: bool) -> None:
+    """Seal the segment at `path` (open as `fd`), whose batches end at `position` and whose records `rows` lists:
+    footer and trailer, then its seal copy beside it.
 
     The copy (the header and the seal again, FORMAT.md "Seal copies") is published only once the seal is
     durable: a crash between leaves a sealed segment without a copy, which is whole but unprotected."""
-    seal = fmt.encode_seal(segment_id, position, entries)
+    seal = fmt.seal_of(position, rows.encode(segment_id))
     with storing("sealing segment", path):
         write_all(fd, seal, position)
         os.ftruncate(fd, position + len(seal))  # drops the unused preallocation and any torn tail

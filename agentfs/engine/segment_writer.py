@@ -122,9 +122,11 @@ def seal_orphans(directory: Path, locks: Path, *, durability: Durability, slots:
                     continue
                 if header.slot == slot and not sealed:
                     view = open_segment(segment, expand)
+                    rows = FooterRows()
+                    rows.add(view.entries)
                     segment_fd = os.open(segment, os.O_RDWR)
                     try:
-                        write_seal(segment_fd, segment, segment_id, view.end, view.entries, sync=durability == "power")
+                        write_seal(segment_fd, segment, segment_id, view.end, rows, sync=durability == "power")
                     finally:
                         os.close(segment_fd)
         finally:
@@ -168,7 +170,7 @@ class SegmentWriter:
         self._path = ""  # the current segment's, as a str: access(2) on every append
         self.segment_id = self.position = self.allocated = self.torn_end = 0
         self.header = b""  # the current segment's header bytes (its index snapshots repeat them)
-        self.footer_rows = FooterRows()  # the footer rows of `entries`, kept for the index snapshots
+        self.footer_rows = FooterRows()  # the footer rows of `entries`: each index snapshot and the seal encode only new ones
         self.snapshot_end = 0  # where the batches the current segment's last index snapshot lists end
         self.entries: list[fmt.IndexEntry] = []
         self.parents: dict[bytes, EntryParent] = {}  # the current segment's ENTRY records (keys as stored) this writer appended
@@ -350,7 +352,7 @@ class SegmentWriter:
     def _seal(self) -> None:
         fd, self._fd = self._fd, -1  # closed whatever the seal's outcome: a segment that failed to seal is not appended to
         try:
-            end, entries = self.position, self.entries
+            end = self.position
             lineage = self.stored(lineage_records(self.segment_id, self.entries, self.parents))
             if lineage:
                 parts, added = fmt.batch_parts(self.segment_id, end, lineage)
@@ -361,8 +363,9 @@ class SegmentWriter:
                         # durable before the footer that lists them: a crash cannot leave a seal naming lost frames
                         # (tests/engine/test_crash_states.py, workload rollover: a seal after commits)
                         os.fdatasync(fd)
-                end, entries = end + length, [*entries, *added]
-            write_seal(fd, Path(self._path), self.segment_id, end, entries, sync=self.sync)
+                end = end + length
+                self.footer_rows.add(added)
+            write_seal(fd, Path(self._path), self.segment_id, end, self.footer_rows, sync=self.sync)
             drop_snapshot(Path(self._path))
         finally:
             os.close(fd)

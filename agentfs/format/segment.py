@@ -122,10 +122,6 @@ def seal_copy_name(segment_id: int) -> str:
     return f"{segment_id:016x}{SEAL_COPY_SUFFIX}"
 
 
-def snapshot_name(segment_id: int) -> str:
-    return f"{segment_id:016x}{SNAPSHOT_SUFFIX}"
-
-
 def segment_id_of(name: str) -> int | None:
     """The id a segment file name carries; None for a name that is not a segment's."""
     stem = name.removesuffix(SUFFIX)
@@ -300,11 +296,10 @@ def batch_ends_at(read: Read, segment_id: int, end: int) -> bool:
         return False
     if kind != KIND_END or len(payload) != END.size:
         return False
-    offset, count = END.unpack(payload)
+    offset = END.unpack(payload)[0]
     if not HEADER.size <= offset < end:
         return False
-    head = read(offset, BEGIN_FRAME)
-    return batch_length(head, segment_id, offset) == end - offset and BEGIN.unpack_from(head, FRAME.size)[4] == count
+    return batch_length(read(offset, BEGIN_FRAME), segment_id, offset) == end - offset and ends_batch(read, offset, end - offset)
 
 
 def record_overhead(key_length: int) -> int:

@@ -235,13 +235,18 @@ def _too_deep(value: Any, path: str) -> SerializationError:
     )
 
 
+def _packed(value: Any, path: Path) -> bytes:
+    """`value`'s msgpack bytes; SerializationError naming the path of what cannot be stored."""
+    try:
+        return _pack(value)
+    except _PACK_ERRORS as exc:
+        raise _describe(value, path if isinstance(path, str) else path(), exc) from None
+
+
 def encode_value(value: Any, path: Path = "state") -> bytes:
     """msgpack bytes for `value`; SerializationError names the path of the first unsupported value, or of
     the first container nested deeper than MAX_DEPTH (a reader refuses those: depth.py)."""
-    try:
-        data = _pack(value)
-    except _PACK_ERRORS as exc:
-        raise _describe(value, path if isinstance(path, str) else path(), exc) from None
+    data = _packed(value, path)
     if too_deep(value, encoded=len(data)):
         raise _too_deep(value, path if isinstance(path, str) else path())
     return data
@@ -250,10 +255,7 @@ def encode_value(value: Any, path: Path = "state") -> bytes:
 def copy_value(value: Any, path: str) -> Any:
     """A copy of `value` sharing no object with it, as the store gives it back once committed (packed and unpacked);
     SerializationError names the path of a value it cannot store. Its depth is not walked: a commit of it does that."""
-    try:
-        data = _pack(value)
-    except _PACK_ERRORS as exc:
-        raise _describe(value, path, exc) from None
+    data = _packed(value, path)
     try:
         return _unpack(data)
     except Exception as exc:  # a registered converter that cannot rebuild what it packed

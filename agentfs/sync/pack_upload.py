@@ -98,7 +98,7 @@ class PackUploader:
 
     def _put_pack(self, records: list[Record], stats: UploadCounts, index_objects: Callable[[Pack], object]) -> Pack:
         """Put one pack up; one of objects only gets its index at once and its objects are noted as pushed, so
-        a push cut short later does not upload them again. A pack holding entries is indexed by _put_indexes."""
+        a push cut short later does not upload them again. A pack holding entries is indexed by put_indexes."""
         pack = encode_pack(self.store.sealed(records), self.writer)  # an encrypted store's packs hold what its segments do
         records.clear()  # the pack holds the bytes now: memory bound
         self.remote.put_pack(pack.pack_id, pack.data)
@@ -109,7 +109,7 @@ class PackUploader:
         pack = pack._replace(data=b"")  # what the index needs; the bytes are up
         if all(frame.kind == kinds.OBJECT for frame in pack.entries):
             index_objects(pack)
-            return pack._replace(footer=b"")  # indexed: _put_indexes skips it
+            return pack._replace(footer=b"")  # indexed: put_indexes skips it
         return pack
 
     def _index_objects(self, pack: Pack) -> None:
@@ -125,7 +125,7 @@ class PackUploader:
         """Put up the indexes of packs that are up; (pack id, its records' places) of each."""
         # Hazard: a reader of every index (pull) that saw an entry's index before the index of the pack holding
         # its objects, or an entry it borrows from, would find it lacking them. Indexes of packs with no entry go
-        # up first, together; then those with entries, one at a time in pack order (_records puts objects first
+        # up first, together; then those with entries, one at a time in pack order (push.py's _records puts objects first
         # and every entry after those it borrows from).
         # (packs of objects only were indexed as they went up, _put_pack: their footer is dropped)
         unindexed = [pack for pack in packs if pack.footer]
